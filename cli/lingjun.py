@@ -1,0 +1,243 @@
+"""lingjun: the cluster's own command.
+
+    lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--state-dir DIR] [--port P]
+    lingjun down [--state-dir DIR]
+    lingjun status
+
+``up`` starts a controller and N agents on this machine (node1..nodeN, each
+agent with its own state dir and, as root, its own hostname; all on
+loopback), waits until every node has registered, and leaves a pointer in
+``$LINGJUN_HOME/local.json`` (default ``~/.lingjun``) through which sbatch,
+squeue and the rest find it. ``down`` stops exactly what ``up`` started, by
+PID (checked against each process's start time), and the jobs' processes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
+from lingjun.v1 import api_pb2
+
+PROG = "lingjun"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _config_text(args, port: int, state: Path) -> str:
+    return f"""# written by `lingjun up`: a local cluster of {args.nodes} nodes on this machine
+cluster_name = "{args.cluster_name}"
+
+[controller]
+listen = "127.0.0.1:{port}"
+state_dir = "{state / 'controller'}"
+heartbeat_interval_s = 2.0
+kill_wait_s = {args.kill_wait}
+scheduler_interval_s = 2.0
+
+[agent]
+state_dir = "{state / 'agents'}"
+reconnect_max_s = 2.0
+
+[[nodes]]
+names = "node[1-{args.nodes}]"
+cpus = {args.cpus}
+memory_mb = {args.memory_mb}
+
+[[partitions]]
+name = "debug"
+nodes = "ALL"
+default = true
+"""
+
+
+def _alive(entry: dict) -> psutil.Process | None:
+    try:
+        p = psutil.Process(entry["pid"])
+        if abs(p.create_time() - entry["create_time"]) < 0.5:
+            return p
+    except (psutil.Error, KeyError):
+        pass
+    return None
+
+
+def _spawn(argv: list[str], log: Path) -> dict:
+    with open(log, "ab") as f:
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    return {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time(), "argv": argv}
+
+
+def _read_cluster(state: Path | None) -> tuple[Path, dict] | None:
+    candidates = [state / "cluster.json"] if state else [local_pointer()]
+    for c in candidates:
+        try:
+            info = json.loads(c.read_text())
+            return Path(info["state_dir"]), info
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def cmd_up(args) -> int:
+    state = Path(args.state_dir or lingjun_home() / "local").absolute()
+    found = _read_cluster(state)
+    if found and _alive(found[1]["processes"]["lingjund"]):
+        print(f"{PROG}: error: a local cluster already runs from {state} "
+              f"(controller {found[1]['address']}); `lingjun down` stops it", file=sys.stderr)
+        return 1
+    if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
+        print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)
+        return 1
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "logs").mkdir(exist_ok=True)
+    port = args.port or (6917 if _port_free(6917) else _free_port())
+    conf = state / "lingjun.toml"
+    conf.write_text(_config_text(args, port, state))
+    address = f"127.0.0.1:{port}"
+    py = sys.executable
+    procs = {"lingjund": _spawn([py, "-m", "lingjund.daemon", "-c", str(conf)],
+                                state / "logs" / "lingjund.log")}
+    info = {"address": address, "state_dir": str(state), "config": str(conf),
+            "nodes": [f"node{i}" for i in range(1, args.nodes + 1)], "processes": procs}
+    (state / "cluster.json").write_text(json.dumps(info, indent=2))
+    api = Api(address)
+    deadline = time.time() + args.timeout
+    while True:
+        try:
+            api.call("Ping", api_pb2.PingRequest(), timeout=1)
+            break
+        except ControllerUnreachable:
+            if time.time() > deadline or not _alive(procs["lingjund"]):
+                print(f"{PROG}: error: the controller did not start; see {state}/logs/lingjund.log",
+                      file=sys.stderr)
+                _stop(info)
+                return 1
+            time.sleep(0.1)
+    for node in info["nodes"]:
+        procs[node] = _spawn([py, "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
+                              "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
+                              "--own-hostname"], state / "logs" / f"{node}.log")
+    (state / "cluster.json").write_text(json.dumps(info, indent=2))
+    while True:
+        nodes = api.call("GetNodes", api_pb2.GetNodesRequest()).nodes
+        up = [n.name for n in nodes if not n.not_responding and n.state != "UNKNOWN"]
+        if len(up) >= args.nodes:
+            break
+        if time.time() > deadline:
+            print(f"{PROG}: error: only {len(up)} of {args.nodes} agents registered; "
+                  f"see {state}/logs/", file=sys.stderr)
+            _stop(info)
+            return 1
+        time.sleep(0.1)
+    local_pointer().parent.mkdir(parents=True, exist_ok=True)
+    local_pointer().write_text(json.dumps(info, indent=2))
+    print(f"Local cluster '{args.cluster_name}' is up: controller {address}, "
+          f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
+    print(f"State and logs: {state}")
+    print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
+          f"elsewhere: export LINGJUN_CONTROLLER={address}")
+    return 0
+
+
+def _stop(info: dict) -> int:
+    procs = info.get("processes", {})
+    live = {name: p for name, entry in procs.items() if (p := _alive(entry))}
+    # Agents first (so nothing relaunches), then the controller.
+    order = sorted(live, key=lambda n: n == "lingjund")
+    for name in order:
+        try:
+            live[name].send_signal(signal.SIGTERM)
+        except psutil.Error:
+            pass
+    _, still = psutil.wait_procs(list(live.values()), timeout=10)
+    for p in still:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    # The jobs' processes outlive agents by design; `down` ends them too.
+    from lingjun_agent.launcher import procs as jobprocs
+    for node in info.get("nodes", []):
+        for jid in jobprocs.running_jobs(node):
+            try:
+                import asyncio
+                asyncio.run(jobprocs.terminate_job(node, jid, 2.0))
+            except Exception:
+                pass
+    return len(live)
+
+
+def cmd_down(args) -> int:
+    found = _read_cluster(Path(args.state_dir).absolute() if args.state_dir else None)
+    if not found:
+        print(f"{PROG}: no local cluster is running", file=sys.stderr)
+        return 1
+    state, info = found
+    n = _stop(info)
+    try:
+        if json.loads(local_pointer().read_text()).get("state_dir") == str(state):
+            local_pointer().unlink()
+    except (OSError, ValueError):
+        pass
+    print(f"Stopped {n} process(es) of the local cluster in {state}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    found = _read_cluster(Path(args.state_dir).absolute() if args.state_dir else None)
+    if not found:
+        print(f"{PROG}: no local cluster is running", file=sys.stderr)
+        return 1
+    state, info = found
+    for name, entry in info["processes"].items():
+        print(f"{name:10} pid {entry['pid']:>7}  {'running' if _alive(entry) else 'stopped'}")
+    print(f"controller {info['address']}, state {state}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a local cluster on this machine")
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--cpus", type=int, default=2)
+    up.add_argument("--memory-mb", type=int, default=2000)
+    up.add_argument("--state-dir")
+    up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
+    up.add_argument("--cluster-name", default="local")
+    up.add_argument("--kill-wait", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
+    up.add_argument("--timeout", type=float, default=30.0)
+    down = sub.add_parser("down", help="stop the local cluster")
+    down.add_argument("--state-dir")
+    st = sub.add_parser("status", help="show the local cluster's processes")
+    st.add_argument("--state-dir")
+    args = p.parse_args(argv)
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

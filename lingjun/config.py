@@ -1,0 +1,191 @@
+"""Typed configuration, parsed once from one TOML file.
+
+Every key has a default that works on one machine, so an empty file (or no
+file) gives a one-partition cluster whose nodes are whatever agents register.
+
+    cluster_name = "lingjun"
+
+    [controller]
+    listen = "127.0.0.1:6917"       # API and agent channel; Slurm uses 6817-6819
+    state_dir = "/var/lib/lingjun"
+
+    [[nodes]]
+    names = "node[1-4]"             # a hostlist expression
+    cpus = 2
+    memory_mb = 2000
+
+    [[partitions]]
+    name = "debug"
+    nodes = "node[1-4]"             # or "ALL"
+    default = true
+    max_time = "UNLIMITED"          # Slurm time syntax
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hostlist
+
+DEFAULT_PORT = 6917
+DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"
+
+
+class ConfigError(ValueError):
+    """The configuration file cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    cpus: int = 0                    # 0 = what the agent reports
+    memory_mb: int = 0               # 0 = what the agent reports
+    gpus: int = 0
+    features: tuple[str, ...] = ()
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    name: str
+    nodes: tuple[str, ...] | None = None   # None = every node
+    default: bool = False
+    state: str = "UP"
+    max_time_min: int = -1
+    default_time_min: int = -1
+    max_nodes: int = -1
+    min_nodes: int = 0
+    priority_tier: int = 1
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
+    address: str = ""                # how clients and agents reach it ("" = listen)
+    state_dir: str = "/var/lib/lingjun"
+    heartbeat_interval_s: float = 5.0
+    heartbeat_timeout_s: float = 60.0
+    kill_wait_s: float = 30.0        # Slurm's KillWait: SIGTERM .. SIGKILL
+    scheduler_interval_s: float = 5.0
+    synchronous: str = "FULL"        # SQLite synchronous pragma: FULL survives power loss
+    job_requeue: bool = True         # Slurm's JobRequeue default
+    min_job_age_s: float = 300.0     # finished jobs stay visible to squeue this long
+
+    @property
+    def connect_address(self) -> str:
+        return self.address or self.listen
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    state_dir: str = "/var/lib/lingjun/agent"
+    reconnect_min_s: float = 0.2
+    reconnect_max_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Config:
+    cluster_name: str = "lingjun"
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    nodes: tuple[NodeConfig, ...] = ()
+    partitions: tuple[PartitionConfig, ...] = ()
+    path: str = ""
+
+    def node(self, name: str) -> NodeConfig | None:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        return None
+
+    def effective_partitions(self) -> tuple[PartitionConfig, ...]:
+        if self.partitions:
+            return self.partitions
+        return (PartitionConfig(name="debug", default=True),)
+
+
+def _minutes(value, key: str) -> int:
+    from lingjun import slurm  # the one place that parses Slurm's time syntax
+    if isinstance(value, int):
+        return value
+    try:
+        return slurm.parse_time_limit(str(value))
+    except ValueError as e:
+        raise ConfigError(f"{key}: {e}") from None
+
+
+def _expand(expr: str) -> tuple[str, ...]:
+    try:
+        return tuple(hostlist.expand_hostlist(expr))
+    except hostlist.BadHostlist as e:
+        raise ConfigError(f"bad hostlist {expr!r}: {e}") from None
+
+
+def _take(table: dict, cls, where: str, **converters):
+    known = set(cls.__dataclass_fields__)
+    unknown = set(table) - known - set(converters)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    args = {}
+    for k, v in table.items():
+        if k in converters:
+            k2, v = converters[k](v)
+            args[k2] = v
+        else:
+            args[k] = v
+    try:
+        return cls(**args)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def parse(text: str, path: str = "") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path or 'config'}: {e}") from None
+    controller = _take(data.pop("controller", {}), ControllerConfig, "[controller]")
+    agent = _take(data.pop("agent", {}), AgentConfig, "[agent]")
+    nodes: list[NodeConfig] = []
+    for i, t in enumerate(data.pop("nodes", [])):
+        t = dict(t)
+        names = _expand(str(t.pop("names", t.pop("name", ""))))
+        if "features" in t:
+            t["features"] = tuple(t["features"])
+        for name in names:
+            nodes.append(_take(dict(t, name=name), NodeConfig, f"[[nodes]] #{i + 1}"))
+    partitions: list[PartitionConfig] = []
+    for i, t in enumerate(data.pop("partitions", [])):
+        t = dict(t)
+        where = f"[[partitions]] #{i + 1}"
+        conv = {
+            "nodes": lambda v: ("nodes", None if str(v).upper() == "ALL" else _expand(str(v))),
+            "max_time": lambda v: ("max_time_min", _minutes(v, "max_time")),
+            "default_time": lambda v: ("default_time_min", _minutes(v, "default_time")),
+        }
+        partitions.append(_take(t, PartitionConfig, where, **conv))
+    if partitions and not any(p.default for p in partitions):
+        partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
+    cluster_name = data.pop("cluster_name", "lingjun")
+    if data:
+        raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
+    return Config(cluster_name=cluster_name, controller=controller, agent=agent,
+                  nodes=tuple(nodes), partitions=tuple(partitions), path=path)
+
+
+def config_path() -> str:
+    return os.environ.get("LINGJUN_CONF", DEFAULT_CONFIG_PATH)
+
+
+def load(path: str | None = None) -> Config:
+    """Load the config file; a missing file at the default path means defaults."""
+    p = path or config_path()
+    try:
+        text = Path(p).read_text()
+    except FileNotFoundError:
+        if path is None and "LINGJUN_CONF" not in os.environ:
+            return Config()
+        raise ConfigError(f"cannot read configuration file {p}") from None
+    return parse(text, p)

@@ -1,0 +1,290 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Inventory(_message.Message):
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    SOCKETS_FIELD_NUMBER: _ClassVar[int]
+    CORES_PER_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    THREADS_PER_CORE_FIELD_NUMBER: _ClassVar[int]
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    BOOT_TIME_FIELD_NUMBER: _ClassVar[int]
+    CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    cpus: int
+    real_memory_mb: int
+    free_memory_mb: int
+    gpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    arch: str
+    os: str
+    boot_time: int
+    cpu_load: float
+    address: str
+    tmp_disk_mb: int
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ...) -> None: ...
+
+class BatchFinished(_message.Message):
+    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    exit_code: int
+    signal: int
+    start_time: int
+    end_time: int
+    max_rss_kb: int
+    error: str
+    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Register(_message.Message):
+    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version")
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNACKED_FIELD_NUMBER: _ClassVar[int]
+    AGENT_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    inventory: Inventory
+    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    unacked: _containers.RepeatedCompositeFieldContainer[BatchFinished]
+    agent_start_time: int
+    version: str
+    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    sent_at: float
+    free_memory_mb: int
+    cpu_load: float
+    running_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class BatchStarted(_message.Message):
+    __slots__ = ("job_id", "pid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    pid: int
+    def __init__(self, job_id: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class AgentTaskOutput(_message.Message):
+    __slots__ = ("job_id", "step_id", "rank", "stream", "data")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    rank: int
+    stream: int
+    data: bytes
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class AgentTaskExit(_message.Message):
+    __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    rank: int
+    exit_code: int
+    signal: int
+    error: str
+    max_rss_kb: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
+
+class JobCleaned(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class AgentMessage(_message.Message):
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned")
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    TASK_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
+    JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
+    register: Register
+    heartbeat: Heartbeat
+    batch_started: BatchStarted
+    batch_finished: BatchFinished
+    task_output: AgentTaskOutput
+    task_exit: AgentTaskExit
+    job_cleaned: JobCleaned
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ...) -> None: ...
+
+class RegisterReply(_message.Message):
+    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACKED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    message: str
+    controller_time: float
+    heartbeat_interval_s: float
+    expected_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    acked_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LaunchBatch(_message.Message):
+    __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDIN_PATH_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    APPEND_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    script: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    environment: _containers.ScalarMap[str, str]
+    work_dir: str
+    stdout_path: str
+    stderr_path: str
+    stdin_path: str
+    uid: int
+    gid: int
+    user: str
+    append: bool
+    def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ...) -> None: ...
+
+class TaskSpec(_message.Message):
+    __slots__ = ("rank", "local_id", "environment")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    local_id: int
+    environment: _containers.ScalarMap[str, str]
+    def __init__(self, rank: _Optional[int] = ..., local_id: _Optional[int] = ..., environment: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class LaunchTasks(_message.Message):
+    __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    environment: _containers.ScalarMap[str, str]
+    work_dir: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
+    uid: int
+    gid: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
+
+class SignalJob(_message.Message):
+    __slots__ = ("job_id", "signal", "batch_only", "step_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    signal: int
+    batch_only: bool
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+
+class TerminateJob(_message.Message):
+    __slots__ = ("job_id", "grace_s", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    grace_s: float
+    reason: str
+    def __init__(self, job_id: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AckBatchFinished(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class ControllerMessage(_message.Message):
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished")
+    REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_JOB_FIELD_NUMBER: _ClassVar[int]
+    TERMINATE_JOB_FIELD_NUMBER: _ClassVar[int]
+    ACK_BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    register_reply: RegisterReply
+    launch_batch: LaunchBatch
+    launch_tasks: LaunchTasks
+    signal_job: SignalJob
+    terminate_job: TerminateJob
+    ack_batch_finished: AckBatchFinished
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,564 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_PATH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    MIN_NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_NODE_MB_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_SPEC_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_HOST_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_DIR_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    script: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    work_dir: str
+    stdout_pattern: str
+    stderr_pattern: str
+    stdin_path: str
+    partition: str
+    min_nodes: int
+    max_nodes: int
+    num_tasks: int
+    ntasks_per_node: int
+    cpus_per_task: int
+    mem_per_node_mb: int
+    gpus_per_node: int
+    gpus: int
+    time_limit_min: int
+    exclusive: bool
+    environment: _containers.ScalarMap[str, str]
+    export_spec: str
+    hold: bool
+    requeue: bool
+    comment: str
+    account: str
+    qos: str
+    nice: int
+    submit_host: str
+    submit_dir: str
+    user: str
+    uid: int
+    gid: int
+    group: str
+    command: str
+    batch: bool
+    open_mode: str
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("spec", "client_token", "test_only")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TEST_ONLY_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    client_token: str
+    test_only: bool
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., client_token: _Optional[str] = ..., test_only: _Optional[bool] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id", "duplicate", "cluster")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    duplicate: bool
+    cluster: str
+    def __init__(self, job_id: _Optional[int] = ..., duplicate: _Optional[bool] = ..., cluster: _Optional[str] = ...) -> None: ...
+
+class StepInfo(_message.Message):
+    __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NUM_CPUS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    step_id: str
+    name: str
+    state: str
+    exit_code: int
+    exit_signal: int
+    nodes: str
+    num_tasks: int
+    num_cpus: int
+    start_time: int
+    end_time: int
+    max_rss_kb: int
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
+
+class JobInfo(_message.Message):
+    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    NUM_NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_CPUS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_NODE_MB_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_TIME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_HOST_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDIN_PATH_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_HOST_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_BY_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    name: str
+    user: str
+    uid: int
+    gid: int
+    group: str
+    state: str
+    reason: str
+    partition: str
+    num_nodes: int
+    max_nodes: int
+    num_cpus: int
+    num_tasks: int
+    cpus_per_task: int
+    ntasks_per_node: int
+    mem_per_node_mb: int
+    gpus_per_node: int
+    time_limit_min: int
+    submit_time: int
+    eligible_time: int
+    start_time: int
+    end_time: int
+    nodes: str
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    batch_host: str
+    exit_code: int
+    exit_signal: int
+    derived_exit_code: int
+    derived_exit_signal: int
+    work_dir: str
+    stdout_path: str
+    stderr_path: str
+    stdin_path: str
+    command: str
+    priority: int
+    restarts: int
+    requeue: bool
+    exclusive: bool
+    comment: str
+    account: str
+    qos: str
+    batch: bool
+    submit_host: str
+    cancelled_by: str
+    steps: _containers.RepeatedCompositeFieldContainer[StepInfo]
+    cpus_per_node: int
+    now: int
+    nice: int
+    gpus: int
+    hold: bool
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ...) -> None: ...
+
+class GetJobsRequest(_message.Message):
+    __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    ALL_STATES_FIELD_NUMBER: _ClassVar[int]
+    WITH_STEPS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    all_states: bool
+    with_steps: bool
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., names: _Optional[_Iterable[str]] = ..., all_states: _Optional[bool] = ..., with_steps: _Optional[bool] = ...) -> None: ...
+
+class GetJobsResponse(_message.Message):
+    __slots__ = ("jobs", "now")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobInfo]
+    now: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ..., now: _Optional[int] = ...) -> None: ...
+
+class CancelJobsRequest(_message.Message):
+    __slots__ = ("job_ids", "user", "name", "states", "partitions", "signal", "batch_only", "requester_uid")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    user: str
+    name: str
+    states: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    signal: int
+    batch_only: bool
+    requester_uid: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., user: _Optional[str] = ..., name: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class CancelResult(_message.Message):
+    __slots__ = ("job_id", "ok", "error")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    ok: bool
+    error: str
+    def __init__(self, job_id: _Optional[int] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class CancelJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CancelResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
+
+class NodeInfo(_message.Message):
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    NOT_RESPONDING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REASON_USER_FIELD_NUMBER: _ClassVar[int]
+    REASON_TIME_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_ALLOC_FIELD_NUMBER: _ClassVar[int]
+    REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    ALLOC_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_ALLOC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    BOOT_TIME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    SOCKETS_FIELD_NUMBER: _ClassVar[int]
+    CORES_PER_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    THREADS_PER_CORE_FIELD_NUMBER: _ClassVar[int]
+    LAST_BUSY_TIME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
+    COMPLETING_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: str
+    drain: bool
+    not_responding: bool
+    reason: str
+    reason_user: str
+    reason_time: int
+    cpus: int
+    cpus_alloc: int
+    real_memory_mb: int
+    alloc_memory_mb: int
+    free_memory_mb: int
+    gpus: int
+    gpus_alloc: int
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    address: str
+    hostname: str
+    boot_time: int
+    agent_start_time: int
+    cpu_load: float
+    os: str
+    arch: str
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    last_busy_time: int
+    version: str
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    weight: int
+    features: _containers.RepeatedScalarFieldContainer[str]
+    tmp_disk_mb: int
+    completing: bool
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ...) -> None: ...
+
+class GetNodesRequest(_message.Message):
+    __slots__ = ("names", "partitions")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetNodesResponse(_message.Message):
+    __slots__ = ("nodes", "now")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
+    now: int
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., now: _Optional[int] = ...) -> None: ...
+
+class UpdateNodeRequest(_message.Message):
+    __slots__ = ("names", "state", "reason", "requester_uid", "requester")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    state: str
+    reason: str
+    requester_uid: int
+    requester: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., requester_uid: _Optional[int] = ..., requester: _Optional[str] = ...) -> None: ...
+
+class UpdateNodeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PartitionInfo(_message.Message):
+    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIME_MIN_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TIME_MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    MIN_NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_CPUS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_TIER_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default: bool
+    state: str
+    max_time_min: int
+    default_time_min: int
+    max_nodes: int
+    min_nodes: int
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    total_cpus: int
+    total_nodes: int
+    priority_tier: int
+    total_memory_mb: int
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ...) -> None: ...
+
+class GetPartitionsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetPartitionsResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionInfo]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ...) -> None: ...
+
+class RunStepRequest(_message.Message):
+    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NUM_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_HOST_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_BAD_EXIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    num_nodes: int
+    num_tasks: int
+    ntasks_per_node: int
+    cpus_per_task: int
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    environment: _containers.ScalarMap[str, str]
+    work_dir: str
+    name: str
+    requester_uid: int
+    submit_host: str
+    kill_on_bad_exit: bool
+    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ...) -> None: ...
+
+class StepStarted(_message.Message):
+    __slots__ = ("job_id", "step_id", "node_names", "num_tasks")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    num_tasks: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., num_tasks: _Optional[int] = ...) -> None: ...
+
+class TaskOutput(_message.Message):
+    __slots__ = ("rank", "stream", "data")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    stream: int
+    data: bytes
+    def __init__(self, rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class TaskExit(_message.Message):
+    __slots__ = ("rank", "node", "exit_code", "signal", "error")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    node: str
+    exit_code: int
+    signal: int
+    error: str
+    def __init__(self, rank: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class StepDone(_message.Message):
+    __slots__ = ("exit_code",)
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    def __init__(self, exit_code: _Optional[int] = ...) -> None: ...
+
+class StepEvent(_message.Message):
+    __slots__ = ("started", "output", "task_exit", "done")
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    started: StepStarted
+    output: TaskOutput
+    task_exit: TaskExit
+    done: StepDone
+    def __init__(self, started: _Optional[_Union[StepStarted, _Mapping]] = ..., output: _Optional[_Union[TaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[TaskExit, _Mapping]] = ..., done: _Optional[_Union[StepDone, _Mapping]] = ...) -> None: ...
+
+class PingRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PingResponse(_message.Message):
+    __slots__ = ("cluster", "controller_host", "now", "version")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_HOST_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    controller_host: str
+    now: int
+    version: str
+    def __init__(self, cluster: _Optional[str] = ..., controller_host: _Optional[str] = ..., now: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class GetConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetConfigResponse(_message.Message):
+    __slots__ = ("settings",)
+    class SettingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: _containers.ScalarMap[str, str]
+    def __init__(self, settings: _Optional[_Mapping[str, str]] = ...) -> None: ...

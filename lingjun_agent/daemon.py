@@ -1,0 +1,72 @@
+"""lingjun-agent: the per-node agent.
+
+    lingjun-agent --node NAME [--controller HOST:PORT] [--state-dir DIR] [-c lingjun.toml]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+
+from lingjun import config as configmod
+from lingjun.sdnotify import notify
+from lingjun_agent.runner import Agent
+
+log = logging.getLogger("lingjun_agent")
+
+
+async def _main(agent: Agent) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(agent.run())
+
+    async def ready() -> None:
+        await agent.registered.wait()
+        notify("READY=1")
+    asyncio.create_task(ready())
+    await stop.wait()
+    # Jobs keep running: their supervisors outlive the agent, as slurmstepd does.
+    notify("STOPPING=1")
+    task.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="lingjun-agent", description="Lingjun node agent")
+    p.add_argument("-c", "--config")
+    p.add_argument("--node", default=socket.gethostname().split(".")[0], help="node name (default: short hostname)")
+    p.add_argument("--controller", help="controller HOST:PORT (default: from the config)")
+    p.add_argument("--state-dir", help="agent state directory")
+    p.add_argument("--cpus", type=int, default=0, help="report this many CPUs (local cluster)")
+    p.add_argument("--memory-mb", type=int, default=0, help="report this much memory (local cluster)")
+    p.add_argument("--own-hostname", action="store_true",
+                   help="run in a UTS namespace whose hostname is the node name (local cluster)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    if args.own_hostname:
+        from lingjun_agent import hostname
+        hostname.become(args.node)  # first, before any thread exists
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format=f"%(asctime)s {args.node} %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = configmod.load(args.config)
+    except configmod.ConfigError as e:
+        print(f"lingjun-agent: error: {e}", file=sys.stderr)
+        return 1
+    agent = Agent(args.node, args.controller or cfg.controller.connect_address,
+                  args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
+                  cpus=args.cpus, memory_mb=args.memory_mb,
+                  reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s)
+    try:
+        asyncio.run(_main(agent))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""What this node has: CPUs, memory, OS, load (psutil); GPUs come later (NVML)."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+
+import psutil
+
+from lingjun.v1 import agent_pb2
+
+
+def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0) -> agent_pb2.Inventory:
+    """Inventory of this host; non-zero arguments stand in for what it has
+    (the local cluster's nodes share one host)."""
+    vm = psutil.virtual_memory()
+    logical = psutil.cpu_count(logical=True) or 1
+    physical = psutil.cpu_count(logical=False) or logical
+    u = platform.uname()
+    return agent_pb2.Inventory(
+        hostname=socket.gethostname().split(".")[0],
+        cpus=cpus or logical,
+        real_memory_mb=memory_mb or vm.total // (1024 * 1024),
+        free_memory_mb=vm.available // (1024 * 1024),
+        gpus=gpus,
+        sockets=1,
+        cores_per_socket=cpus or physical,
+        threads_per_core=1 if cpus else max(1, logical // physical),
+        arch=u.machine,
+        os=f"{u.system} {u.release} {u.version}",
+        boot_time=int(psutil.boot_time()),
+        cpu_load=os.getloadavg()[0],
+        address="127.0.0.1",
+    )
+
+
+def live_numbers() -> tuple[int, float]:
+    return psutil.virtual_memory().available // (1024 * 1024), os.getloadavg()[0]

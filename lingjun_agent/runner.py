@@ -1,0 +1,285 @@
+"""The agent's runner: one long-lived stream to the controller, kept alive.
+
+A reconciler: the controller says what it wants (launch, signal, terminate,
+the jobs it expects here), the node has what it has (live processes, batch
+results on disk), and the runner moves the node toward what was asked.
+
+    connect ──► Register(inventory, running jobs, unacked results)
+            ◄── RegisterReply(expected jobs, acked results)
+            kill what is not expected; forget what was acked
+            ◄─► heartbeats, launches, task output, exits, cleanups
+    stream breaks ──► back off (0.2 s doubling to 5 s) and connect again
+
+Batch scripts run under a detached supervisor (``launcher.stepd``) that
+outlives this process, so ``kill -9`` of the agent disturbs no job: the next
+agent recovers the supervisors and their results from the state dir.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+from pathlib import Path
+
+import grpc
+
+from lingjun.v1 import agent_pb2, agent_pb2_grpc
+from lingjun_agent import inventory
+from lingjun_agent.launcher import batch, procs, tasks
+
+log = logging.getLogger("lingjun_agent")
+VERSION = "lingjun-0.1.0"
+
+
+class Refused(Exception):
+    pass
+
+
+class Agent:
+    def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
+                 memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
+                 reconnect_max_s: float = 5.0):
+        self.node = node
+        self.controller = controller
+        self.state_dir = Path(state_dir)
+        self.inv_args = (cpus, memory_mb, gpus)
+        self.reconnect = (reconnect_min_s, reconnect_max_s)
+        self.started_at = int(time.time())
+        self.batches: dict[int, batch.BatchHandle] = {}
+        self.unacked: dict[int, batch.BatchResult] = {}
+        self.steps: dict[tuple[int, int], list[asyncio.Task]] = {}
+        self.terminating: dict[int, asyncio.Task] = {}
+        self.outbox: asyncio.Queue | None = None
+        self.heartbeat_s = 5.0
+        self.registered = asyncio.Event()
+        self._rng = random.Random(node)
+
+    # -- lifecycle -------------------------------------------------------------
+    async def run(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        handles, results = batch.recover_batches(self.state_dir)
+        for h in handles:
+            log.info("job=%d: recovered running batch script pid %d", h.job_id, h.pid)
+            self._watch(h)
+        for r in results:
+            self.unacked[r.job_id] = r
+        delay = self.reconnect[0]
+        while True:
+            try:
+                await self._session()
+                delay = self.reconnect[0]
+            except Refused as e:
+                log.error("controller refused node %s: %s", self.node, e)
+                delay = self.reconnect[1]
+            except grpc.aio.AioRpcError as e:
+                log.warning("stream to %s: %s %s", self.controller, e.code().name, e.details())
+            except Exception:
+                log.exception("session failed")
+            self.outbox = None
+            self.registered.clear()
+            await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
+            delay = min(delay * 2, self.reconnect[1])
+
+    async def _session(self) -> None:
+        async with grpc.aio.insecure_channel(self.controller, options=[
+                ("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as ch:
+            call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
+            running = procs.running_jobs(self.node) | set(self.batches)
+            await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
+                node_name=self.node, inventory=inventory.collect(*self.inv_args),
+                running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
+                agent_start_time=self.started_at, version=VERSION)))
+            first = await call.read()
+            if first is grpc.aio.EOF or first.WhichOneof("msg") != "register_reply":
+                raise ConnectionError("controller closed the stream before replying")
+            reply = first.register_reply
+            if not reply.accepted:
+                raise Refused(reply.message)
+            self._reconcile(reply, running)
+            self.outbox = asyncio.Queue()
+            self.heartbeat_s = reply.heartbeat_interval_s or 5.0
+            self.registered.set()
+            log.info("node=%s registered with %s", self.node, self.controller)
+            writer = asyncio.create_task(self._write(call, self.outbox))
+            beat = asyncio.create_task(self._heartbeats())
+            try:
+                while True:
+                    msg = await call.read()
+                    if msg is grpc.aio.EOF:
+                        log.warning("controller closed the stream")
+                        return
+                    self._dispatch(msg)
+            finally:
+                writer.cancel()
+                beat.cancel()
+
+    async def _write(self, call, queue: asyncio.Queue) -> None:
+        while True:
+            msg = await queue.get()
+            await call.write(msg)
+
+    async def _heartbeats(self) -> None:
+        seq = 0
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            seq += 1
+            free, load = inventory.live_numbers()
+            self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
+                seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
+                running_job_ids=sorted(set(self.batches) | {j for j, _ in self.steps}))))
+
+    def send(self, msg: agent_pb2.AgentMessage) -> bool:
+        if self.outbox is None:
+            return False
+        self.outbox.put_nowait(msg)
+        return True
+
+    # -- reconcile ---------------------------------------------------------------
+    def _reconcile(self, reply: agent_pb2.RegisterReply, running: set[int]) -> None:
+        for jid in reply.acked_job_ids:
+            self._forget(jid)
+        expected = set(reply.expected_job_ids)
+        for jid in running - expected:
+            if jid in self.unacked:
+                continue
+            log.warning("job=%d node=%s: not expected here any more, killing it", jid, self.node)
+            self._terminate(jid, grace_s=2.0, report=False)
+
+    def _forget(self, jid: int) -> None:
+        self.unacked.pop(jid, None)
+        batch.forget_batch(self.state_dir, jid)
+
+    # -- commands ----------------------------------------------------------------
+    def _dispatch(self, msg: agent_pb2.ControllerMessage) -> None:
+        kind = msg.WhichOneof("msg")
+        if kind == "launch_batch":
+            self._launch_batch(msg.launch_batch)
+        elif kind == "launch_tasks":
+            self._launch_tasks(msg.launch_tasks)
+        elif kind == "signal_job":
+            self._signal(msg.signal_job)
+        elif kind == "terminate_job":
+            t = msg.terminate_job
+            self._terminate(t.job_id, t.grace_s, report=True)
+        elif kind == "ack_batch_finished":
+            self._forget(msg.ack_batch_finished.job_id)
+        else:
+            log.warning("unexpected message %s", kind)
+
+    def _launch_batch(self, lb: agent_pb2.LaunchBatch) -> None:
+        jid = lb.job_id
+        if jid in self.unacked:
+            self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(self.unacked[jid])))
+            return
+        if jid in self.batches:
+            self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
+                job_id=jid, pid=self.batches[jid].pid)))
+            return
+        spec = batch.BatchSpec(
+            job_id=jid, node=self.node, script=lb.script, argv=tuple(lb.argv),
+            env=dict(lb.environment), work_dir=lb.work_dir, stdout=lb.stdout_path,
+            stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
+            append=lb.append)
+        try:
+            handle = batch.start_batch(self.state_dir, spec)
+        except batch.LaunchError as e:
+            log.error("job=%d: launch failed: %s", jid, e)
+            now = int(time.time())
+            res = batch.BatchResult(job_id=jid, exit_code=1, signal=0, start_time=now,
+                                    end_time=now, max_rss_kb=0, error=str(e))
+            self.unacked[jid] = res
+            self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
+            return
+        log.info("job=%d: batch script started, pid %d", jid, handle.pid)
+        self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(job_id=jid, pid=handle.pid)))
+        self._watch(handle)
+
+    def _watch(self, handle: batch.BatchHandle) -> None:
+        self.batches[handle.job_id] = handle
+
+        async def wait() -> None:
+            res = await handle.wait()
+            self.batches.pop(handle.job_id, None)
+            self.unacked[handle.job_id] = res
+            log.info("job=%d: batch script ended %d:%d", res.job_id, res.exit_code, res.signal)
+            self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
+        asyncio.create_task(wait())
+
+    @staticmethod
+    def _result_msg(r: batch.BatchResult) -> agent_pb2.BatchFinished:
+        return agent_pb2.BatchFinished(job_id=r.job_id, exit_code=r.exit_code, signal=r.signal,
+                                       start_time=r.start_time, end_time=r.end_time,
+                                       max_rss_kb=r.max_rss_kb, error=r.error)
+
+    def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
+        key = (lt.job_id, lt.step_id)
+        running = self.steps.setdefault(key, [])
+        for spec in lt.tasks:
+            env = dict(lt.environment)
+            env.update(spec.environment)
+            running.append(asyncio.create_task(self._run_task(lt, spec.rank, env)))
+
+    async def _run_task(self, lt: agent_pb2.LaunchTasks, rank: int, env: dict) -> None:
+        jid, sid = lt.job_id, lt.step_id
+
+        def on_output(stream: int, data: bytes) -> None:
+            self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
+                job_id=jid, step_id=sid, rank=rank, stream=stream, data=data)))
+        try:
+            res = await tasks.run_task(node=self.node, job_id=jid, step_id=sid, rank=rank,
+                                       argv=list(lt.argv), env=env, cwd=lt.work_dir,
+                                       uid=lt.uid, gid=lt.gid, on_output=on_output)
+        except asyncio.CancelledError:
+            res = tasks.TaskResult(exit_code=0, signal=int(signal.SIGKILL))
+            self.send(self._exit_msg(jid, sid, rank, res))
+            raise
+        except Exception as e:
+            log.exception("job=%d step=%d task %d failed to run", jid, sid, rank)
+            res = tasks.TaskResult(exit_code=1, signal=0, error=str(e))
+        finally:
+            lst = self.steps.get((jid, sid))
+            cur = asyncio.current_task()
+            if lst is not None and cur in lst:
+                lst.remove(cur)
+                if not lst:
+                    del self.steps[(jid, sid)]
+        self.send(self._exit_msg(jid, sid, rank, res))
+
+    @staticmethod
+    def _exit_msg(jid, sid, rank, res) -> agent_pb2.AgentMessage:
+        return agent_pb2.AgentMessage(task_exit=agent_pb2.AgentTaskExit(
+            job_id=jid, step_id=sid, rank=rank, exit_code=res.exit_code, signal=res.signal,
+            error=res.error, max_rss_kb=res.max_rss_kb))
+
+    def _signal(self, sj: agent_pb2.SignalJob) -> None:
+        if sj.step_id >= 0 and sj.signal == signal.SIGKILL:
+            for t in list(self.steps.get((sj.job_id, sj.step_id), [])):
+                t.cancel()
+            return
+        n = procs.signal_job(self.node, sj.job_id, sj.signal, batch_only=sj.batch_only)
+        log.info("job=%d: signal %d sent to %d process(es)", sj.job_id, sj.signal, n)
+
+    def _terminate(self, jid: int, grace_s: float, report: bool) -> None:
+        for (j, _), lst in list(self.steps.items()):
+            if j == jid:
+                for t in list(lst):
+                    t.cancel()
+        if jid in self.terminating:
+            if report:
+                self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))
+            return
+
+        async def go() -> None:
+            try:
+                await procs.terminate_job(self.node, jid, grace_s)
+            finally:
+                self.terminating.pop(jid, None)
+            if report:
+                self._cleaned(jid)
+        self.terminating[jid] = asyncio.create_task(go())
+
+    def _cleaned(self, jid: int) -> None:
+        self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

@@ -1,0 +1,114 @@
+"""lingjund: the controller daemon.
+
+    lingjund [-c lingjun.toml] [--listen HOST:PORT] [--state-dir DIR]
+
+Runs the gRPC server and the scheduler loop on one asyncio loop. The
+scheduler runs when something changed (a submission, a job's end, a node
+registering) and on a timer, never once per event in a storm: wake-ups that
+arrive during a pass coalesce into the next one.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from grpc_health.v1 import health_pb2
+
+from lingjun import config as configmod
+from lingjun.sdnotify import notify
+from lingjund.service import scheduling
+from lingjund.service.context import Controller
+from lingjund.store.store import Store
+from lingjund.transport.server import build_server
+
+log = logging.getLogger("lingjund")
+
+
+async def scheduler_loop(ctl: Controller) -> None:
+    wake = ctl.wake_event()
+    interval = ctl.config.controller.scheduler_interval_s
+    while True:
+        timeout = interval
+        deadline = scheduling.next_deadline(ctl)
+        if deadline is not None:
+            timeout = max(0.05, min(interval, deadline - ctl.clock() + 0.01))
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=timeout)
+        except asyncio.TimeoutError:
+            pass
+        wake.clear()
+        try:
+            scheduling.run_pass(ctl)
+        except Exception:
+            log.exception("scheduling pass failed")
+            await asyncio.sleep(0.5)
+
+
+async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
+    cc = cfg.controller
+    Path(cc.state_dir).mkdir(parents=True, exist_ok=True)
+    store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
+    ctl = Controller(config=cfg, store=store)
+    ctl.wake_event()
+    server, port, health_servicer = build_server(ctl, cc.listen)
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
+             cfg.cluster_name, cc.listen, port, cc.state_dir)
+    if ready_file:
+        Path(ready_file).write_text(str(port))
+    notify("READY=1")
+    sched = asyncio.create_task(scheduler_loop(ctl))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping")
+    notify("STOPPING=1")
+    sched.cancel()
+    ctl.agents.close_all()
+    await server.stop(grace=2)
+    store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="lingjund", description="Lingjun controller daemon")
+    p.add_argument("-c", "--config", help="TOML configuration file (default: $LINGJUN_CONF or /etc/lingjun/lingjun.toml)")
+    p.add_argument("--listen", help="HOST:PORT to listen on (overrides the config)")
+    p.add_argument("--state-dir", help="directory of the state store (overrides the config)")
+    p.add_argument("--ready-file", help="write the bound port here once serving")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = configmod.load(args.config)
+    except configmod.ConfigError as e:
+        print(f"lingjund: error: {e}", file=sys.stderr)
+        return 1
+    over = {}
+    if args.listen:
+        over["listen"] = args.listen
+    if args.state_dir:
+        over["state_dir"] = args.state_dir
+    if over:
+        cfg = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, **over))
+    try:
+        asyncio.run(serve(cfg, args.ready_file))
+    except OSError as e:
+        print(f"lingjund: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""What agents report about batch scripts and cleanup, turned into job states.
+
+    RUNNING --BatchFinished--> COMPLETED | FAILED | CANCELLED | TIMEOUT
+       |                        (kill_reason decides; the exit status otherwise)
+       +--> the job stays "completing" (squeue: CG) and keeps its nodes until
+            every node of the allocation has said JobCleaned.
+
+Each report is idempotent: a result that arrives twice (once on the stream,
+once again in the next Register) changes nothing the second time.
+"""
+from __future__ import annotations
+
+import logging
+
+from lingjun import slurm
+from lingjun.v1 import agent_pb2
+from lingjund.service.context import Controller
+from lingjund.store.store import StepRecord
+
+log = logging.getLogger("lingjund.batch")
+
+
+def batch_started(ctl: Controller, node: str, msg: agent_pb2.BatchStarted) -> None:
+    with ctl.store.transaction() as st:
+        job = st.job(msg.job_id)
+        if job is not None and job.state == slurm.RUNNING and job.batch_host == node:
+            st.update_job(job.job_id, launched=True)
+
+
+def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
+    if lost:
+        return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
+    if kill_reason == slurm.CANCELLED:
+        return slurm.CANCELLED, slurm.REASON_NONE
+    if kill_reason == slurm.TIMEOUT:
+        return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
+    if res.error:
+        return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
+    if res.exit_code == 0 and res.signal == 0:
+        return slurm.COMPLETED, slurm.REASON_NONE
+    return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
+
+
+def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinished,
+                          lost: bool = False) -> bool:
+    """Record a batch script's end; False when it was already recorded."""
+    now = ctl.clock()
+    with ctl.store.transaction() as st:
+        job = st.job(res.job_id)
+        if job is None or job.state != slurm.RUNNING or job.batch_host != node:
+            return False
+        state, reason = final_state(job.kill_reason, res, lost)
+        # Nodes whose agents are gone clean up when they reconcile at registration.
+        completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
+        st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
+                      exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
+        if state in (slurm.CANCELLED, slurm.TIMEOUT):
+            step_state = slurm.CANCELLED
+        elif state == slurm.NODE_FAIL:
+            step_state = slurm.NODE_FAIL
+        else:
+            step_state = slurm.COMPLETED if res.exit_code == 0 and res.signal == 0 else slurm.FAILED
+        st.put_step(StepRecord(
+            job_id=job.job_id, step_id="batch", name="batch", state=step_state,
+            exit_code=res.exit_code, exit_signal=res.signal, nodes=(node,), num_tasks=1,
+            num_cpus=job.cpus_per_node[0] if job.cpus_per_node else 1,
+            start_time=res.start_time or job.start_time, end_time=res.end_time or now,
+            max_rss_kb=res.max_rss_kb))
+        for n in job.nodes:
+            st.put_node(n, last_busy_time=now)
+    log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id, state, res.exit_code,
+             res.signal, node, f": {res.error}" if res.error else "")
+    cleanup = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+        job_id=job.job_id, grace_s=min(2.0, ctl.config.controller.kill_wait_s), reason="job ended"))
+    for n in completing:
+        ctl.agents.send(n, cleanup)
+    ctl.wake_scheduler()
+    return True
+
+
+def job_cleaned(ctl: Controller, node: str, msg: agent_pb2.JobCleaned) -> None:
+    with ctl.store.transaction() as st:
+        job = st.job(msg.job_id)
+        if job is None or job.state == slurm.RUNNING or node not in job.completing:
+            return
+        left = tuple(n for n in job.completing if n != node)
+        st.update_job(job.job_id, completing=left)
+    if not left:
+        log.info("job=%d released its nodes", job.job_id)
+        ctl.wake_scheduler()

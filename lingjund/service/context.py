@@ -1,0 +1,73 @@
+"""What every service operation works with: config, store, live agents, clock.
+
+Composed, not inherited: the servicers hold one ``Controller`` and call the
+operation functions of ``lingjund.service`` with it.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lingjun.config import Config, PartitionConfig
+from lingjund.service.agents import AgentRegistry
+from lingjund.store.store import Store
+
+
+@dataclass(eq=False)
+class Controller:
+    config: Config
+    store: Store
+    agents: AgentRegistry = field(default_factory=AgentRegistry)
+    clock: Callable[[], float] = time.time
+    # (job_id, step_id) -> live srun step (lingjund.service.steps.StepRun)
+    steps: dict = field(default_factory=dict)
+    # node name -> the last heartbeat's numbers (memory, load), not persisted
+    live: dict = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+    _wake: asyncio.Event | None = None
+
+    @property
+    def cluster(self) -> str:
+        return self.config.cluster_name
+
+    @property
+    def address(self) -> str:
+        return self.config.controller.connect_address
+
+    def wake_scheduler(self) -> None:
+        """Ask for a scheduling pass soon; many calls coalesce into one pass."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def wake_event(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    # -- partitions and nodes as configured ------------------------------------
+    def partitions(self) -> tuple[PartitionConfig, ...]:
+        return self.config.effective_partitions()
+
+    def partition(self, name: str) -> PartitionConfig | None:
+        for p in self.partitions():
+            if p.name == name:
+                return p
+        return None
+
+    def default_partition(self) -> PartitionConfig:
+        parts = self.partitions()
+        return next((p for p in parts if p.default), parts[0])
+
+    def known_nodes(self) -> list[str]:
+        """Configured nodes, plus any that registered without being configured."""
+        from lingjun import slurm
+        names = {n.name for n in self.config.nodes}
+        names.update(self.store.nodes())
+        return sorted(names, key=slurm.natural_key)
+
+    def partition_nodes(self, part: PartitionConfig) -> list[str]:
+        if part.nodes is None:
+            return self.known_nodes()
+        return list(part.nodes)

@@ -1,0 +1,122 @@
+"""The environment a batch script and each srun task see: Slurm's variables.
+
+Pure functions over a job record; what real Slurm 22.05 sets is in
+``../shared/anchors/slurm/golden/env/``. For a job on node[1-2] with two
+tasks per node, rank 3 of step 0 sees SLURM_JOB_NODELIST=node[1-2],
+SLURM_TASKS_PER_NODE=2(x2), SLURM_NODEID=1, SLURM_PROCID=3, SLURM_LOCALID=1.
+"""
+from __future__ import annotations
+
+from lingjun import slurm
+from lingjund.store.store import JobRecord
+
+
+def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
+    spec = job.spec
+    nodelist = slurm.compress_hostlist(list(job.nodes))
+    ntasks = sum(job.tasks_per_node)
+    env = {
+        "SLURM_JOB_ID": str(job.job_id),
+        "SLURM_JOBID": str(job.job_id),
+        "SLURM_JOB_NAME": job.name,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(job.nodes)),
+        "SLURM_NNODES": str(len(job.nodes)),
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_TASKS_PER_NODE": slurm.compress_counts(list(job.tasks_per_node)),
+        "SLURM_JOB_CPUS_PER_NODE": slurm.compress_counts(list(job.cpus_per_node)),
+        "SLURM_JOB_PARTITION": job.partition,
+        "SLURM_JOB_ACCOUNT": spec.account or job.user,
+        "SLURM_JOB_QOS": spec.qos or "normal",
+        "SLURM_JOB_USER": job.user,
+        "SLURM_JOB_UID": str(job.uid),
+        "SLURM_JOB_GID": str(spec.gid),
+        "SLURM_SUBMIT_DIR": spec.submit_dir or spec.work_dir,
+        "SLURM_SUBMIT_HOST": spec.submit_host,
+        "SLURM_CLUSTER_NAME": cluster,
+        "SLURM_PRIO_PROCESS": "0",
+        "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+    }
+    if spec.ntasks_per_node:
+        env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
+    if spec.cpus_per_task:
+        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    if spec.HasField("mem_per_node_mb"):
+        env["SLURM_MEM_PER_NODE"] = str(job.mem_per_node[0] if job.mem_per_node else spec.mem_per_node_mb)
+    if job.restarts:
+        env["SLURM_RESTART_COUNT"] = str(job.restarts)
+    return env
+
+
+def _node_part(job: JobRecord, index: int) -> dict[str, str]:
+    node = job.nodes[index]
+    env = {
+        "SLURMD_NODENAME": node,
+        "SLURM_NODEID": str(index),
+        "SLURM_CPUS_ON_NODE": str(job.cpus_per_node[index]),
+        "SLURM_TOPOLOGY_ADDR": node,
+    }
+    if job.gpus_per_node and job.gpus_per_node[index]:
+        n = job.gpus_per_node[index]
+        env["SLURM_GPUS_ON_NODE"] = str(n)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
+    return env
+
+
+def batch_env(job: JobRecord, cluster: str, controller: str) -> dict[str, str]:
+    """The complete environment of the batch script on the first node."""
+    env = dict(job.spec.environment)
+    env.update(_job_common(job, cluster))
+    env.update(_node_part(job, 0))
+    env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0",
+                "ENVIRONMENT": "BATCH", "LINGJUN_CONTROLLER": controller})
+    return env
+
+
+def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
+    """Tasks per node, block distribution: 5 tasks on 2 nodes -> [3, 2]."""
+    n = len(nodes)
+    base, extra = divmod(num_tasks, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
+             step_nodes: tuple[str, ...], tasks_per_node: list[int],
+             base_env: dict[str, str], submit_host: str) -> dict[str, dict[str, str]]:
+    """Environment common to a step's tasks, per node (keyed by node name)."""
+    ntasks = sum(tasks_per_node)
+    step_nodelist = slurm.compress_hostlist(list(step_nodes))
+    out = {}
+    for i, node in enumerate(step_nodes):
+        env = dict(base_env)
+        env.update(_job_common(job, cluster))
+        env.update(_node_part(job, job.nodes.index(node)))
+        env.update({
+            "SLURM_NODEID": str(i),
+            "SLURM_STEP_ID": str(step_id),
+            "SLURM_STEPID": str(step_id),
+            "SLURM_STEP_NODELIST": step_nodelist,
+            "SLURM_STEP_NUM_NODES": str(len(step_nodes)),
+            "SLURM_STEP_NUM_TASKS": str(ntasks),
+            "SLURM_STEP_TASKS_PER_NODE": slurm.compress_counts(tasks_per_node),
+            "SLURM_NTASKS": str(ntasks),
+            "SLURM_NPROCS": str(ntasks),
+            "SLURM_NNODES": str(len(step_nodes)),
+            "SLURM_TASKS_PER_NODE": slurm.compress_counts(tasks_per_node),
+            "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
+            "SLURM_SRUN_COMM_HOST": "127.0.0.1",
+            "SLURM_UMASK": "0022",
+            "SLURM_DISTRIBUTION": "block" if ntasks > len(step_nodes) else "cyclic",
+            "LINGJUN_CONTROLLER": controller,
+        })
+        first = sum(tasks_per_node[:i])
+        env["SLURM_GTIDS"] = ",".join(str(first + k) for k in range(tasks_per_node[i]))
+        out[node] = env
+    return out
+
+
+def task_env(rank: int, local_id: int) -> dict[str, str]:
+    return {"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local_id)}

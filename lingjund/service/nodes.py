@@ -1,0 +1,172 @@
+"""Node operations: agent registration and reconcile, heartbeats, drain/resume.
+
+Node state as Slurm shows it is derived, never stored twice: the base state
+comes from the jobs holding the node (IDLE / MIXED / ALLOCATED), DOWN and
+DRAIN are what a person (or, later, a probe) said, ``*`` is a missing agent
+stream, UNKNOWN a node that never registered.
+"""
+from __future__ import annotations
+
+import logging
+
+from lingjun import slurm
+from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.service import batch, errors
+from lingjund.service.agents import Connection
+from lingjund.service.context import Controller
+from lingjund.service.jobs import node_capacity
+from lingjund.service.scheduling import allocations, launch_message
+
+log = logging.getLogger("lingjund.nodes")
+
+
+def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tuple[agent_pb2.RegisterReply, list]:
+    """Accept (or refuse) an agent; returns the reply and the commands that follow it."""
+    name = reg.node_name
+    if ctl.config.nodes and ctl.config.node(name) is None:
+        return agent_pb2.RegisterReply(accepted=False, message=f"unknown node {name!r}: not in the configuration"), []
+    now = ctl.clock()
+    acked = []
+    for res in reg.unacked:
+        batch.record_batch_finished(ctl, name, res)
+        acked.append(res.job_id)
+    with ctl.store.transaction() as st:
+        st.put_node(name, registered=True, inventory=reg.inventory,
+                    agent_start_time=reg.agent_start_time, last_seen=now)
+    running_there = set(reg.running_job_ids)
+    expected, follow = [], []
+    lost = []
+    for job in ctl.store.holding_jobs():
+        if name not in job.nodes:
+            continue
+        if job.state == slurm.RUNNING and not job.kill_reason:
+            if job.batch_host == name and job.job_id not in running_there and job.job_id not in acked:
+                if job.launched:
+                    lost.append(job)
+                    continue
+                follow.append(launch_message(ctl, job))
+            expected.append(job.job_id)
+        elif job.state == slurm.RUNNING and job.kill_reason:
+            follow.append(agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+                job_id=job.job_id, grace_s=ctl.config.controller.kill_wait_s, reason=job.kill_reason.lower())))
+        if job.completing and name in job.completing:
+            follow.append(agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+                job_id=job.job_id, grace_s=0, reason="cleanup")))
+    for job in lost:
+        log.warning("job=%d node=%s: the agent no longer runs the batch script and has no result",
+                    job.job_id, name)
+        batch.record_batch_finished(ctl, name, agent_pb2.BatchFinished(
+            job_id=job.job_id, exit_code=0, signal=9, start_time=int(job.start_time),
+            end_time=int(now), error="batch script lost"), lost=True)
+    log.info("node=%s registered: %d cpus, %d MB, running %s, expected %s",
+             name, reg.inventory.cpus, reg.inventory.real_memory_mb,
+             sorted(running_there), expected)
+    reply = agent_pb2.RegisterReply(
+        accepted=True, controller_time=now,
+        heartbeat_interval_s=ctl.config.controller.heartbeat_interval_s,
+        expected_job_ids=expected, acked_job_ids=acked)
+    ctl.wake_scheduler()
+    return reply, follow
+
+
+def heartbeat(ctl: Controller, conn: Connection, hb: agent_pb2.Heartbeat) -> None:
+    conn.last_heartbeat = ctl.clock()
+    ctl.live[conn.node] = (hb.free_memory_mb, hb.cpu_load)
+
+
+def disconnected(ctl: Controller, conn: Connection) -> None:
+    if ctl.agents.detach(conn):
+        log.warning("node=%s: agent stream closed", conn.node)
+        with ctl.store.transaction() as st:
+            st.put_node(conn.node, last_seen=ctl.clock())
+
+
+def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
+    known = set(ctl.known_nodes())
+    for name in req.names:
+        if name not in known:
+            raise errors.InvalidNodeName()
+    state = req.state.upper()
+    now = ctl.clock()
+    with ctl.store.transaction() as st:
+        for name in req.names:
+            if state in ("DRAIN", "DOWN"):
+                if not req.reason:
+                    raise errors.InvalidRequest(
+                        "You must specify a reason when DOWNING or DRAINING a node. Request denied")
+                fields = {"drain": True} if state == "DRAIN" else {"down": True}
+                st.put_node(name, reason=req.reason, reason_user=req.requester or str(req.requester_uid),
+                            reason_time=now, **fields)
+            elif state in ("RESUME", "IDLE"):
+                st.put_node(name, drain=False, down=False, reason="", reason_user="", reason_time=0)
+            elif state == "UNDRAIN":
+                st.put_node(name, drain=False, reason="", reason_user="", reason_time=0)
+            else:
+                raise errors.InvalidRequest(f"Invalid node state specified")
+    log.info("nodes %s set %s by %s: %s", ",".join(req.names), state, req.requester, req.reason)
+    ctl.wake_scheduler()
+
+
+def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNodesResponse:
+    now = ctl.clock()
+    records = ctl.store.nodes()
+    holding = ctl.store.holding_jobs()
+    alloc = allocations(holding)
+    completing = {n for j in holding for n in j.completing}
+    parts = ctl.partitions()
+    names = ctl.known_nodes()
+    if req.names:
+        unknown = [n for n in req.names if n not in names]
+        if unknown and len(unknown) == len(req.names):
+            raise errors.InvalidNodeName()
+        names = [n for n in names if n in req.names]
+    out = []
+    for name in names:
+        rec = records.get(name)
+        node_parts = [p.name for p in parts if p.nodes is None or name in p.nodes]
+        if req.partitions and not set(req.partitions) & set(node_parts):
+            continue
+        cap = node_capacity(ctl, name) or (0, 0, 0)
+        a = alloc.get(name, {"cpus": 0, "mem": 0, "gpus": 0, "jobs": [], "exclusive": False})
+        cpus_alloc = cap[0] if a["exclusive"] else a["cpus"]
+        if rec is None or not rec.registered:
+            base = slurm.NODE_UNKNOWN
+        elif rec.down:
+            base = slurm.NODE_DOWN
+        elif not a["jobs"]:
+            base = slurm.NODE_IDLE
+        elif cpus_alloc >= cap[0]:
+            base = slurm.NODE_ALLOCATED
+        else:
+            base = slurm.NODE_MIXED
+        inv = rec.inventory if rec else agent_pb2.Inventory()
+        free_mem, load = ctl.live.get(name, (inv.free_memory_mb, inv.cpu_load))
+        out.append(api_pb2.NodeInfo(
+            name=name, state=base, drain=bool(rec and rec.drain),
+            not_responding=not ctl.agents.connected(name),
+            reason=rec.reason if rec else "", reason_user=rec.reason_user if rec else "",
+            reason_time=int(rec.reason_time) if rec else 0,
+            cpus=cap[0], cpus_alloc=cpus_alloc, real_memory_mb=cap[1], alloc_memory_mb=a["mem"],
+            free_memory_mb=free_mem, gpus=cap[2], gpus_alloc=a["gpus"], partitions=node_parts,
+            address=inv.address or "127.0.0.1", hostname=inv.hostname, boot_time=inv.boot_time,
+            agent_start_time=int(rec.agent_start_time) if rec else 0, cpu_load=load,
+            os=inv.os, arch=inv.arch, sockets=inv.sockets or 1,
+            cores_per_socket=inv.cores_per_socket or cap[0], threads_per_core=inv.threads_per_core or 1,
+            last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
+            job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing))
+    return api_pb2.GetNodesResponse(nodes=out, now=int(now))
+
+
+def partition_infos(ctl: Controller, req: api_pb2.GetPartitionsRequest) -> api_pb2.GetPartitionsResponse:
+    out = []
+    for p in ctl.partitions():
+        if req.names and p.name not in req.names:
+            continue
+        nodes = ctl.partition_nodes(p)
+        caps = [node_capacity(ctl, n) or (0, 0, 0) for n in nodes]
+        out.append(api_pb2.PartitionInfo(
+            name=p.name, default=p.default, state=p.state, max_time_min=p.max_time_min,
+            default_time_min=p.default_time_min, max_nodes=p.max_nodes, min_nodes=p.min_nodes,
+            node_names=nodes, total_cpus=sum(c[0] for c in caps), total_nodes=len(nodes),
+            priority_tier=p.priority_tier, total_memory_mb=sum(c[1] for c in caps)))
+    return api_pb2.GetPartitionsResponse(partitions=out)

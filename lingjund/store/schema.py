@@ -1,0 +1,84 @@
+"""The state store's schema and its migrations.
+
+One SQLite file in WAL mode. ``PRAGMA user_version`` counts the migrations
+applied; each entry of MIGRATIONS moves the schema one version forward and
+runs in its own transaction, so a controller of a newer version opens an
+older file in place.
+
+Tables:
+- ``jobs``: one row per job, kept forever (it is also the accounting
+  record). The request as submitted is the ``spec`` protobuf blob; the
+  columns are what the controller changes or filters on.
+- ``steps``: accounting for ``ID.batch`` and ``ID.0``, ``ID.1``...
+- ``nodes``: what each agent reported and what people said of it (drain).
+"""
+
+MIGRATIONS: list[str] = [
+    # 1: the walking skeleton
+    """
+    CREATE TABLE jobs (
+        job_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        client_token TEXT UNIQUE,
+        name TEXT NOT NULL,
+        user TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        partition TEXT NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT 'None',
+        priority INTEGER NOT NULL,
+        submit_time REAL NOT NULL,
+        eligible_time REAL NOT NULL DEFAULT 0,
+        start_time REAL NOT NULL DEFAULT 0,
+        end_time REAL NOT NULL DEFAULT 0,
+        time_limit_min INTEGER NOT NULL,
+        nodes TEXT NOT NULL DEFAULT '[]',
+        cpus_per_node TEXT NOT NULL DEFAULT '[]',
+        mem_per_node TEXT NOT NULL DEFAULT '[]',
+        gpus_per_node TEXT NOT NULL DEFAULT '[]',
+        tasks_per_node TEXT NOT NULL DEFAULT '[]',
+        exclusive INTEGER NOT NULL DEFAULT 0,
+        batch_host TEXT NOT NULL DEFAULT '',
+        launched INTEGER NOT NULL DEFAULT 0,
+        kill_reason TEXT NOT NULL DEFAULT '',
+        completing TEXT NOT NULL DEFAULT '[]',
+        exit_code INTEGER NOT NULL DEFAULT 0,
+        exit_signal INTEGER NOT NULL DEFAULT 0,
+        cancelled_by TEXT NOT NULL DEFAULT '',
+        restarts INTEGER NOT NULL DEFAULT 0,
+        held INTEGER NOT NULL DEFAULT 0,
+        next_step_id INTEGER NOT NULL DEFAULT 0,
+        stdout_path TEXT NOT NULL DEFAULT '',
+        stderr_path TEXT NOT NULL DEFAULT '',
+        spec BLOB NOT NULL
+    );
+    CREATE INDEX jobs_state ON jobs(state);
+    CREATE TABLE steps (
+        job_id INTEGER NOT NULL,
+        step_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        exit_code INTEGER NOT NULL DEFAULT 0,
+        exit_signal INTEGER NOT NULL DEFAULT 0,
+        nodes TEXT NOT NULL DEFAULT '[]',
+        num_tasks INTEGER NOT NULL DEFAULT 1,
+        num_cpus INTEGER NOT NULL DEFAULT 1,
+        start_time REAL NOT NULL DEFAULT 0,
+        end_time REAL NOT NULL DEFAULT 0,
+        max_rss_kb INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (job_id, step_id)
+    );
+    CREATE TABLE nodes (
+        name TEXT PRIMARY KEY,
+        registered INTEGER NOT NULL DEFAULT 0,
+        drain INTEGER NOT NULL DEFAULT 0,
+        down INTEGER NOT NULL DEFAULT 0,
+        reason TEXT NOT NULL DEFAULT '',
+        reason_user TEXT NOT NULL DEFAULT '',
+        reason_time REAL NOT NULL DEFAULT 0,
+        inventory BLOB,
+        agent_start_time REAL NOT NULL DEFAULT 0,
+        last_seen REAL NOT NULL DEFAULT 0,
+        last_busy_time REAL NOT NULL DEFAULT 0
+    );
+    """,
+]

@@ -1,0 +1,271 @@
+"""The only place that speaks SQL.
+
+``Store`` wraps one SQLite file (through sqlite-utils, WAL mode) and hands
+out frozen records. Writes happen inside ``with store.transaction():``; a
+caller that acknowledges anything (a submission, an agent's result) does so
+only after that block has committed, so ``kill -9`` of the controller at any
+moment loses nothing it acknowledged.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import sqlite_utils
+
+from lingjun.v1 import api_pb2, agent_pb2
+from lingjund.store.schema import MIGRATIONS
+
+_JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
+                 "tasks_per_node", "completing")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: int
+    name: str
+    user: str
+    uid: int
+    partition: str
+    state: str
+    reason: str
+    priority: int
+    submit_time: float
+    time_limit_min: int
+    spec: api_pb2.JobSpec
+    client_token: str | None = None
+    eligible_time: float = 0.0
+    start_time: float = 0.0
+    end_time: float = 0.0
+    nodes: tuple[str, ...] = ()
+    cpus_per_node: tuple[int, ...] = ()
+    mem_per_node: tuple[int, ...] = ()
+    gpus_per_node: tuple[int, ...] = ()
+    tasks_per_node: tuple[int, ...] = ()
+    exclusive: bool = False
+    batch_host: str = ""
+    launched: bool = False
+    kill_reason: str = ""
+    completing: tuple[str, ...] = ()
+    exit_code: int = 0
+    exit_signal: int = 0
+    cancelled_by: str = ""
+    restarts: int = 0
+    held: bool = False
+    next_step_id: int = 0
+    stdout_path: str = ""
+    stderr_path: str = ""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    job_id: int
+    step_id: str
+    name: str
+    state: str
+    exit_code: int = 0
+    exit_signal: int = 0
+    nodes: tuple[str, ...] = ()
+    num_tasks: int = 1
+    num_cpus: int = 1
+    start_time: float = 0.0
+    end_time: float = 0.0
+    max_rss_kb: int = 0
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    registered: bool = False
+    drain: bool = False
+    down: bool = False
+    reason: str = ""
+    reason_user: str = ""
+    reason_time: float = 0.0
+    inventory: agent_pb2.Inventory = field(default_factory=agent_pb2.Inventory)
+    agent_start_time: float = 0.0
+    last_seen: float = 0.0
+    last_busy_time: float = 0.0
+
+
+def _job_from_row(row: dict) -> JobRecord:
+    row = dict(row)
+    spec = api_pb2.JobSpec()
+    spec.ParseFromString(row.pop("spec"))
+    for c in _JSON_COLUMNS:
+        row[c] = tuple(json.loads(row[c]))
+    for c in ("exclusive", "launched", "held"):
+        row[c] = bool(row[c])
+    return JobRecord(spec=spec, **row)
+
+
+def _job_to_row(fields: dict) -> dict:
+    out = {}
+    for k, v in fields.items():
+        if k in _JSON_COLUMNS:
+            v = json.dumps(list(v))
+        elif k == "spec":
+            v = v.SerializeToString()
+        elif isinstance(v, bool):
+            v = int(v)
+        out[k] = v
+    return out
+
+
+def _step_from_row(row: dict) -> StepRecord:
+    row = dict(row)
+    row["nodes"] = tuple(json.loads(row["nodes"]))
+    return StepRecord(**row)
+
+
+def _node_from_row(row: dict) -> NodeRecord:
+    row = dict(row)
+    inv = agent_pb2.Inventory()
+    if row.get("inventory"):
+        inv.ParseFromString(row["inventory"])
+    row["inventory"] = inv
+    for c in ("registered", "drain", "down"):
+        row[c] = bool(row[c])
+    return NodeRecord(**row)
+
+
+class Store:
+    def __init__(self, path: str, synchronous: str = "FULL"):
+        self.path = path
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db = sqlite_utils.Database(conn)
+        self.db.enable_wal()
+        self.db.execute(f"PRAGMA synchronous={synchronous}")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._migrate()
+
+    # -- transactions ---------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Store"]:
+        """Nestable; only the outermost block commits (or rolls back)."""
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self.db.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield self
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self.db.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self.db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            with self.transaction():
+                for stmt in script.split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+                self.db.execute(f"PRAGMA user_version={i}")
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    # -- jobs -------------------------------------------------------------------
+    def insert_job(self, **fields) -> int:
+        """Insert a job; the id is SQLite's (never reused) unless given."""
+        cur = self.db.execute(
+            "INSERT INTO jobs ({}) VALUES ({})".format(
+                ", ".join(fields), ", ".join("?" for _ in fields)),
+            list(_job_to_row(fields).values()))
+        return int(cur.lastrowid)
+
+    def update_job(self, job_id: int, **fields) -> None:
+        if not fields:
+            return
+        row = _job_to_row(fields)
+        self.db.execute(
+            "UPDATE jobs SET {} WHERE job_id = ?".format(", ".join(f"{k} = ?" for k in row)),
+            [*row.values(), job_id])
+
+    def job(self, job_id: int) -> JobRecord | None:
+        row = next(self.db.query("SELECT * FROM jobs WHERE job_id = ?", [job_id]), None)
+        return _job_from_row(row) if row else None
+
+    def job_by_token(self, token: str) -> JobRecord | None:
+        row = next(self.db.query("SELECT * FROM jobs WHERE client_token = ?", [token]), None)
+        return _job_from_row(row) if row else None
+
+    def jobs(self, *, states: Iterable[str] | None = None, job_ids: Iterable[int] | None = None,
+             ended_after: float | None = None) -> list[JobRecord]:
+        """Jobs matching every filter given, in job id order.
+
+        ``ended_after`` keeps unfinished jobs and those that ended after it.
+        """
+        where, args = [], []
+        if states is not None:
+            states = list(states)
+            where.append("state IN ({})".format(", ".join("?" for _ in states) or "NULL"))
+            args += states
+        if job_ids is not None:
+            ids = list(job_ids)
+            where.append("job_id IN ({})".format(", ".join("?" for _ in ids) or "NULL"))
+            args += ids
+        if ended_after is not None:
+            where.append("(end_time = 0 OR end_time >= ? OR completing != '[]')")
+            args.append(ended_after)
+        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+        return [_job_from_row(r) for r in self.db.query(sql + " ORDER BY job_id", args)]
+
+    def holding_jobs(self) -> list[JobRecord]:
+        """Jobs that hold resources: running, or finished but still completing."""
+        return [_job_from_row(r) for r in self.db.query(
+            "SELECT * FROM jobs WHERE state = 'RUNNING' OR completing != '[]' ORDER BY job_id")]
+
+    # -- steps ------------------------------------------------------------------
+    def put_step(self, step: StepRecord) -> None:
+        row = dataclasses.asdict(step)
+        row["nodes"] = json.dumps(list(step.nodes))
+        self.db["steps"].upsert(row, pk=("job_id", "step_id"))
+
+    def steps(self, job_ids: Iterable[int]) -> dict[int, list[StepRecord]]:
+        ids = list(job_ids)
+        out: dict[int, list[StepRecord]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.db.query(
+                    "SELECT * FROM steps WHERE job_id IN ({}) ORDER BY job_id, rowid".format(
+                        ", ".join("?" for _ in chunk)), chunk):
+                s = _step_from_row(r)
+                out.setdefault(s.job_id, []).append(s)
+        return out
+
+    # -- nodes ------------------------------------------------------------------
+    def put_node(self, name: str, **fields) -> None:
+        row = {"name": name}
+        for k, v in fields.items():
+            if k == "inventory":
+                v = v.SerializeToString()
+            elif isinstance(v, bool):
+                v = int(v)
+            row[k] = v
+        self.db["nodes"].upsert(row, pk="name")
+
+    def nodes(self) -> dict[str, NodeRecord]:
+        return {r["name"]: _node_from_row(r) for r in self.db.query("SELECT * FROM nodes")}
+
+    def node(self, name: str) -> NodeRecord | None:
+        row = next(self.db.query("SELECT * FROM nodes WHERE name = ?", [name]), None)
+        return _node_from_row(row) if row else None
+
+    def dump(self) -> dict[str, list[dict]]:
+        """Every row of every table (for tests that check nothing changed)."""
+        return {t: [dict(r) for r in self.db.query(f"SELECT * FROM {t} ORDER BY rowid")]
+                for t in ("jobs", "steps", "nodes")}

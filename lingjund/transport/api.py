@@ -1,0 +1,120 @@
+"""SlurmApi servicer: decode, validate sizes, call one service function, map errors.
+
+No scheduling logic here. A ``SlurmError`` becomes its gRPC status with
+Slurm's message as the details; anything else is a bug, logged with its
+traceback and answered INTERNAL without taking the server down.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+
+import grpc
+
+from lingjun.v1 import api_pb2, api_pb2_grpc
+from lingjund.service import errors, jobs, nodes, scheduling, steps
+from lingjund.service.context import Controller
+
+log = logging.getLogger("lingjund.api")
+
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+MAX_ENV_ENTRIES = 10_000
+MAX_IDS = 100_000
+
+
+def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
+    spec = req.spec
+    if len(spec.script.encode()) > MAX_SCRIPT_BYTES:
+        raise errors.InvalidRequest("Batch script is too large")
+    if len(spec.environment) > MAX_ENV_ENTRIES:
+        raise errors.InvalidRequest("Too many environment variables")
+    if len(req.client_token) > 200:
+        raise errors.InvalidRequest("client token is too long")
+    for path in (spec.work_dir, spec.stdout_pattern, spec.stderr_pattern, spec.stdin_path):
+        if "\0" in path or len(path) > 4096:
+            raise errors.InvalidRequest("Invalid path")
+    if not spec.work_dir.startswith("/"):
+        raise errors.InvalidRequest("The working directory must be an absolute path")
+
+
+def unary(fn):
+    @functools.wraps(fn)
+    async def wrapper(self, request, context):
+        try:
+            return fn(self, request, context)
+        except errors.SlurmError as e:
+            await context.abort(e.code, str(e))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("%s failed", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+    return wrapper
+
+
+class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
+    def __init__(self, ctl: Controller):
+        self.ctl = ctl
+
+    @unary
+    def SubmitJob(self, request, context):
+        _check_submit(request)
+        return jobs.submit(self.ctl, request)
+
+    @unary
+    def GetJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        return jobs.get_jobs(self.ctl, request)
+
+    @unary
+    def GetAccounting(self, request, context):
+        return jobs.get_jobs(self.ctl, request, accounting=True)
+
+    @unary
+    def CancelJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        return jobs.cancel(self.ctl, request)
+
+    @unary
+    def GetNodes(self, request, context):
+        return nodes.node_infos(self.ctl, request)
+
+    @unary
+    def UpdateNode(self, request, context):
+        nodes.update_node(self.ctl, request)
+        return api_pb2.UpdateNodeResponse()
+
+    @unary
+    def GetPartitions(self, request, context):
+        return nodes.partition_infos(self.ctl, request)
+
+    @unary
+    def Ping(self, request, context):
+        return api_pb2.PingResponse(cluster=self.ctl.cluster, controller_host=socket.gethostname(),
+                                    now=int(self.ctl.clock()), version="lingjun-0.1.0")
+
+    @unary
+    def GetConfig(self, request, context):
+        c = self.ctl.config
+        cc = c.controller
+        return api_pb2.GetConfigResponse(settings={
+            "ClusterName": c.cluster_name, "SlurmctldHost": cc.connect_address,
+            "SlurmctldPort": cc.listen.rsplit(":", 1)[-1], "StateSaveLocation": cc.state_dir,
+            "KillWait": f"{int(cc.kill_wait_s)} sec", "SlurmdTimeout": f"{int(cc.heartbeat_timeout_s)} sec",
+            "JobRequeue": str(int(cc.job_requeue)), "MinJobAge": f"{int(cc.min_job_age_s)} sec",
+            "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
+            "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
+            "SLURM_CONF": c.path or "(defaults)"})
+
+    async def RunStep(self, request, context):
+        gen = steps.run_step(self.ctl, request)
+        try:
+            async for ev in gen:
+                yield ev
+        except errors.SlurmError as e:
+            await context.abort(e.code, str(e))
+        finally:
+            await gen.aclose()

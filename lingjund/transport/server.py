@@ -1,0 +1,42 @@
+"""Build the gRPC server: SlurmApi, AgentService, health and reflection.
+
+``build_server`` returns the server and the port it bound, so tests listen
+on port 0 and read back the port.
+"""
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
+from lingjund.service.context import Controller
+from lingjund.transport.agent import AgentServicer
+from lingjund.transport.api import SlurmApiServicer
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def build_server(ctl: Controller, listen: str) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ])
+    api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (
+        api_pb2.DESCRIPTOR.services_by_name["SlurmApi"].full_name,
+        agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    return server, port, health_servicer
