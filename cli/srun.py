@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                 out.write(ev.output.rank, ev.output.stream, ev.output.data)
             elif kind == "task_exit":
                 te = ev.task_exit
-                if te.error and te.error != "node lost":
-                    sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: {te.error}\n")
+                if te.error == "node lost":
+                    sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: node lost\n")
                 if te.signal:
                     sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: "
                                      f"{signal.strsignal(te.signal) or te.signal}\n")

@@ -51,6 +51,7 @@ class Agent:
         self.unacked: dict[int, batch.BatchResult] = {}
         self.steps: dict[tuple[int, int], list[asyncio.Task]] = {}
         self.terminating: dict[int, asyncio.Task] = {}
+        self.launching: set[int] = set()
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
@@ -156,7 +157,7 @@ class Agent:
     def _dispatch(self, msg: agent_pb2.ControllerMessage) -> None:
         kind = msg.WhichOneof("msg")
         if kind == "launch_batch":
-            self._launch_batch(msg.launch_batch)
+            asyncio.create_task(self._launch_batch(msg.launch_batch))
         elif kind == "launch_tasks":
             self._launch_tasks(msg.launch_tasks)
         elif kind == "signal_job":
@@ -169,8 +170,10 @@ class Agent:
         else:
             log.warning("unexpected message %s", kind)
 
-    def _launch_batch(self, lb: agent_pb2.LaunchBatch) -> None:
+    async def _launch_batch(self, lb: agent_pb2.LaunchBatch) -> None:
         jid = lb.job_id
+        if jid in self.launching:
+            return
         if jid in self.unacked:
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(self.unacked[jid])))
             return
@@ -183,8 +186,10 @@ class Agent:
             env=dict(lb.environment), work_dir=lb.work_dir, stdout=lb.stdout_path,
             stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
             append=lb.append)
+        self.launching.add(jid)
         try:
-            handle = batch.start_batch(self.state_dir, spec)
+            # The supervisor takes ~0.1 s to report the script's pid: off the loop.
+            handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
         except batch.LaunchError as e:
             log.error("job=%d: launch failed: %s", jid, e)
             now = int(time.time())
@@ -193,6 +198,8 @@ class Agent:
             self.unacked[jid] = res
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
             return
+        finally:
+            self.launching.discard(jid)
         log.info("job=%d: batch script started, pid %d", jid, handle.pid)
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(job_id=jid, pid=handle.pid)))
         self._watch(handle)

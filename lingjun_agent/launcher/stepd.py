@@ -1,0 +1,296 @@
+"""The batch supervisor: ``python -m lingjun_agent.launcher.stepd <job_dir> [fd]``.
+
+One small process per batch job, our slurmstepd. The agent starts it in a
+session of its own and forgets it; it outlives the agent (a ``kill -9`` of the
+agent leaves the job running) and leaves everything the agent needs to pick
+the job up again in ``<job_dir>``:
+
+    spec.json      written by the agent: what to run (BatchSpec)
+    script         the batch script, owned by the user, mode 0700
+    stepd.json     {"pid", "start_ticks"}     this supervisor, written first
+    script.json    {"pid", "start_ticks"}     the script, once it runs
+    result.json    BatchResult fields, written atomically as the last act
+    stepd.log      this process's own stderr (tracebacks, if any)
+
+What it does, in the order Slurm's stepd does it:
+
+1. become a child subreaper, so that the script's orphans stay below us
+   (``job_processes`` finds them through us even if they drop the marker);
+2. take the user's identity for the file system only (effective ids and
+   groups, as Slurm's ``_drop_privileges``), open stdin/stdout/stderr and
+   change into the working directory; a missing one gets Slurm's
+   ``couldn't chdir to ... going to /tmp instead`` line in the job's stderr;
+3. take root back, start the script in its own session as the user (real
+   ids, initgroups) with the job's environment plus ``LINGJUN_JOB_MARK``;
+   an ``execve`` failure is written to the job's stderr as Slurm words it and
+   becomes exit code ``errno`` (Slurm's ``exit(errno)``);
+4. tell the agent the script's pid on the handshake fd, wait for the script
+   with ``wait4`` (reaping adopted orphans on the way), and write the result.
+
+This module is deliberately standard-library only and quick to import: it
+starts once per batch job. The marker names and the process identity helper
+live here so that the agent side (procs, batch) and this side agree.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+MARK_VAR = "LINGJUN_JOB_MARK"
+STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
+PR_SET_CHILD_SUBREAPER = 36
+
+SPEC = "spec.json"
+SCRIPT = "script"
+STEPD = "stepd.json"
+SCRIPT_PID = "script.json"
+RESULT = "result.json"
+LOG = "stepd.log"
+
+
+def job_mark(node: str, job_id: int) -> str:
+    """The marker value for one job on one node (several agents share a host)."""
+    return f"{node}:{job_id}"
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot; None if it is gone.
+
+    With the pid this names one process for the whole uptime: a recycled pid
+    has a later start. Zombies count as gone.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    """Write ``obj`` so that a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, json.dumps(obj, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class _UserFs:
+    """Act on the file system as the job's user (effective ids only), then return.
+
+    Only in this single-threaded supervisor: effective ids are per process.
+    """
+
+    def __init__(self, uid: int, gid: int, groups: list[int]):
+        self.active = os.geteuid() == 0 and uid != 0
+        self.uid, self.gid, self.groups = uid, gid, groups
+
+    def __enter__(self) -> None:
+        if self.active:
+            self.saved = os.getgroups()
+            os.setgroups(self.groups)
+            os.setegid(self.gid)
+            os.seteuid(self.uid)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            os.seteuid(0)
+            os.setegid(0)
+            os.setgroups(self.saved)
+
+
+def user_groups(uid: int, gid: int) -> list[int]:
+    """The supplementary groups ``initgroups`` would give ``uid``."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return [gid]
+    try:
+        return os.getgrouplist(name, gid)
+    except OSError:
+        return [gid]
+
+
+def _open_output(path: str, append: bool) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.open(path, flags, 0o666)
+
+
+def _stderr_line(fd: int | None, text: str) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, f"slurmstepd: error: {text}\n".encode())
+    except OSError:
+        pass
+
+
+class _Handshake:
+    """Tells the waiting agent the script's pid (0: it did not start), once."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    def send(self, pid: int) -> None:
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        try:
+            os.write(fd, f"{pid}\n".encode())
+        except OSError:  # the agent died while starting us: carry on without it
+            pass
+        finally:
+            os.close(fd)
+
+
+def _result(job_id: int, start: int, *, exit_code: int = 0, sig: int = 0,
+            max_rss_kb: int = 0, error: str = "") -> dict:
+    return {"job_id": job_id, "exit_code": exit_code, "signal": sig,
+            "start_time": start, "end_time": int(time.time()),
+            "max_rss_kb": max_rss_kb, "error": error}
+
+
+def supervise(job_dir: Path, handshake: _Handshake) -> dict:
+    """Run the job described in ``job_dir`` to its end; return the result."""
+    spec = json.loads((job_dir / SPEC).read_text())
+    job_id = int(spec["job_id"])
+    start = int(time.time())
+    uid, gid = int(spec["uid"]), int(spec["gid"])
+    groups = user_groups(uid, gid)
+    work_dir = spec["work_dir"] or "/tmp"
+    script = str(job_dir / SCRIPT)
+
+    umask = spec["env"].get("SLURM_UMASK")
+    if umask:
+        try:
+            os.umask(int(umask, 8))
+        except ValueError:
+            pass
+
+    def resolved(path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(work_dir, path)
+
+    stdout = resolved(spec["stdout"] or f"slurm-{job_id}.out")
+    stderr = resolved(spec["stderr"]) if spec["stderr"] else stdout
+    stdin = resolved(spec["stdin"]) if spec["stdin"] else os.devnull
+    append = bool(spec.get("append", False))
+
+    fds: dict[str, int] = {}
+    as_user = _UserFs(uid, gid, groups)
+    error = ""
+    with as_user:
+        for name, path in (("stdout", stdout), ("stderr", stderr), ("stdin", stdin)):
+            if name == "stderr" and stderr == stdout and "stdout" in fds:
+                fds["stderr"] = fds["stdout"]
+                continue
+            try:
+                if name == "stdin":
+                    fds[name] = os.open(path, os.O_RDONLY)
+                else:
+                    fds[name] = _open_output(path, append)
+            except OSError as e:
+                error = f"Could not open {name} file {path}: {e.strerror}"
+                break
+        if not error:
+            try:
+                os.chdir(work_dir)
+            except OSError as e:
+                _stderr_line(fds["stderr"],
+                             f"couldn't chdir to `{work_dir}': {e.strerror}: "
+                             "going to /tmp instead")
+                try:
+                    os.chdir("/tmp")
+                except OSError:
+                    error = "couldn't chdir to /tmp either. dying."
+    if error:
+        _stderr_line(fds.get("stderr"), error)
+        handshake.send(0)
+        return _result(job_id, start, exit_code=1, error=error)
+
+    env = dict(spec["env"])
+    env[MARK_VAR] = job_mark(spec["node"], job_id)
+    drop: dict = {}
+    if os.geteuid() == 0 and uid != 0:
+        drop = {"user": uid, "group": gid, "extra_groups": groups}
+    try:
+        proc = subprocess.Popen(
+            [script, *spec["argv"]], stdin=fds["stdin"], stdout=fds["stdout"],
+            stderr=fds["stderr"], env=env, start_new_session=True,
+            close_fds=True, restore_signals=True, **drop)
+    except OSError as e:
+        errno_ = e.errno or 1
+        msg = f"execve(): {script}: {os.strerror(errno_)}"
+        _stderr_line(fds["stderr"], msg)
+        handshake.send(0)
+        return _result(job_id, start, exit_code=errno_, error=msg)
+    for fd in set(fds.values()):
+        os.close(fd)
+
+    write_json_atomic(job_dir / SCRIPT_PID,
+                      {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
+    handshake.send(proc.pid)
+
+    while True:  # reap adopted orphans too; the script's status ends the job
+        try:
+            pid, status, rusage = os.wait4(-1, 0)
+        except InterruptedError:
+            continue
+        if pid == proc.pid:
+            break
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if os.WIFSIGNALED(status):
+        code, sig = 0, os.WTERMSIG(status)
+    else:
+        code, sig = os.WEXITSTATUS(status), 0
+    return _result(job_id, start, exit_code=code, sig=sig,
+                   max_rss_kb=int(rusage.ru_maxrss))
+
+
+def main(argv: list[str]) -> int:
+    job_dir = Path(argv[1])
+    handshake = _Handshake(int(argv[2]) if len(argv) > 2 else None)
+    # SIGPIPE ignored here (a vanished agent); the script gets it back through
+    # Popen's restore_signals. Nothing else is ignored: dispositions survive exec.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    write_json_atomic(job_dir / STEPD, {"pid": os.getpid(),
+                                        "start_ticks": start_ticks(os.getpid())})
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        result = supervise(job_dir, handshake)
+    except Exception as e:  # a supervisor bug must still leave a result behind
+        traceback.print_exc()
+        name = job_dir.name
+        result = _result(int(name) if name.isdigit() else 0, int(time.time()),
+                         exit_code=1,
+                         error=f"slurmstepd failed: {type(e).__name__}: {e}")
+        handshake.send(0)
+    write_json_atomic(job_dir / RESULT, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

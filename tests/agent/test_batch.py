@@ -1,0 +1,239 @@
+"""Batch scripts under their supervisor, with real processes and files."""
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lingjun_agent.launcher.batch import (
+    BatchSpec,
+    LaunchError,
+    forget_batch,
+    job_dir,
+    recover_batches,
+    start_batch,
+)
+from lingjun_agent.launcher.procs import job_processes, signal_job, terminate_job
+from lingjun_agent.launcher.stepd import start_ticks
+
+REPO = Path(__file__).resolve().parents[2]
+PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.fixture
+def node():
+    n = f"testnode-{uuid.uuid4().hex[:8]}"
+    yield n
+    # Whatever a test left running under its made-up node name.
+    for job_id in range(1, 50):
+        for p in job_processes(n, job_id):
+            p.kill()
+
+
+def make_spec(node, tmp_path, script, **kw):
+    base = dict(job_id=1, node=node, script=script, argv=(), env={"PATH": PATH},
+                work_dir=str(tmp_path), stdout="slurm-1.out", stderr="", stdin="",
+                uid=os.getuid(), gid=os.getgid())
+    base.update(kw)
+    return BatchSpec(**base)
+
+
+def run(state, spec):
+    return asyncio.run(start_batch(state, spec).wait())
+
+
+def test_script_runs_with_env_argv_cwd_and_merged_output(node, tmp_path):
+    (tmp_path / "in.txt").write_text("from stdin\n")
+    script = """#!/bin/bash
+echo "job=$SLURM_JOB_ID args=$*"
+pwd
+read line; echo "$line"
+echo "to stderr" >&2
+echo "mark=$LINGJUN_JOB_MARK"
+"""
+    spec = make_spec(node, tmp_path, script, argv=("a", "b c"),
+                     env={"PATH": PATH, "SLURM_JOB_ID": "1"}, stdin="in.txt")
+    result = run(tmp_path / "state", spec)
+    assert (result.exit_code, result.signal, result.error) == (0, 0, "")
+    assert result.start_time <= result.end_time
+    assert result.max_rss_kb > 0
+    want = (f"job=1 args=a b c\n{tmp_path}\nfrom stdin\nto stderr\n"
+            f"mark={node}:1\n")
+    got = (tmp_path / "slurm-1.out").read_text()
+    assert got == want, f"want {want!r}, got {got!r}"
+
+
+def test_split_output_truncates_and_append_appends(node, tmp_path):
+    state = tmp_path / "state"
+    (tmp_path / "o.txt").write_text("old\n")
+    script = "#!/bin/sh\necho out\necho err >&2\n"
+    spec = make_spec(node, tmp_path, script, stdout="o.txt",
+                     stderr=str(tmp_path / "e.txt"))
+    run(state, spec)
+    assert (tmp_path / "o.txt").read_text() == "out\n"
+    assert (tmp_path / "e.txt").read_text() == "err\n"
+    forget_batch(state, 1)
+    run(state, replace(spec, append=True))
+    assert (tmp_path / "o.txt").read_text() == "out\nout\n"
+    assert (tmp_path / "e.txt").read_text() == "err\nerr\n"
+
+
+def test_exit_code_is_recorded(node, tmp_path):
+    result = run(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\nexit 3\n"))
+    assert (result.exit_code, result.signal) == (3, 0)
+
+
+def test_killed_by_signal_is_0_colon_15(node, tmp_path):
+    spec = make_spec(node, tmp_path, "#!/bin/sh\nsleep 30\n")
+    handle = start_batch(tmp_path / "state", spec)
+    assert handle.pid > 0 and start_ticks(handle.pid) is not None
+    assert signal_job(node, 1, signal.SIGTERM) >= 1  # the shell (and its sleep)
+    result = asyncio.run(handle.wait())
+    assert (result.exit_code, result.signal) == (0, 15), result
+
+
+def test_batch_only_signals_the_script_not_its_children(node, tmp_path):
+    script = "#!/bin/bash\nsleep 30 &\nwait\n"
+    handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script))
+    deadline = time.monotonic() + 5
+    while len(job_processes(node, 1)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert signal_job(node, 1, signal.SIGKILL, batch_only=True) == 1
+    result = asyncio.run(handle.wait())
+    assert (result.exit_code, result.signal) == (0, 9)
+    left = [p.name() for p in job_processes(node, 1)]
+    assert left == ["sleep"], f"want the orphaned sleep still there, got {left}"
+    asyncio.run(terminate_job(node, 1, 0.5))
+    assert job_processes(node, 1) == []
+
+
+def test_missing_work_dir_runs_in_tmp_with_slurms_error(node, tmp_path):
+    out = tmp_path / "o.txt"
+    spec = make_spec(node, tmp_path, "#!/bin/sh\npwd\n", work_dir="/nonexistent/x",
+                     stdout=str(out))
+    result = run(tmp_path / "state", spec)
+    assert result.exit_code == 0
+    want = ("slurmstepd: error: couldn't chdir to `/nonexistent/x': No such file or "
+            "directory: going to /tmp instead\n/tmp\n")
+    assert out.read_text() == want
+
+
+def test_missing_interpreter_fails_like_slurmstepd(node, tmp_path):
+    state = tmp_path / "state"
+    result = run(state, make_spec(node, tmp_path, "#!/no/such/shell\necho hi\n"))
+    script = job_dir(state, 1) / "script"
+    want = f"execve(): {script}: No such file or directory"
+    assert (result.exit_code, result.signal, result.error) == (2, 0, want)
+    assert (tmp_path / "slurm-1.out").read_text() == f"slurmstepd: error: {want}\n"
+
+
+def test_unopenable_output_fails_the_job(node, tmp_path):
+    spec = make_spec(node, tmp_path, "#!/bin/sh\necho hi\n",
+                     stdout="/nonexistent/dir/o.txt")
+    result = run(tmp_path / "state", spec)
+    assert result.exit_code == 1
+    assert result.error == ("Could not open stdout file /nonexistent/dir/o.txt: "
+                            "No such file or directory")
+
+
+def test_a_running_job_cannot_start_twice(node, tmp_path):
+    state = tmp_path / "state"
+    spec = make_spec(node, tmp_path, "#!/bin/sh\nsleep 30\n")
+    handle = start_batch(state, spec)
+    with pytest.raises(LaunchError, match="already running"):
+        start_batch(state, spec)
+    asyncio.run(terminate_job(node, 1, 1.0))
+    assert asyncio.run(handle.wait()).signal == 15
+
+
+AGENT = """
+import sys, time
+from pathlib import Path
+from lingjun_agent.launcher.batch import BatchSpec, start_batch
+spec = BatchSpec(job_id=3, node=sys.argv[2], script="#!/bin/sh\\nsleep 1\\necho done\\nexit 4\\n",
+                 argv=(), env={"PATH": "/usr/bin:/bin"}, work_dir=sys.argv[3],
+                 stdout="out.txt", stderr="", stdin="", uid=0, gid=0)
+h = start_batch(Path(sys.argv[1]), spec)
+print(h.pid, h.supervisor_pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_job_survives_agent_sigkill_and_is_recovered(node, tmp_path):
+    state = tmp_path / "state"
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, str(state), node,
+                              str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                             cwd=REPO)
+    script_pid, stepd_pid = map(int, agent.stdout.readline().split())
+    agent.kill()
+    agent.wait()
+    assert start_ticks(stepd_pid) is not None, "the supervisor died with the agent"
+    assert start_ticks(script_pid) is not None, "the script died with the agent"
+
+    handles, results = recover_batches(state)  # the restarted agent
+    assert results == []
+    assert [(h.job_id, h.pid, h.supervisor_pid) for h in handles] == \
+        [(3, script_pid, stepd_pid)]
+    result = asyncio.run(handles[0].wait())
+    assert (result.job_id, result.exit_code, result.signal) == (3, 4, 0)
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+
+    handles, results = recover_batches(state)  # and again: the result persists
+    assert handles == [] and results == [result]
+    forget_batch(state, 3)
+    assert recover_batches(state) == ([], [])
+    assert not job_dir(state, 3).exists()
+
+
+def test_a_recycled_supervisor_pid_is_not_mistaken(node, tmp_path):
+    state = tmp_path / "state"
+    d = job_dir(state, 5)
+    d.mkdir(parents=True)
+    (d / "spec.json").write_text("{}")
+    # Our own pid, alive, but with a start time that is not ours.
+    (d / "stepd.json").write_text(json.dumps(
+        {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()) - 1}))
+    handles, results = recover_batches(state)
+    assert handles == []
+    assert len(results) == 1
+    lost = results[0]
+    assert (lost.job_id, lost.exit_code, lost.signal) == (5, 0, 9)
+    assert lost.error.startswith("lost")
+    assert recover_batches(state) == ([], [lost]), "the lost result is kept"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+def test_runs_as_the_user_and_creates_files_as_them(node):
+    base = Path(tempfile.mkdtemp(prefix="lingjun-batch-test-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        work = base / "work"
+        work.mkdir()
+        os.chown(work, 65534, 65534)
+        spec = BatchSpec(job_id=2, node=node, script="#!/bin/sh\nid -u; id -g\n",
+                         argv=(), env={"PATH": PATH}, work_dir=str(work),
+                         stdout="o.txt", stderr="", stdin="", uid=65534, gid=65534)
+        result = run(base / "state", spec)
+        assert (result.exit_code, result.error) == (0, "")
+        out = work / "o.txt"
+        assert out.read_text() == "65534\n65534\n"
+        assert (out.stat().st_uid, out.stat().st_gid) == (65534, 65534)
+        # A root-owned directory the user cannot write: Slurm fails the job.
+        os.chown(work, 0, 0)
+        os.chmod(work, 0o755)
+        out.unlink()
+        forget_batch(base / "state", 2)
+        result = run(base / "state", spec)
+        assert result.exit_code == 1
+        assert "Permission denied" in result.error
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
