@@ -1,0 +1,863 @@
+"""Output formatting for the Slurm commands: pure functions from api_pb2
+messages to the text Slurm 22.05 prints.
+
+Nothing here talks to the controller or reads the clock: ``now`` comes from
+the reply (JobInfo.now / GetJobsResponse.now), so every function can be
+checked against golden Slurm output with hand-built messages.
+
+    >>> job = api_pb2.JobInfo(job_id=7, name="wrap", user="root", state="RUNNING",
+    ...                       partition="debug", num_nodes=1, nodes="node1",
+    ...                       start_time=100, now=103, time_limit_min=-1)
+    >>> print(squeue_table([job]), end="")
+                 JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)
+                     7     debug     wrap     root  R       0:03      1 node1
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from lingjun import slurm
+from lingjun.v1 import api_pb2
+
+SLURM_VERSION = "22.05.8"
+
+# --- generic %-format machinery (squeue -o, sinfo -o) -----------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    """One %-field of a format string: letter, width (0 = natural), justification."""
+    letter: str
+    width: int = 0
+    right: bool = False
+    prefix: str = ""          # literal text before the field
+    computed: bool = False    # '#' width: computed from the data (sinfo)
+
+
+_FIELD_RE = re.compile(r"%(\.)?(#|\d+)?([A-Za-z%])")
+
+
+def parse_format(fmt: str) -> tuple[list[Field], str]:
+    """"%.18i %.9P" -> fields (each with the literal text before it) and the trailing text."""
+    fields: list[Field] = []
+    pos = 0
+    for m in _FIELD_RE.finditer(fmt):
+        prefix = fmt[pos:m.start()]
+        dot, width, letter = m.groups()
+        if letter == "%":
+            fields.append(Field("%", 0, False, prefix))
+        else:
+            fields.append(Field(letter, 0 if width in (None, "#") else int(width),
+                                bool(dot), prefix, width == "#"))
+        pos = m.end()
+    return fields, fmt[pos:]
+
+
+def pad(value: str, width: int, right: bool) -> str:
+    """Slurm's _print_str with cut_output: truncate to width, then justify."""
+    if width <= 0:
+        return value
+    value = value[:width]
+    return value.rjust(width) if right else value.ljust(width)
+
+
+def render_rows(fields: list[Field], trailer: str, rows: Iterable[dict[str, str]],
+                headers: dict[str, str] | None, widths: dict[str, int] | None = None) -> str:
+    """Lay out rows (letter -> text) under an optional header row."""
+    widths = widths or {}
+    lines = []
+
+    def one(values: dict[str, str]) -> str:
+        out = []
+        for f in fields:
+            out.append(f.prefix)
+            if f.letter == "%":
+                out.append("%")
+                continue
+            w = widths.get(f.letter, f.width) if f.computed else f.width
+            out.append(pad(values.get(f.letter, ""), w, f.right))
+        out.append(trailer)
+        return "".join(out)
+
+    if headers is not None:
+        lines.append(one(headers))
+    lines.extend(one(r) for r in rows)
+    return "".join(line + "\n" for line in lines)
+
+
+# --- jobs: squeue -------------------------------------------------------------
+
+SQUEUE_DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+SQUEUE_LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+
+SQUEUE_HEADERS = {
+    "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "U": "UID", "g": "GROUP",
+    "G": "GID", "t": "ST", "T": "STATE", "M": "TIME", "D": "NODES",
+    "R": "NODELIST(REASON)", "r": "REASON", "N": "NODELIST", "P": "PARTITION",
+    "l": "TIME_LIMIT", "L": "TIME_LEFT", "S": "START_TIME", "V": "SUBMIT_TIME",
+    "e": "END_TIME", "C": "CPUS", "c": "MIN_CPUS", "m": "MIN_MEMORY",
+    "b": "TRES_PER_NODE", "n": "REQ_NODES", "a": "ACCOUNT", "q": "QOS",
+    "p": "PRIORITY", "Q": "PRIORITY", "y": "NICE", "Z": "WORK_DIR", "k": "COMMENT",
+    "o": "COMMAND", "h": "OVER_SUBSCRIBE", "B": "EXEC_HOST", "E": "DEPENDENCY",
+    "f": "FEATURES", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "O": "CONTIGUOUS",
+    "x": "EXC_NODES", "z": "S:C:T", "w": "WCKEY", "v": "RESERVATION",
+    "d": "MIN_TMP_DISK", "H": "SOCKETS", "I": "CORES", "J": "THREADS",
+    "s": "SELECT_JOBINFO", "W": "LICENSES", "X": "CORE_SPEC", "Y": "SCHEDNODES",
+}
+
+# squeue %R: these states show "(Reason)" instead of the allocation.
+_REASON_STATES = frozenset({slurm.PENDING, slurm.TIMEOUT, slurm.OUT_OF_MEMORY,
+                            slurm.DEADLINE, slurm.FAILED})
+
+
+def job_used_seconds(job: api_pb2.JobInfo, now: int | None = None) -> int:
+    """Seconds a job has run: now - start while running, end - start once ended."""
+    if not job.start_time or job.state == slurm.PENDING:
+        return 0
+    if job.end_time and job.state not in (slurm.RUNNING,):
+        return max(0, job.end_time - job.start_time)
+    now = now if now is not None else job.now
+    return max(0, (now or job.start_time) - job.start_time)
+
+
+def _tres_per_node(job: api_pb2.JobInfo) -> str:
+    return f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A"
+
+
+def _min_cpus(job: api_pb2.JobInfo) -> int:
+    return max(1, job.cpus_per_task or 1) * max(1, job.ntasks_per_node or 1)
+
+
+def _opt_time(ts: int) -> str:
+    return slurm.format_timestamp(ts, unknown="N/A")
+
+
+def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str]:
+    """Every squeue % letter's text for one job."""
+    state = job.state or slurm.PENDING
+    pending = state == slurm.PENDING
+    reason = job.reason or slurm.REASON_NONE
+    used = job_used_seconds(job, now)
+    if job.time_limit_min < 0:
+        left = "UNLIMITED"
+    else:
+        left = slurm.format_elapsed(max(0, job.time_limit_min * 60 - used))
+    mem = job.mem_per_node_mb
+    return {
+        "i": str(job.job_id), "A": str(job.job_id), "j": job.name, "u": job.user,
+        "U": str(job.uid), "g": job.group, "G": str(job.gid),
+        "t": slurm.job_state_code(state), "T": state,
+        "M": slurm.format_elapsed(used), "D": str(job.num_nodes),
+        "R": f"({reason})" if state in _REASON_STATES else job.nodes,
+        "r": reason, "N": job.nodes, "P": job.partition,
+        "l": slurm.format_time_limit(job.time_limit_min), "L": left,
+        "S": _opt_time(job.start_time), "V": _opt_time(job.submit_time),
+        "e": _opt_time(job.end_time), "C": str(job.num_cpus),
+        "c": str(_min_cpus(job)),
+        "m": slurm.format_size_mb(mem) if mem > 0 else "0",
+        "b": _tres_per_node(job), "n": "", "a": job.account or "(null)",
+        "q": job.qos or "(null)",
+        "p": f"{job.priority / 4294967295:.14f}" if job.priority else "0.00000000000000",
+        "Q": str(job.priority), "y": str(job.nice), "Z": job.work_dir,
+        "k": job.comment or "(null)", "o": job.command or "(null)",
+        "h": "NO" if job.exclusive else "OK", "B": job.batch_host or "n/a",
+        "E": "(null)", "f": "(null)", "F": str(job.job_id), "K": "N/A", "O": "0",
+        "x": "", "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
+        "H": "*", "I": "*", "J": "*", "s": "(null)", "W": "(null)", "X": "N/A",
+        "Y": "(null)",
+    }
+
+
+def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
+    """squeue's default order "P,t,-p": partition, state name, priority descending.
+
+    Slurm compares state *names*, so CANCELLED < COMPLETED < PENDING < RUNNING;
+    ties go by job id, which is the order slurmctld lists them in.
+    """
+    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority, j.job_id))
+
+
+def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORMAT,
+                 header: bool = True, now: int | None = None, sort: bool = True) -> str:
+    """squeue with a %-format (-o); jobs sorted as Slurm sorts them."""
+    fields, trailer = parse_format(fmt)
+    rows = [squeue_values(j, now) for j in (sort_jobs(jobs) if sort else jobs)]
+    return render_rows(fields, trailer, rows, SQUEUE_HEADERS if header else None)
+
+
+def squeue_long_header(now: int) -> str:
+    """The date line squeue -l and sinfo -l print first."""
+    return slurm.format_date_line(now) + "\n"
+
+
+# squeue -O / --Format: field name -> (header, % letter or value function)
+SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] = {
+    "jobid": ("JOBID", "i"), "jobarrayid": ("JOBID", "i"), "name": ("NAME", "j"),
+    "username": ("USER", "u"), "userid": ("UID", "U"), "groupname": ("GROUP", "g"),
+    "groupid": ("GID", "G"), "state": ("STATE", "T"), "statecompact": ("ST", "t"),
+    "timeused": ("TIME", "M"), "numnodes": ("NODES", "D"),
+    "reasonlist": ("NODELIST(REASON)", "R"), "reason": ("REASON", "r"),
+    "nodelist": ("NODELIST", "N"), "partition": ("PARTITION", "P"),
+    "timelimit": ("TIME_LIMIT", "l"), "timeleft": ("TIME_LEFT", "L"),
+    "starttime": ("START_TIME", "S"), "submittime": ("SUBMIT_TIME", "V"),
+    "endtime": ("END_TIME", "e"), "numcpus": ("CPUS", "C"), "mincpus": ("MIN_CPUS", "c"),
+    "minmemory": ("MIN_MEMORY", "m"), "tres-per-node": ("TRES_PER_NODE", "b"),
+    "account": ("ACCOUNT", "a"), "qos": ("QOS", "q"), "priority": ("PRIORITY", "p"),
+    "prioritylong": ("PRIORITY", "Q"), "nice": ("NICE", "y"), "workdir": ("WORK_DIR", "Z"),
+    "comment": ("COMMENT", "k"), "command": ("COMMAND", "o"),
+    "oversubscribe": ("OVER_SUBSCRIBE", "h"), "batchhost": ("EXEC_HOST", "B"),
+    "dependency": ("DEPENDENCY", "E"), "feature": ("FEATURES", "f"),
+    "arrayjobid": ("ARRAY_JOB_ID", "F"), "arraytaskid": ("ARRAY_TASK_ID", "K"),
+    "contiguous": ("CONTIGUOUS", "O"), "exit_code": ("EXIT_CODE",
+                                                     lambda j: slurm.format_exit_code(j.exit_code, j.exit_signal)),
+    "numtasks": ("TASKS", lambda j: str(j.num_tasks or 1)),
+    "cpus-per-task": ("CPUS_PER_TASK", lambda j: str(j.cpus_per_task or 1)),
+    "stdout": ("STDOUT", lambda j: j.stdout_path), "stderr": ("STDERR", lambda j: j.stderr_path),
+    "stdin": ("STDIN", lambda j: j.stdin_path or "/dev/null"),
+    "requeue": ("REQUEUE", lambda j: str(int(j.requeue))),
+    "restartcnt": ("RESTARTCNT", lambda j: str(j.restarts)),
+    "eligibletime": ("ELIGIBLE_TIME", lambda j: _opt_time(j.eligible_time)),
+    "submithost": ("ALLOC_NODE", lambda j: j.submit_host),  # header per squeue.1 "AllocNodes"
+    "schednodes": ("SCHEDNODES", "Y"), "reservation": ("RESERVATION", "v"),
+    "wckey": ("WCKEY", "w"),
+}
+
+
+class FormatError(ValueError):
+    """A -o/-O/--format specification that the command cannot print."""
+
+
+def parse_squeue_O(spec: str) -> list[tuple[str, int, bool, str | Callable]]:
+    """"JobID:8,State:12" -> [(header, width, right, letter-or-fn)]; width 20 by default."""
+    out = []
+    for token in (t for t in spec.split(",") if t):
+        name, _, size = token.partition(":")
+        key = name.strip().lower()
+        if key not in SQUEUE_O_FIELDS:
+            raise FormatError(f"Invalid job format specification: {name}")
+        right = size.startswith(".")
+        size = size.lstrip(".")
+        try:
+            width = int(size) if size else 20
+        except ValueError:
+            raise FormatError(f"Invalid job format specification: {token}") from None
+        header, src = SQUEUE_O_FIELDS[key]
+        out.append((header, width, right, src))
+    return out
+
+
+def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = True,
+                   now: int | None = None) -> str:
+    cols = parse_squeue_O(spec)
+    lines = []
+    if header:
+        lines.append("".join(pad(h, w, r) for h, w, r, _ in cols))
+    for job in sort_jobs(jobs):
+        vals = squeue_values(job, now)
+        cells = []
+        for _, w, r, src in cols:
+            text = vals[src] if isinstance(src, str) else src(job)
+            cells.append(pad(text, w, r))
+        lines.append("".join(cells))
+    return "".join(line + "\n" for line in lines)
+
+
+# --- jobs: scontrol show job ----------------------------------------------------
+
+
+def _null(s: str) -> str:
+    return s if s else "(null)"
+
+
+def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
+                        now: int | None = None) -> list[list[str]]:
+    """scontrol show job as lines of Name=value tokens (the one-liner joins them all).
+
+    ``default_mem_mb`` is the memory a pending job without --mem would get on
+    each node (Slurm counts it in TRES while the job waits).
+    """
+    state = job.state or slurm.PENDING
+    pending = state == slurm.PENDING
+    now = now if now is not None else job.now
+    used = job_used_seconds(job, now)
+    ts = slurm.format_timestamp
+    end = job.end_time
+    if not end and state == slurm.RUNNING and job.start_time and job.time_limit_min > 0:
+        end = job.start_time + job.time_limit_min * 60
+    started = job.start_time if not pending else 0
+    nodes_txt = str(job.num_nodes)
+    if pending and job.max_nodes:
+        nodes_txt = f"{job.num_nodes}-{job.max_nodes}"
+    never_ran = state == slurm.CANCELLED and not job.nodes
+    ntasks = "N/A" if never_ran else str(job.num_tasks or 1)
+    cpus = job.num_cpus or 1
+    mem_node = job.mem_per_node_mb if job.mem_per_node_mb > 0 else 0
+    tres = [f"cpu={cpus}"]
+    tres_mem = mem_node or (default_mem_mb if pending or never_ran else 0)
+    if tres_mem:
+        tres.append(f"mem={tres_mem * max(1, job.num_nodes)}M")
+    tres.append(f"node={max(1, job.num_nodes)}")
+    tres.append(f"billing={cpus}")
+    if job.gpus_per_node or job.gpus:
+        tres.append(f"gres/gpu={job.gpus or job.gpus_per_node * max(1, job.num_nodes)}")
+    sched_eval = job.start_time or job.eligible_time or job.submit_time
+    sid = getattr(job, "alloc_sid", 0)
+    lines = [
+        [f"JobId={job.job_id}", f"JobName={job.name}"],
+        [f"UserId={job.user}({job.uid})", f"GroupId={job.group}({job.gid})", "MCS_label=N/A"],
+        [f"Priority={job.priority}", f"Nice={job.nice}", f"Account={_null(job.account)}",
+         f"QOS={_null(job.qos)}"],
+        [f"JobState={state}", f"Reason={job.reason or slurm.REASON_NONE}", "Dependency=(null)"],
+        [f"Requeue={int(job.requeue)}", f"Restarts={job.restarts}", f"BatchFlag={int(job.batch)}",
+         "Reboot=0", f"ExitCode={slurm.format_exit_code(job.exit_code, job.exit_signal)}"],
+        [f"RunTime={slurm.format_duration(used)}",
+         f"TimeLimit={slurm.format_time_limit(job.time_limit_min, 'scontrol')}", "TimeMin=N/A"],
+        [f"SubmitTime={ts(job.submit_time)}", f"EligibleTime={ts(job.eligible_time)}"],
+        [f"AccrueTime={ts(job.eligible_time)}"],
+        [f"StartTime={ts(job.start_time)}", f"EndTime={ts(end)}", "Deadline=N/A"],
+        ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={ts(sched_eval)}",
+         "Scheduler=Main"],
+        [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
+        ["ReqNodeList=(null)", "ExcNodeList=(null)"],
+        [f"NodeList={job.nodes}"],
+    ]
+    if job.batch_host and started:
+        lines.append([f"BatchHost={job.batch_host}"])
+    lines += [
+        [f"NumNodes={nodes_txt}", f"NumCPUs={cpus}", f"NumTasks={ntasks}",
+         f"CPUs/Task={job.cpus_per_task or 1}", "ReqB:S:C:T=0:0:*:*"],
+        [f"TRES={','.join(tres)}"],
+        ["Socks/Node=*", f"NtasksPerN:B:S:C={job.ntasks_per_node}:0:*:*", "CoreSpec=*"],
+        [f"MinCPUsNode={_min_cpus(job)}",
+         f"MinMemoryNode={slurm.format_size_mb(mem_node) if mem_node else 0}",
+         "MinTmpDiskNode=0"],
+        ["Features=(null)", "DelayBoot=00:00:00"],
+        [f"OverSubscribe={'NO' if job.exclusive else 'OK'}", "Contiguous=0",
+         "Licenses=(null)", "Network=(null)"],
+        [f"Command={_null(job.command)}"],
+        [f"WorkDir={job.work_dir}"],
+    ]
+    if job.comment:
+        lines.append([f"Comment={job.comment}"])
+    lines += [
+        [f"StdErr={job.stderr_path or job.stdout_path}"],
+        [f"StdIn={job.stdin_path or '/dev/null'}"],
+        [f"StdOut={job.stdout_path}"],
+        ["Power="],
+    ]
+    if job.gpus_per_node:
+        lines.insert(-1, [f"TresPerNode=gres:gpu:{job.gpus_per_node}"])
+    elif job.gpus:
+        lines.insert(-1, [f"TresPerJob=gres:gpu:{job.gpus}"])
+    return lines
+
+
+def scontrol_show_job(jobs: Sequence[api_pb2.JobInfo], oneliner: bool = False,
+                      default_mem_mb: int = 0) -> str:
+    out = []
+    for job in jobs:
+        lines = scontrol_job_tokens(job, default_mem_mb)
+        if oneliner:
+            out.append(" ".join(t for line in lines for t in line) + " \n")
+        else:
+            out.append("\n".join("   " * (i > 0) + " ".join(line) for i, line in enumerate(lines))
+                       + "\n   \n\n")
+    return "".join(out)
+
+
+# --- nodes: scontrol show node --------------------------------------------------
+
+
+def _node_port(node: api_pb2.NodeInfo) -> tuple[str, str]:
+    addr = node.address or node.name
+    host, sep, port = addr.rpartition(":")
+    if sep and port.isdigit() and "]" not in port:
+        return host, port
+    return addr, getattr(node, "port", 0) or "0"
+
+
+def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False) -> str:
+    ts = slurm.format_timestamp
+    out = []
+    for n in nodes:
+        addr, port = _node_port(n)
+        threads = n.threads_per_core or 1
+        sockets = n.sockets or 1
+        cores = n.cores_per_socket or max(1, n.cpus // (sockets * threads))
+        cfg = [f"cpu={n.cpus}", f"mem={n.real_memory_mb}M", f"billing={n.cpus}"]
+        if n.gpus:
+            cfg.append(f"gres/gpu={n.gpus}")
+        alloc = []
+        if n.cpus_alloc:
+            alloc.append(f"cpu={n.cpus_alloc}")
+        if n.alloc_memory_mb:
+            alloc.append(f"mem={n.alloc_memory_mb}M")
+        if n.gpus_alloc:
+            alloc.append(f"gres/gpu={n.gpus_alloc}")
+        state = slurm.node_state_long(n.state, n.drain, n.not_responding, n.completing)
+        lines = [
+            f"NodeName={n.name} Arch={n.arch or 'x86_64'} CoresPerSocket={cores} ",
+            f"CPUAlloc={n.cpus_alloc} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad={n.cpu_load:.2f}",
+            f"AvailableFeatures={','.join(n.features) or '(null)'}",
+            f"ActiveFeatures={','.join(n.features) or '(null)'}",
+            f"Gres={f'gpu:{n.gpus}' if n.gpus else '(null)'}",
+            f"NodeAddr={addr} NodeHostName={n.hostname or n.name} Port={port} "
+            f"Version={n.version or SLURM_VERSION}",
+            f"OS={n.os} ",
+            f"RealMemory={n.real_memory_mb} AllocMem={n.alloc_memory_mb} "
+            f"FreeMem={n.free_memory_mb} Sockets={sockets} Boards=1",
+            f"State={state} ThreadsPerCore={threads} TmpDisk={n.tmp_disk_mb} "
+            f"Weight={n.weight or 1} Owner=N/A MCS_label=N/A",
+            f"Partitions={','.join(n.partitions)} ",
+            f"BootTime={ts(n.boot_time, 'None')} SlurmdStartTime={ts(n.agent_start_time, 'None')}",
+            f"LastBusyTime={ts(n.last_busy_time, 'None')}",
+            f"CfgTRES={','.join(cfg)}",
+            f"AllocTRES={','.join(alloc)}",
+            "CapWatts=n/a",
+            "CurrentWatts=0 AveWatts=0",
+            "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
+        ]
+        if n.reason:
+            lines.append(f"Reason={n.reason} [{n.reason_user or 'root'}@{ts(n.reason_time)}]")
+        if oneliner:
+            out.append(" ".join(l.strip() for l in lines) + "\n")
+        else:
+            out.append(lines[0] + "\n" + "".join(f"   {l}\n" for l in lines[1:]) + "\n")
+    return "".join(out)
+
+
+# --- partitions: scontrol show partition -----------------------------------------
+
+
+def _limit(v: int, none: str = "UNLIMITED") -> str:
+    return none if v < 0 else str(v)
+
+
+def scontrol_show_partition(parts: Sequence[api_pb2.PartitionInfo], oneliner: bool = False) -> str:
+    out = []
+    for p in parts:
+        max_time = slurm.format_time_limit(p.max_time_min, "scontrol")
+        def_time = "NONE" if p.default_time_min < 0 else slurm.format_time_limit(p.default_time_min, "scontrol")
+        tres = [f"cpu={p.total_cpus}"]
+        if p.total_memory_mb:
+            tres.append(f"mem={p.total_memory_mb}M")
+        tres += [f"node={p.total_nodes}", f"billing={p.total_cpus}"]
+        lines = [
+            f"PartitionName={p.name}",
+            "AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
+            f"AllocNodes=ALL Default={'YES' if p.default else 'NO'} QoS=N/A",
+            f"DefaultTime={def_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+            f"MaxNodes={_limit(p.max_nodes)} MaxTime={max_time} MinNodes={p.min_nodes} "
+            "LLN=NO MaxCPUsPerNode=UNLIMITED",
+            f"Nodes={slurm.compress_hostlist(p.node_names) or '(null)'}",
+            f"PriorityJobFactor=1 PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
+            "OverSubscribe=NO",
+            "OverTimeLimit=NONE PreemptMode=OFF",
+            f"State={p.state or 'UP'} TotalCPUs={p.total_cpus} TotalNodes={p.total_nodes} "
+            "SelectTypeParameters=NONE",
+            "JobDefaults=(null)",
+            "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+            f"TRES={','.join(tres)}",
+        ]
+        if oneliner:
+            out.append(" ".join(lines) + "\n")
+        else:
+            out.append(lines[0] + "\n" + "".join(f"   {l}\n" for l in lines[1:]) + "\n")
+    return "".join(out)
+
+
+# The order scontrol show config prints its keys in (Slurm 22.05); others follow sorted.
+SLURM_CONFIG_ORDER = (
+    "AccountingStorageBackupHost", "AccountingStorageEnforce", "AccountingStorageHost",
+    "AccountingStorageExternalHost", "AccountingStorageParameters", "AccountingStoragePort",
+    "AccountingStorageTRES", "AccountingStorageType", "AccountingStorageUser",
+    "AccountingStoreFlags", "AcctGatherEnergyType", "AcctGatherFilesystemType",
+    "AcctGatherInterconnectType", "AcctGatherNodeFreq", "AcctGatherProfileType",
+    "AllowSpecResourcesUsage", "AuthAltTypes", "AuthAltParameters", "AuthInfo", "AuthType",
+    "BatchStartTimeout", "BcastExclude", "BcastParameters", "BOOT_TIME", "BurstBufferType",
+    "CliFilterPlugins", "ClusterName", "CommunicationParameters", "CompleteWait",
+    "CoreSpecPlugin", "CpuFreqDef", "CpuFreqGovernors", "CredType", "DebugFlags",
+    "DefMemPerNode", "DependencyParameters", "DisableRootJobs", "EioTimeout",
+    "EnforcePartLimits", "Epilog", "EpilogMsgTime", "EpilogSlurmctld", "ExtSensorsType",
+    "ExtSensorsFreq", "FederationParameters", "FirstJobId", "GetEnvTimeout", "GresTypes",
+    "GpuFreqDef", "GroupUpdateForce", "GroupUpdateTime", "HASH_VAL", "HealthCheckInterval",
+    "HealthCheckNodeState", "HealthCheckProgram", "InactiveLimit", "InteractiveStepOptions",
+    "JobAcctGatherFrequency", "JobAcctGatherType", "JobAcctGatherParams", "JobCompHost",
+    "JobCompLoc", "JobCompPort", "JobCompType", "JobCompUser", "JobContainerType",
+    "JobCredentialPrivateKey", "JobCredentialPublicCertificate", "JobDefaults",
+    "JobFileAppend", "JobRequeue", "JobSubmitPlugins", "KillOnBadExit", "KillWait",
+    "LaunchParameters", "LaunchType", "Licenses", "LogTimeFormat", "MailDomain", "MailProg",
+    "MaxArraySize", "MaxDBDMsgs", "MaxJobCount", "MaxJobId", "MaxMemPerNode", "MaxNodeCount",
+    "MaxStepCount", "MaxTasksPerNode", "MCSPlugin", "MCSParameters", "MessageTimeout",
+    "MinJobAge", "MpiDefault", "MpiParams", "MULTIPLE_SLURMD", "NEXT_JOB_ID",
+    "NodeFeaturesPlugins", "OverTimeLimit", "PluginDir", "PlugStackConfig", "PowerParameters",
+    "PowerPlugin", "PreemptMode", "PreemptType", "PreemptExemptTime", "PrEpParameters",
+    "PrEpPlugins", "PriorityParameters", "PrioritySiteFactorParameters",
+    "PrioritySiteFactorPlugin", "PriorityType", "PrivateData", "ProctrackType", "Prolog",
+    "PrologEpilogTimeout", "PrologSlurmctld", "PrologFlags", "PropagatePrioProcess",
+    "PropagateResourceLimits", "PropagateResourceLimitsExcept", "RebootProgram",
+    "ReconfigFlags", "RequeueExit", "RequeueExitHold", "ResumeFailProgram", "ResumeProgram",
+    "ResumeRate", "ResumeTimeout", "ResvEpilog", "ResvOverRun", "ResvProlog",
+    "ReturnToService", "RoutePlugin", "SchedulerParameters", "SchedulerTimeSlice",
+    "SchedulerType", "ScronParameters", "SelectType", "SelectTypeParameters", "SlurmUser",
+    "SlurmctldAddr", "SlurmctldDebug", "SlurmctldHost[0]", "SlurmctldLogFile", "SlurmctldPort",
+    "SlurmctldSyslogDebug", "SlurmctldPrimaryOffProg", "SlurmctldPrimaryOnProg",
+    "SlurmctldTimeout", "SlurmctldParameters", "SlurmdDebug", "SlurmdLogFile",
+    "SlurmdParameters", "SlurmdPidFile", "SlurmdPort", "SlurmdSpoolDir", "SlurmdSyslogDebug",
+    "SlurmdTimeout", "SlurmdUser", "SlurmSchedLogFile", "SlurmSchedLogLevel",
+    "SlurmctldPidFile", "SlurmctldPlugstack", "SLURM_CONF", "SLURM_VERSION", "SrunEpilog",
+    "SrunPortRange", "SrunProlog", "StateSaveLocation", "SuspendExcNodes", "SuspendExcParts",
+    "SuspendProgram", "SuspendRate", "SuspendTime", "SuspendTimeout", "SwitchParameters",
+    "SwitchType", "TaskEpilog", "TaskPlugin", "TaskPluginParam", "TaskProlog", "TCPTimeout",
+    "TmpFS", "TopologyParam", "TopologyPlugin", "TrackWCKey", "TreeWidth", "UsePam",
+    "UnkillableStepProgram", "UnkillableStepTimeout", "VSizeFactor", "WaitTime",
+    "X11Parameters",
+)
+
+
+def scontrol_show_config(settings: dict[str, str], as_of: int) -> str:
+    lines = [f"Configuration data as of {slurm.format_timestamp(as_of)}"]
+    rank = {k: i for i, k in enumerate(SLURM_CONFIG_ORDER)}
+    for key in sorted(settings, key=lambda k: (rank.get(k, len(rank)), k.lower())):
+        lines.append(f"{key:<23} = {settings[key]}")
+    return "\n".join(lines) + "\n"
+
+
+def scontrol_ping_line(host: str, up: bool) -> str:
+    return f"Slurmctld(primary) at {host} is {'UP' if up else 'DOWN'}\n"
+
+
+# --- nodes: sinfo -------------------------------------------------------------------
+
+SINFO_DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
+SINFO_LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
+SINFO_NODE_FORMAT = "%#N %.6D %#P %6t"
+# Slurm 22.05 prints -N -l with the partition right-justified and CPUS left-justified.
+SINFO_NODE_LONG_FORMAT = "%#N %.6D %.#P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
+SINFO_SUMMARIZE_FORMAT = "%#P %.5a %.10l %.16F %N"
+SINFO_REASON_FORMAT = "%20E %9u %19H %N"
+
+SINFO_HEADERS = {
+    "N": "NODELIST", "n": "HOSTNAMES", "o": "NODE_ADDR", "t": "STATE", "T": "STATE",
+    "c": "CPUS", "m": "MEMORY", "O": "CPU_LOAD", "e": "FREE_MEM", "C": "CPUS(A/I/O/T)",
+    "F": "NODES(A/I/O/T)", "P": "PARTITION", "R": "PARTITION", "a": "AVAIL",
+    "l": "TIMELIMIT", "L": "DEFAULTTIME", "D": "NODES", "E": "REASON", "H": "TIMESTAMP",
+    "u": "USER", "U": "USER", "f": "AVAIL_FEATURES", "b": "ACTIVE_FEATURES", "G": "GRES",
+    "s": "JOB_SIZE", "h": "OVERSUBSCRIBE", "g": "GROUPS", "r": "ROOT", "z": "S:C:T",
+    "d": "TMP_DISK", "w": "WEIGHT", "X": "SOCKETS", "Y": "CORES", "Z": "THREADS",
+    "B": "MAX_CPUS_PER_NODE", "S": "ALLOCNODES", "V": "CLUSTER", "x": "EXTRA",
+    "p": "PRIO_TIER", "k": "OVERSUBSCRIBE",
+}
+# Letters summed over the nodes of a row rather than part of what groups them.
+_SINFO_AGGREGATE = frozenset("NnoDCF")
+# sinfo's default order puts busier states first (node state enum, descending).
+_STATE_RANK = {"MIXED": 0, "ALLOCATED": 1, "COMPLETING": 2, "IDLE": 3, "DOWN": 4, "UNKNOWN": 5}
+MIN_FIELD_SIZE = 9
+
+
+def _node_other(n: api_pb2.NodeInfo) -> bool:
+    return n.drain or n.state == slurm.NODE_DOWN or n.not_responding
+
+
+def _sinfo_time(minutes: int) -> str:
+    return "infinite" if minutes < 0 else slurm.format_time_limit(minutes)
+
+
+def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -> dict[str, str]:
+    ts = slurm.format_timestamp
+    threads = n.threads_per_core or 1
+    sockets = n.sockets or 1
+    cores = n.cores_per_socket or max(1, n.cpus // (sockets * threads))
+    has_reason = bool(n.reason)
+    pname = part.name if part else (n.partitions[0] if n.partitions else "")
+    return {
+        "t": slurm.node_state_short(n.state, n.drain, n.not_responding, n.completing),
+        "T": slurm.node_state_sinfo_long(n.state, n.drain, n.not_responding, n.completing),
+        "c": str(n.cpus), "m": str(n.real_memory_mb), "O": f"{n.cpu_load:.2f}",
+        "e": str(n.free_memory_mb),
+        "P": pname + ("*" if part and part.default else ""), "R": pname,
+        "a": (part.state or "UP").lower()[:5].replace("inact", "inact") if part else "up",
+        "l": _sinfo_time(part.max_time_min) if part else "infinite",
+        "L": "n/a" if not part or part.default_time_min < 0 else _sinfo_time(part.default_time_min),
+        "E": n.reason if has_reason else "none",
+        "H": ts(n.reason_time) if has_reason else "Unknown",
+        "u": (n.reason_user or "root") if has_reason else "Unknown",
+        "U": (n.reason_user or "root") if has_reason else "Unknown",
+        "f": ",".join(n.features) or "(null)", "b": ",".join(n.features) or "(null)",
+        "G": f"gpu:{n.gpus}" if n.gpus else "(null)",
+        "s": _job_size(part), "h": "NO", "k": "NO", "g": "all", "r": "no",
+        "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
+        "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
+        "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
+    }
+
+
+def _job_size(part: api_pb2.PartitionInfo | None) -> str:
+    if not part:
+        return "1-infinite"
+    lo = max(1, part.min_nodes)
+    hi = "infinite" if part.max_nodes < 0 else str(part.max_nodes)
+    return f"{lo}-{hi}"
+
+
+def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
+    a = sum(n.cpus_alloc for n in nodes)
+    t = sum(n.cpus for n in nodes)
+    o = sum(n.cpus - n.cpus_alloc for n in nodes if _node_other(n))
+    na = sum(1 for n in nodes if not _node_other(n) and (n.cpus_alloc or n.state in ("ALLOCATED", "MIXED")))
+    no = sum(1 for n in nodes if _node_other(n))
+    names = sorted((n.name for n in nodes), key=slurm.natural_key)
+    return {
+        "N": slurm.compress_hostlist(names), "D": str(len(nodes)),
+        "n": slurm.compress_hostlist([n.hostname or n.name for n in nodes]),
+        "o": slurm.compress_hostlist([(_node_port(n)[0]) for n in nodes]),
+        "C": f"{a}/{t - a - o}/{o}/{t}",
+        "F": f"{na}/{len(nodes) - na - no}/{no}/{len(nodes)}",
+    }
+
+
+def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.PartitionInfo],
+                fmt: str = SINFO_DEFAULT_FORMAT, header: bool = True, node_oriented: bool = False,
+                reasons_only: bool = False, partitions: Sequence[str] = ()) -> str:
+    """sinfo: one row per group of nodes that print the same (or per node with -N)."""
+    fields, trailer = parse_format(fmt)
+    letters = {f.letter for f in fields}
+    by_part = bool(letters & set("PRalLshgkpSB")) or node_oriented
+    part_by_name = {p.name: p for p in parts}
+    order = [p.name for p in parts]
+    if partitions:
+        order = [p for p in order if p in partitions]
+    node_list = sorted(nodes, key=lambda n: slurm.natural_key(n.name))
+    if reasons_only:
+        node_list = [n for n in node_list if n.reason or _node_other(n)]
+
+    members: list[tuple[api_pb2.NodeInfo, api_pb2.PartitionInfo | None]] = []
+    if by_part:
+        for pname in order:
+            for n in node_list:
+                if pname in n.partitions:
+                    members.append((n, part_by_name[pname]))
+    else:
+        wanted = set(order)
+        for n in node_list:
+            if not partitions or wanted & set(n.partitions):
+                members.append((n, None))
+
+    rows: list[dict[str, str]] = []
+    if node_oriented:
+        for n, p in members:
+            v = sinfo_node_values(n, p)
+            v.update(_aggregate([n]))
+            rows.append(v)
+    else:
+        groups: dict[tuple, list] = {}
+        keys_in_order = []
+        for n, p in members:
+            v = sinfo_node_values(n, p)
+            key = (p.name if p else "",) + tuple(v.get(l, "") for l in sorted(letters - _SINFO_AGGREGATE))
+            if key not in groups:
+                groups[key] = [v, [], order.index(p.name) if p else 0,
+                               _STATE_RANK.get(n.state, 9) + (10 if _node_other(n) else 0)]
+                keys_in_order.append(key)
+            groups[key][1].append(n)
+        ordered = sorted(keys_in_order, key=lambda k: (groups[k][2], groups[k][3]))
+        for key in ordered:
+            v, ns, _, _ = groups[key]
+            v = dict(v)
+            v.update(_aggregate(ns))
+            rows.append(v)
+
+    widths = {}
+    for f in fields:
+        if f.computed:
+            longest = max((len(r.get(f.letter, "")) for r in rows), default=0)
+            widths[f.letter] = max(MIN_FIELD_SIZE, longest)
+    return render_rows(fields, trailer, rows, SINFO_HEADERS if header else None, widths)
+
+
+# --- accounting: sacct ---------------------------------------------------------------
+
+SACCT_DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+SACCT_BRIEF_FIELDS = "JobID,State,ExitCode"
+
+# name -> default width; negative = left-justified (sacct's fields[] table)
+SACCT_WIDTHS = {
+    "account": 10, "alloccpus": 10, "allocnodes": 10, "alloctres": -10, "cluster": 10,
+    "comment": 14, "cputime": 10, "cputimeraw": 10, "derivedexitcode": 15, "elapsed": 10,
+    "elapsedraw": 10, "eligible": 19, "end": 19, "exitcode": 8, "gid": 6, "group": 9,
+    "jobid": -12, "jobidraw": -12, "jobname": 10, "maxrss": 10, "maxvmsize": 10,
+    "ncpus": 10, "nnodes": 8, "nodelist": -15, "ntasks": 8, "partition": 10,
+    "priority": 10, "qos": 10, "reason": 20, "reqcpus": 8, "reqmem": 10, "reqnodes": 8,
+    "reqtres": -10, "restarts": 8, "start": 19, "state": 10, "submit": 19,
+    "submitline": -20, "timelimit": 10, "timelimitraw": 10, "uid": 6, "user": 9,
+    "workdir": -20, "stdout": -20, "stderr": -20, "stdin": -20, "batchhost": 10,
+    "flags": 6, "suspended": 10, "totalcpu": 10, "usercpu": 10, "systemcpu": 10,
+    "planned": 10, "reserved": 10,
+}
+SACCT_NAMES = {
+    "account": "Account", "alloccpus": "AllocCPUS", "allocnodes": "AllocNodes",
+    "alloctres": "AllocTRES", "cluster": "Cluster", "comment": "Comment",
+    "cputime": "CPUTime", "cputimeraw": "CPUTimeRAW", "derivedexitcode": "DerivedExitCode",
+    "elapsed": "Elapsed", "elapsedraw": "ElapsedRaw", "eligible": "Eligible", "end": "End",
+    "exitcode": "ExitCode", "gid": "GID", "group": "Group", "jobid": "JobID",
+    "jobidraw": "JobIDRaw", "jobname": "JobName", "maxrss": "MaxRSS", "maxvmsize": "MaxVMSize",
+    "ncpus": "NCPUS", "nnodes": "NNodes", "nodelist": "NodeList", "ntasks": "NTasks",
+    "partition": "Partition", "priority": "Priority", "qos": "QOS", "reason": "Reason",
+    "reqcpus": "ReqCPUS", "reqmem": "ReqMem", "reqnodes": "ReqNodes", "reqtres": "ReqTRES",
+    "restarts": "Restarts", "start": "Start", "state": "State", "submit": "Submit",
+    "submitline": "SubmitLine", "timelimit": "Timelimit", "timelimitraw": "TimelimitRaw",
+    "uid": "UID", "user": "User", "workdir": "WorkDir", "stdout": "StdOut", "stderr": "StdErr",
+    "stdin": "StdIn", "batchhost": "BatchHost", "flags": "Flags", "suspended": "Suspended",
+    "totalcpu": "TotalCPU", "usercpu": "UserCPU", "systemcpu": "SystemCPU",
+    "planned": "Planned", "reserved": "Reserved",
+}
+
+
+def parse_sacct_fields(spec: str) -> list[tuple[str, int]]:
+    """"JobID,JobName%30" -> [("jobid", -12), ("jobname", 30)]. FormatError when unknown."""
+    out = []
+    for token in (t.strip() for t in spec.split(",") if t.strip()):
+        name, _, width = token.partition("%")
+        key = name.lower()
+        if key not in SACCT_WIDTHS:
+            raise FormatError(f'Invalid field requested: "{name}"')
+        w = SACCT_WIDTHS[key]
+        if width:
+            try:
+                n = int(width)
+            except ValueError:
+                raise FormatError(f'Invalid field requested: "{token}"') from None
+            w = -n if w < 0 else n
+        out.append((key, w))
+    return out
+
+
+def _sacct_state(state: str, cancelled_by: str) -> str:
+    if state == slurm.CANCELLED and cancelled_by:
+        return f"CANCELLED by {cancelled_by}"
+    return state
+
+
+def _elapsed(start: int, end: int, state: str, now: int) -> int:
+    if not start:
+        return 0
+    if end:
+        return max(0, end - start)
+    if state in (slurm.RUNNING, slurm.COMPLETING):
+        return max(0, now - start)
+    return 0
+
+
+def _rss(kb: int) -> str:
+    return f"{kb}K" if kb else ""
+
+
+def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
+               now: int | None = None) -> list[dict[str, str]]:
+    """The job's row and, unless -X, one row per step (ID.batch, ID.0, ...)."""
+    now = now if now is not None else job.now
+    ts = slurm.format_timestamp
+    job_elapsed = _elapsed(job.start_time, job.end_time, job.state, now)
+    req_mem = slurm.format_size_mb(job.mem_per_node_mb) if job.mem_per_node_mb > 0 else "0"
+    base = {
+        "account": job.account, "cluster": "", "comment": job.comment,
+        "gid": str(job.gid), "group": job.group, "uid": str(job.uid), "user": job.user,
+        "partition": job.partition, "priority": str(job.priority), "qos": job.qos,
+        "reqcpus": str(job.num_cpus), "reqmem": req_mem, "reqnodes": str(job.num_nodes),
+        "restarts": str(job.restarts), "submit": ts(job.submit_time),
+        "eligible": ts(job.eligible_time),
+        "timelimit": slurm.format_time_limit(job.time_limit_min, "scontrol"),
+        "timelimitraw": "UNLIMITED" if job.time_limit_min < 0 else str(job.time_limit_min),
+        "workdir": job.work_dir, "stdout": job.stdout_path,
+        "stderr": job.stderr_path or job.stdout_path, "stdin": job.stdin_path or "/dev/null",
+        "batchhost": job.batch_host, "reason": job.reason or slurm.REASON_NONE,
+        "submitline": "", "flags": "", "suspended": "00:00:00", "planned": "",
+        "reserved": "",
+    }
+    alloc_cpus = job.num_cpus if job.start_time or job.nodes else 0
+    cpus = alloc_cpus or (job.num_cpus if job.state != slurm.PENDING else 0)
+    row = dict(base)
+    row.update({
+        "jobid": str(job.job_id), "jobidraw": str(job.job_id), "jobname": job.name,
+        "state": _sacct_state(job.state, job.cancelled_by),
+        "exitcode": slurm.format_exit_code(job.exit_code, job.exit_signal),
+        "derivedexitcode": slurm.format_exit_code(job.derived_exit_code, job.derived_exit_signal),
+        "nodelist": job.nodes or "None assigned",
+        "nnodes": str(job.num_nodes), "allocnodes": str(job.num_nodes if job.nodes else 0),
+        "ntasks": "", "alloccpus": str(cpus), "ncpus": str(cpus),
+        "alloctres": _alloc_tres(cpus, job.mem_per_node_mb, job.num_nodes) if job.nodes else "",
+        "reqtres": _alloc_tres(job.num_cpus, job.mem_per_node_mb, job.num_nodes),
+        "elapsed": slurm.format_duration(job_elapsed), "elapsedraw": str(job_elapsed),
+        "cputime": slurm.format_duration(job_elapsed * cpus),
+        "cputimeraw": str(job_elapsed * cpus),
+        "start": ts(job.start_time), "end": ts(job.end_time),
+        "maxrss": "", "maxvmsize": "", "totalcpu": "00:00:00", "usercpu": "00:00:00",
+        "systemcpu": "00:00:00",
+    })
+    rows = [row]
+    if allocations_only:
+        return rows
+    for st in job.steps:
+        el = _elapsed(st.start_time, st.end_time, st.state, now)
+        r = dict(base)
+        nn = len(slurm.expand_hostlist(st.nodes)) if st.nodes else 0
+        r.update({
+            "jobid": f"{job.job_id}.{st.step_id}", "jobidraw": f"{job.job_id}.{st.step_id}",
+            "jobname": st.name, "state": st.state,
+            "exitcode": slurm.format_exit_code(st.exit_code, st.exit_signal),
+            "derivedexitcode": "", "nodelist": st.nodes, "nnodes": str(nn),
+            "allocnodes": str(nn), "ntasks": str(st.num_tasks), "alloccpus": str(st.num_cpus),
+            "ncpus": str(st.num_cpus), "alloctres": "", "reqtres": "",
+            "elapsed": slurm.format_duration(el), "elapsedraw": str(el),
+            "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
+            "start": ts(st.start_time), "end": ts(st.end_time), "maxrss": _rss(st.max_rss_kb),
+            "maxvmsize": "", "partition": "", "user": "", "uid": "", "group": "", "gid": "",
+            "submit": ts(job.submit_time), "timelimit": "", "timelimitraw": "", "qos": "",
+            "priority": "", "reqmem": req_mem, "reason": "", "restarts": "", "workdir": "",
+            "stdout": "", "stderr": "", "stdin": "", "comment": "", "batchhost": "",
+            "totalcpu": "00:00:00", "usercpu": "00:00:00", "systemcpu": "00:00:00",
+        })
+        rows.append(r)
+    return rows
+
+
+def _alloc_tres(cpus: int, mem_mb: int, nodes: int) -> str:
+    parts = [f"cpu={cpus}"]
+    if mem_mb > 0:
+        parts.append(f"mem={mem_mb * max(1, nodes)}M")
+    parts.append(f"node={max(1, nodes)}")
+    return ",".join(parts)
+
+
+def _sacct_cell(value: str, width: int) -> str:
+    """print_fields_str: a value too wide is cut to width-1 and marked with '+'."""
+    w = abs(width)
+    if len(value) > w:
+        value = value[:w - 1] + "+"
+    return value.ljust(w) if width < 0 else value.rjust(w)
+
+
+def sacct_table(jobs: Sequence[api_pb2.JobInfo], fields: str = SACCT_DEFAULT_FIELDS,
+                header: bool = True, parsable: str = "", allocations_only: bool = False,
+                now: int | None = None) -> str:
+    """sacct. parsable: "" (columns), "parsable" (trailing '|'), "parsable2" (none)."""
+    cols = parse_sacct_fields(fields)
+    rows = []
+    for job in sorted(jobs, key=lambda j: j.job_id):
+        rows.extend(sacct_rows(job, allocations_only, now))
+    lines = []
+    if parsable:
+        end = "|" if parsable == "parsable" else ""
+        if header:
+            lines.append("|".join(SACCT_NAMES[k] for k, _ in cols) + end)
+        for r in rows:
+            lines.append("|".join(r.get(k, "") for k, _ in cols) + end)
+    else:
+        if header:
+            lines.append("".join(_sacct_cell(SACCT_NAMES[k], w) + " " for k, w in cols))
+            lines.append("".join("-" * abs(w) + " " for _, w in cols))
+        for r in rows:
+            lines.append("".join(_sacct_cell(r.get(k, ""), w) + " " for k, w in cols))
+    return "".join(line + "\n" for line in lines)

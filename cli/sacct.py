@@ -1,0 +1,239 @@
+"""sacct: accounting data for jobs and their steps (RPC GetAccounting).
+
+Rows are each job, then its steps (ID.batch, ID.0, ...) unless -X. Without
+-j, a user sees their own jobs since midnight (root and -a: everyone's).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sys
+import time
+from typing import TextIO
+
+import grpc
+
+from cli import formats
+from cli.common import CONNECT_FAILURE, current_user, details, is_not_found, make_api, resolve_user
+from cli.options import NO, REQUIRED, Opt, UsageError, getopt
+from lingjun import slurm
+from lingjun.client import ControllerUnreachable
+from lingjun.v1 import api_pb2
+
+PROG = "sacct"
+OPTIONS = [
+    Opt("allusers", ("allusers",), "a", NO), Opt("accounts", ("accounts",), "A", REQUIRED),
+    Opt("brief", ("brief",), "b", NO), Opt("duplicates", ("duplicates",), "D", NO),
+    Opt("endtime", ("endtime",), "E", REQUIRED), Opt("helpformat", ("helpformat",), "e", NO),
+    Opt("help", ("help",), "h", NO), Opt("usage", ("usage",), "", NO),
+    Opt("jobs", ("jobs",), "j", REQUIRED), Opt("long", ("long",), "l", NO),
+    Opt("allclusters", ("allclusters",), "L", NO), Opt("clusters", ("clusters",), "M", REQUIRED),
+    Opt("noheader", ("noheader",), "n", NO), Opt("nodelist", ("nodelist",), "N", REQUIRED),
+    Opt("name", ("name",), "", REQUIRED), Opt("format", ("format",), "o", REQUIRED),
+    Opt("parsable", ("parsable",), "p", NO), Opt("parsable2", ("parsable2",), "P", NO),
+    Opt("partition", ("partition",), "r", REQUIRED), Opt("starttime", ("starttime",), "S", REQUIRED),
+    Opt("state", ("state",), "s", REQUIRED), Opt("user", ("user",), "u", REQUIRED),
+    Opt("uid", ("uid",), "", REQUIRED), Opt("verbose", ("verbose",), "v", NO),
+    Opt("version", ("version",), "V", NO), Opt("allocations", ("allocations",), "X", NO),
+    Opt("delimiter", ("delimiter",), "", REQUIRED), Opt("units", ("units",), "", REQUIRED),
+    Opt("truncate", ("truncate",), "T", NO), Opt("local", ("local",), "", NO),
+    Opt("unsupported", ("json",), "", NO), Opt("unsupported", ("yaml",), "", NO),
+    Opt("unsupported", ("qos",), "q", REQUIRED), Opt("unsupported", ("wckeys",), "W", REQUIRED),
+]
+LONG_FIELDS = ("JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,AllocCPUS,Elapsed,"
+               "State,ExitCode,DerivedExitCode,NNodes,NodeList,ReqMem,Submit,Start,End,"
+               "Timelimit,User,UID,Account,WorkDir")
+
+
+class SacctError(Exception):
+    def __init__(self, message: str, rc: int = 1):
+        super().__init__(message)
+        self.message, self.rc = message, rc
+
+
+def parse_time(text: str, now: float) -> int:
+    """sacct -S/-E: YYYY-MM-DD[THH:MM[:SS]], MMDD[YY], HH:MM[:SS], now[{+|-}N[units]],
+    today, midnight, noon, tomorrow."""
+    t = text.strip().lower()
+    today = dt.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    if t in ("today", "midnight"):
+        return int(today.timestamp())
+    if t == "noon":
+        return int(today.replace(hour=12).timestamp())
+    if t == "tomorrow":
+        return int((today + dt.timedelta(days=1)).timestamp())
+    m = re.fullmatch(r"now(?:([+-])(\d+)(seconds|minutes|hours|days|weeks|s|m|h|d|w)?)?", t)
+    if m:
+        if not m.group(1):
+            return int(now)
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[(m.group(3) or "s")[0]]
+        delta = int(m.group(2)) * unit
+        return int(now + delta if m.group(1) == "+" else now - delta)
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d", "%m%d%y", "%m/%d/%y",
+                "%m/%d"):
+        try:
+            d = dt.datetime.strptime(text, fmt)
+            if fmt in ("%m/%d",):
+                d = d.replace(year=today.year)
+            return int(d.timestamp())
+        except ValueError:
+            pass
+    for fmt in ("%H:%M:%S", "%H:%M"):
+        try:
+            d = dt.datetime.strptime(text, fmt)
+            return int(today.replace(hour=d.hour, minute=d.minute, second=d.second).timestamp())
+        except ValueError:
+            pass
+    m = re.fullmatch(r"(\d{2})(\d{2})", text)
+    if m:
+        return int(today.replace(month=int(m.group(1)), day=int(m.group(2))).timestamp())
+    raise SacctError(f"sacct: error: Invalid time specification (valid format: "
+                     f"YYYY-MM-DD[THH:MM[:SS]]): {text}")
+
+
+def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
+         err: TextIO | None = None, now: float | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    now = time.time() if now is None else now
+    try:
+        opts, positional = getopt(PROG, argv, OPTIONS)
+    except UsageError as e:
+        print(f'{e}\nTry "sacct --help" for more information', file=err)
+        return 1
+    fields = os.environ.get("SACCT_FORMAT", "") or formats.SACCT_DEFAULT_FIELDS
+    header, parsable, allocs, all_users = True, "", False, False
+    delimiter = "|"
+    job_ids: list[int] = []
+    users: list[str] = []
+    states: set[str] = set()
+    partitions: list[str] = []
+    names: list[str] = []
+    accounts: list[str] = []
+    nodes: set[str] = set()
+    start = end = None
+    try:
+        for key, value, spelled in opts:
+            if key == "unsupported":
+                raise SacctError(f"sacct: error: {spelled} is not supported yet")
+            if key in ("help", "usage"):
+                out.write("Usage: sacct [options]\n\tUse --help for help\n")
+                return 0
+            if key == "version":
+                out.write("slurm 22.05.8\n")
+                return 0
+            if key == "helpformat":
+                names_ = sorted(formats.SACCT_NAMES.values(), key=str.lower)
+                for i in range(0, len(names_), 4):
+                    out.write("".join(f"{n:<20}" for n in names_[i:i + 4]).rstrip() + "\n")
+                return 0
+            if key == "allusers":
+                all_users = True
+            elif key == "brief":
+                fields = formats.SACCT_BRIEF_FIELDS
+            elif key == "long":
+                fields = LONG_FIELDS
+            elif key == "format":
+                fields = value
+            elif key == "noheader":
+                header = False
+            elif key == "parsable":
+                parsable = "parsable"
+            elif key == "parsable2":
+                parsable = "parsable2"
+            elif key == "delimiter":
+                delimiter = value
+            elif key == "allocations":
+                allocs = True
+            elif key == "jobs":
+                for w in (w for w in value.split(",") if w):
+                    head = w.split("_")[0].split(".")[0]
+                    if not head.isdigit():
+                        raise SacctError(f"sacct: error: Invalid job id: {w}")
+                    job_ids.append(int(head))
+            elif key in ("user", "uid"):
+                for u in (u for u in value.split(",") if u):
+                    name = resolve_user(u)
+                    if name is None:
+                        raise SacctError(f"sacct: error: Invalid user id: {u}")
+                    users.append(name)
+            elif key == "state":
+                for w in (w for w in value.split(",") if w):
+                    try:
+                        states.add(slurm.parse_job_state(w))
+                    except ValueError:
+                        raise SacctError(f"sacct: error: Invalid state: {w}") from None
+            elif key == "partition":
+                partitions += [p for p in value.split(",") if p]
+            elif key == "name":
+                names += [n for n in value.split(",") if n]
+            elif key == "accounts":
+                accounts += [a for a in value.split(",") if a]
+            elif key == "nodelist":
+                nodes |= set(slurm.expand_hostlist(value))
+            elif key == "starttime":
+                start = parse_time(value, now)
+            elif key == "endtime":
+                end = parse_time(value, now)
+        formats.parse_sacct_fields(fields)
+    except SacctError as e:
+        print(e.message, file=err)
+        return e.rc
+    except formats.FormatError as e:
+        print(f"sacct: error: {e}", file=err)
+        return 1
+    except ValueError as e:
+        print(f"sacct: error: {e}", file=err)
+        return 1
+
+    if not job_ids and not users and not all_users and os.getuid() != 0:
+        users = [current_user()[0]]
+    if start is None and not job_ids:
+        start = parse_time("midnight", now)
+    jobs: list[api_pb2.JobInfo] = []
+    try:
+        api = api or make_api()
+        reply = api.call("GetAccounting", api_pb2.GetJobsRequest(
+            job_ids=job_ids, users=users, states=sorted(states), partitions=partitions,
+            names=names, all_states=True, with_steps=True))
+        jobs = list(reply.jobs)
+    except ControllerUnreachable:
+        print(f"sacct: error: Problem talking to the database: {CONNECT_FAILURE}", file=err)
+        return 1
+    except grpc.RpcError as e:
+        if not is_not_found(e):
+            print(f"sacct: error: {details(e)}", file=err)
+            return 1
+    keep = []
+    for j in jobs:
+        if job_ids and j.job_id not in job_ids:
+            continue
+        if states and j.state not in states:
+            continue
+        if users and j.user not in users:
+            continue
+        if partitions and j.partition not in partitions:
+            continue
+        if names and j.name not in names:
+            continue
+        if accounts and j.account not in accounts:
+            continue
+        if nodes and not nodes & set(slurm.expand_hostlist(j.nodes)):
+            continue
+        if start is not None and j.end_time and j.end_time < start:
+            continue
+        if end is not None and j.submit_time and j.submit_time > end:
+            continue
+        keep.append(j)
+    text = formats.sacct_table(keep, fields, header=header, parsable=parsable,
+                               allocations_only=allocs)
+    if parsable and delimiter != "|":
+        text = "\n".join(line.replace("|", delimiter) for line in text.split("\n"))
+    out.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

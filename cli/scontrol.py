@@ -1,0 +1,325 @@
+"""scontrol: show and change the state of jobs, nodes, partitions.
+
+    scontrol [-o] show job [ID] | node [NAME] | partition [NAME] | config
+    scontrol show hostnames EXPR | hostlist LIST
+    scontrol ping
+    scontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN|IDLE [Reason=...]
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+import grpc
+
+from cli import formats
+from cli.common import CONNECT_FAILURE, current_user, details, is_not_found, make_api
+from cli.options import NO, Opt, UsageError, getopt
+from lingjun import slurm
+from lingjun.client import ControllerUnreachable, controller_address
+from lingjun.v1 import api_pb2
+
+PROG = "scontrol"
+OPTIONS = [
+    Opt("all", ("all",), "a", NO), Opt("details", ("details",), "d", NO),
+    Opt("help", ("help",), "h", NO), Opt("hide", ("hide",), "", NO),
+    Opt("oneliner", ("oneliner",), "o", NO), Opt("quiet", ("quiet",), "Q", NO),
+    Opt("verbose", ("verbose",), "v", NO), Opt("version", ("version",), "V", NO),
+    Opt("usage", ("usage",), "u", NO), Opt("future", ("future",), "F", NO),
+    Opt("local", ("local",), "", NO),
+]
+NODE_STATES = ("DRAIN", "RESUME", "UNDRAIN", "DOWN", "IDLE")
+REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+
+
+class ScontrolError(Exception):
+    def __init__(self, message: str, rc: int = 1):
+        super().__init__(message)
+        self.message, self.rc = message, rc
+
+
+def _match(word: str, choices: tuple[str, ...], minimum: int = 1) -> str | None:
+    """scontrol accepts abbreviations: "sho" -> "show", "part" -> "partition"."""
+    w = word.lower()
+    hits = [c for c in choices if c.startswith(w) and len(w) >= minimum]
+    exact = [c for c in choices if c == w]
+    if exact:
+        return exact[0]
+    return hits[0] if len(hits) == 1 else None
+
+
+class Scontrol:
+    def __init__(self, api, out: TextIO, err: TextIO, oneliner: bool):
+        self._api = api
+        self.out, self.err, self.oneliner = out, err, oneliner
+
+    @property
+    def api(self):
+        if self._api is None:
+            self._api = make_api()
+        return self._api
+
+    # --- show ----------------------------------------------------------------
+    def show(self, args: list[str]) -> int:
+        if not args:
+            raise ScontrolError("scontrol: error: too few arguments for keyword:show")
+        what = _match(args[0], ("job", "jobs", "node", "nodes", "partition", "partitions",
+                                "config", "hostnames", "hostlist", "hostlistsorted", "daemons"))
+        rest = args[1:]
+        if what is None:
+            raise ScontrolError(f"scontrol: error: invalid entity:{args[0]} for keyword:show")
+        if what.startswith("job"):
+            return self.show_job(rest[0] if rest else None)
+        if what.startswith("node"):
+            return self.show_node(rest[0] if rest else None)
+        if what.startswith("partition"):
+            return self.show_partition(rest[0] if rest else None)
+        if what == "config":
+            return self.show_config()
+        if what == "hostnames":
+            expr = rest[0] if rest else os.environ.get("SLURM_JOB_NODELIST", "")
+            if not expr:
+                raise ScontrolError("scontrol: error: host list is empty")
+            try:
+                names = slurm.expand_hostlist(expr)
+            except ValueError:
+                raise ScontrolError(f"scontrol: error: Invalid hostlist: {expr}") from None
+            self.out.write("".join(n + "\n" for n in names))
+            return 0
+        if what in ("hostlist", "hostlistsorted"):
+            if not rest:
+                raise ScontrolError("scontrol: error: host list is empty")
+            names = [n for part in rest[0].split(",") for n in slurm.expand_hostlist(part)]
+            if what == "hostlist":
+                self.out.write(_ordered_hostlist(names) + "\n")
+            else:
+                self.out.write(slurm.compress_hostlist(names) + "\n")
+            return 0
+        self.out.write(f"{controller_address()}: slurmctld\n")
+        return 0
+
+    def show_job(self, ident: str | None) -> int:
+        ids: list[int] = []
+        if ident is not None:
+            head = ident.split("_")[0].split(".")[0]
+            if not head.isdigit():
+                raise ScontrolError("slurm_load_jobs error: Invalid job id specified")
+            ids = [int(head)]
+        try:
+            reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=ids, all_states=True))
+        except ControllerUnreachable:
+            raise ScontrolError(f"slurm_load_jobs error: {CONNECT_FAILURE}") from None
+        except grpc.RpcError as e:
+            if is_not_found(e):
+                raise ScontrolError("slurm_load_jobs error: Invalid job id specified") from None
+            raise ScontrolError(f"slurm_load_jobs error: {details(e)}") from None
+        jobs = [j for j in reply.jobs if not ids or j.job_id in ids]
+        if ids and not jobs:
+            raise ScontrolError("slurm_load_jobs error: Invalid job id specified")
+        if not jobs:
+            self.out.write("No jobs in the system\n")
+            return 0
+        for j in jobs:
+            if not j.now:
+                j.now = reply.now
+        mem = self._default_mem(jobs)
+        for j in sorted(jobs, key=lambda j: j.job_id):
+            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0)))
+        return 0
+
+    def _default_mem(self, jobs) -> dict[str, int]:
+        """Per-node memory a pending job without --mem is counted for in TRES."""
+        if not any(j.state == slurm.PENDING or not j.nodes for j in jobs):
+            return {}
+        try:
+            parts = self.api.call("GetPartitions", api_pb2.GetPartitionsRequest()).partitions
+        except (ControllerUnreachable, grpc.RpcError):
+            return {}
+        return {p.name: p.total_memory_mb // p.total_nodes for p in parts if p.total_nodes}
+
+    def show_node(self, name: str | None) -> int:
+        names = slurm.expand_hostlist(name) if name else []
+        try:
+            reply = self.api.call("GetNodes", api_pb2.GetNodesRequest(names=names))
+        except ControllerUnreachable:
+            raise ScontrolError(f"slurm_load_node error: {CONNECT_FAILURE}") from None
+        except grpc.RpcError as e:
+            if is_not_found(e):
+                raise ScontrolError(f"Node {name} not found") from None
+            raise ScontrolError(f"slurm_load_node error: {details(e)}") from None
+        nodes = sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))
+        if names:
+            nodes = [n for n in nodes if n.name in names]
+            if not nodes:
+                raise ScontrolError(f"Node {name} not found")
+        elif not nodes:
+            self.out.write("No nodes in the system\n")
+            return 0
+        self.out.write(formats.scontrol_show_node(nodes, self.oneliner))
+        return 0
+
+    def show_partition(self, name: str | None) -> int:
+        try:
+            reply = self.api.call("GetPartitions",
+                                  api_pb2.GetPartitionsRequest(names=[name] if name else []))
+        except ControllerUnreachable:
+            raise ScontrolError(f"slurm_load_partitions error: {CONNECT_FAILURE}") from None
+        except grpc.RpcError as e:
+            if is_not_found(e):
+                raise ScontrolError(f"Partition {name} not found") from None
+            raise ScontrolError(f"slurm_load_partitions error: {details(e)}") from None
+        parts = [p for p in reply.partitions if not name or p.name == name]
+        if not parts:
+            if name:
+                raise ScontrolError(f"Partition {name} not found")
+            self.out.write("No partitions in the system\n")
+            return 0
+        self.out.write(formats.scontrol_show_partition(parts, self.oneliner))
+        return 0
+
+    def show_config(self) -> int:
+        try:
+            conf = self.api.call("GetConfig", api_pb2.GetConfigRequest())
+            ping = self.api.call("Ping", api_pb2.PingRequest())
+        except ControllerUnreachable:
+            raise ScontrolError(f"slurm_load_ctl_conf error: {CONNECT_FAILURE}") from None
+        except grpc.RpcError as e:
+            raise ScontrolError(f"slurm_load_ctl_conf error: {details(e)}") from None
+        self.out.write(formats.scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
+        self.out.write("\n" + formats.scontrol_ping_line(ping.controller_host or "localhost", True))
+        return 0
+
+    # --- ping ----------------------------------------------------------------
+    def ping(self) -> int:
+        try:
+            reply = self.api.call("Ping", api_pb2.PingRequest())
+        except (ControllerUnreachable, grpc.RpcError):
+            host = controller_address().rsplit(":", 1)[0]
+            self.out.write(formats.scontrol_ping_line(host, False))
+            return 1
+        self.out.write(formats.scontrol_ping_line(reply.controller_host or "localhost", True))
+        return 0
+
+    # --- update --------------------------------------------------------------
+    def update(self, args: list[str]) -> int:
+        pairs: dict[str, str] = {}
+        for word in args:
+            key, eq, value = word.partition("=")
+            if not eq:
+                raise ScontrolError(f"scontrol: error: Invalid input: {word}\n"
+                                    "Request aborted")
+            pairs[key.lower()] = value
+        if "nodename" in pairs:
+            return self.update_node(pairs)
+        if "jobid" in pairs or "job" in pairs:
+            raise ScontrolError("scontrol: error: job updates are not supported yet")
+        if "partitionname" in pairs:
+            raise ScontrolError("scontrol: error: partition updates are not supported yet")
+        raise ScontrolError("scontrol: error: No valid entity in update command\n"
+                            'Input line must include "NodeName", "PartitionName", '
+                            '"Reservation/ReservationName", "JobId", "SuspendExcNodes", '
+                            '"SuspendExcParts" or "SuspendExcStates"')
+
+    def update_node(self, pairs: dict[str, str]) -> int:
+        try:
+            names = slurm.expand_hostlist(pairs["nodename"])
+        except ValueError:
+            raise ScontrolError("slurm_update error: Invalid node name specified") from None
+        state = pairs.get("state", "").upper()
+        reason = pairs.get("reason", "")
+        if not state and not reason:
+            raise ScontrolError("scontrol: error: No changes specified for the node")
+        if state and state not in NODE_STATES:
+            raise ScontrolError(f"scontrol: error: Invalid node state specified: {pairs['state']}")
+        if state in ("DRAIN", "DOWN") and not reason:
+            raise ScontrolError(REASON_REQUIRED)
+        user = current_user()[0]
+        req = api_pb2.UpdateNodeRequest(names=names, state=state, reason=reason,
+                                        requester_uid=os.getuid(), requester=user)
+        try:
+            self.api.call("UpdateNode", req)
+        except ControllerUnreachable:
+            raise ScontrolError(f"slurm_update error: {CONNECT_FAILURE}") from None
+        except grpc.RpcError as e:
+            raise ScontrolError(f"slurm_update error: {details(e)}") from None
+        return 0
+
+
+def _ordered_hostlist(names: list[str]) -> str:
+    """scontrol show hostlist keeps the given order: node3,node1,node2 -> node[3,1-2]."""
+    import re
+    groups: list[tuple[str, list[tuple[int, int, int]]]] = []   # prefix, [(lo, hi, width)]
+    for n in names:
+        m = re.fullmatch(r"(.*?)(\d+)", n)
+        if not m:
+            groups.append((n, []))
+            continue
+        prefix, digits = m.group(1), m.group(2)
+        num, width = int(digits), len(digits)
+        if groups and groups[-1][0] == prefix and groups[-1][1]:
+            ranges = groups[-1][1]
+            lo, hi, w = ranges[-1]
+            if num == hi + 1 and w == width:
+                ranges[-1] = (lo, num, w)
+            else:
+                ranges.append((num, num, width))
+        else:
+            groups.append((prefix, [(num, num, width)]))
+    out = []
+    for prefix, ranges in groups:
+        if not ranges:
+            out.append(prefix)
+            continue
+        parts = [f"{lo:0{w}d}" if lo == hi else f"{lo:0{w}d}-{hi:0{w}d}" for lo, hi, w in ranges]
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            out.append(prefix + parts[0])
+        else:
+            out.append(f"{prefix}[{','.join(parts)}]")
+    return ",".join(out)
+
+
+def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    # Options may precede the command; "-o" also comes after "show job".
+    try:
+        opts, words = getopt(PROG, argv, OPTIONS)
+    except UsageError as e:
+        print(f'{e}\nTry "scontrol --help" for more information', file=err)
+        return 1
+    keys = {k for k, _, _ in opts}
+    if "version" in keys:
+        out.write("slurm 22.05.8\n")
+        return 0
+    if "help" in keys or "usage" in keys or not words:
+        out.write(__doc__.split("\n\n", 1)[1])
+        return 0 if words or keys else 1
+    tool = Scontrol(api, out, err, "oneliner" in keys)
+    cmd = _match(words[0], ("show", "ping", "update", "version", "hold", "release", "requeue",
+                            "suspend", "resume", "uhold", "top", "reconfigure", "shutdown",
+                            "abort", "takeover", "listpids", "notify", "wait_job", "create",
+                            "delete", "reboot"), minimum=2)
+    try:
+        if cmd == "show":
+            return tool.show(words[1:])
+        if cmd == "ping":
+            return tool.ping()
+        if cmd == "update":
+            return tool.update(words[1:])
+        if cmd == "version":
+            out.write("slurm 22.05.8\n")
+            return 0
+        if cmd is not None:
+            raise ScontrolError(f"scontrol: error: {cmd} is not supported yet")
+        raise ScontrolError(f"invalid keyword: {words[0]}")
+    except ScontrolError as e:
+        print(e.message, file=err)
+        return e.rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

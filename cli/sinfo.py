@@ -1,0 +1,144 @@
+"""sinfo: view nodes and partitions."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+import grpc
+
+from cli import formats
+from cli.common import CONNECT_FAILURE, details, make_api
+from cli.options import NO, REQUIRED, Opt, UsageError, getopt
+from lingjun import slurm
+from lingjun.client import ControllerUnreachable
+from lingjun.v1 import api_pb2
+
+PROG = "sinfo"
+OPTIONS = [
+    Opt("all", ("all",), "a", NO), Opt("dead", ("dead",), "d", NO), Opt("exact", ("exact",), "e", NO),
+    Opt("noheader", ("noheader",), "h", NO), Opt("help", ("help",), "", NO),
+    Opt("usage", ("usage",), "", NO), Opt("long", ("long",), "l", NO),
+    Opt("nodes", ("nodes",), "n", REQUIRED), Opt("Node", ("Node",), "N", NO),
+    Opt("format", ("format",), "o", REQUIRED), Opt("partition", ("partition",), "p", REQUIRED),
+    Opt("responding", ("responding",), "r", NO), Opt("list-reasons", ("list-reasons",), "R", NO),
+    Opt("summarize", ("summarize",), "s", NO), Opt("sort", ("sort",), "S", REQUIRED),
+    Opt("states", ("states",), "t", REQUIRED), Opt("verbose", ("verbose",), "v", NO),
+    Opt("version", ("version",), "V", NO), Opt("clusters", ("clusters",), "M", REQUIRED),
+    Opt("local", ("local",), "", NO), Opt("federation", ("federation",), "", NO),
+    Opt("hide", ("hide",), "", NO), Opt("future", ("future",), "F", NO),
+    Opt("unsupported", ("Format",), "O", REQUIRED), Opt("unsupported", ("iterate",), "i", REQUIRED),
+    Opt("unsupported", ("reservation",), "T", NO), Opt("unsupported", ("json",), "", NO),
+    Opt("unsupported", ("yaml",), "", NO),
+]
+
+# -t words -> a test on a node
+_STATE_TESTS = {
+    "idle": lambda n: n.state == "IDLE" and not n.drain,
+    "alloc": lambda n: n.state == "ALLOCATED" and not n.drain,
+    "allocated": lambda n: n.state == "ALLOCATED" and not n.drain,
+    "mix": lambda n: n.state == "MIXED" and not n.drain,
+    "mixed": lambda n: n.state == "MIXED" and not n.drain,
+    "down": lambda n: n.state == "DOWN",
+    "drain": lambda n: n.drain, "drained": lambda n: n.drain and n.state not in ("ALLOCATED", "MIXED"),
+    "draining": lambda n: n.drain and n.state in ("ALLOCATED", "MIXED"),
+    "drng": lambda n: n.drain and n.state in ("ALLOCATED", "MIXED"),
+    "unknown": lambda n: n.state == "UNKNOWN", "unk": lambda n: n.state == "UNKNOWN",
+    "comp": lambda n: n.completing, "completing": lambda n: n.completing,
+    "no_respond": lambda n: n.not_responding, "responding": lambda n: not n.not_responding,
+}
+
+
+def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts, positional = getopt(PROG, argv, OPTIONS)
+    except UsageError as e:
+        print(f'{e}\nTry "sinfo --help" for more information', file=err)
+        return 1
+    header, long_, node_mode, summarize, reasons = True, False, False, False, False
+    fmt = os.environ.get("SINFO_FORMAT", "")
+    partitions: list[str] = []
+    names: set[str] = set()
+    tests = []
+    for key, value, spelled in opts:
+        if key == "unsupported":
+            print(f"sinfo: error: {spelled} is not supported yet", file=err)
+            return 1
+        if key in ("help", "usage"):
+            out.write("Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
+                      "             [-S fields] [-o format] [-O Format] [--federation] [--local]\n"
+                      "             [--cluster=names]\n")
+            return 0
+        if key == "version":
+            out.write("slurm 22.05.8\n")
+            return 0
+        if key == "noheader":
+            header = False
+        elif key == "long":
+            long_ = True
+        elif key == "Node":
+            node_mode = True
+        elif key == "summarize":
+            summarize = True
+        elif key == "list-reasons":
+            reasons = True
+        elif key == "format":
+            fmt = value
+        elif key == "partition":
+            partitions += [p for p in value.split(",") if p]
+        elif key == "nodes":
+            try:
+                names |= set(slurm.expand_hostlist(value))
+            except ValueError:
+                print(f"sinfo: error: Invalid node name specified: {value}", file=err)
+                return 1
+        elif key == "dead":
+            tests.append(lambda n: n.not_responding or n.state == "DOWN")
+        elif key == "responding":
+            tests.append(lambda n: not n.not_responding)
+        elif key == "states":
+            words = [w.lower() for w in value.split(",") if w]
+            for w in words:
+                if w not in _STATE_TESTS:
+                    print(f"sinfo: error: Invalid node state specified: {w}", file=err)
+                    return 1
+            tests.append(lambda n, ws=words: any(_STATE_TESTS[w](n) for w in ws))
+    try:
+        api = api or make_api()
+        parts = list(api.call("GetPartitions", api_pb2.GetPartitionsRequest()).partitions)
+        nodes = list(api.call("GetNodes", api_pb2.GetNodesRequest()).nodes)
+    except ControllerUnreachable:
+        print(f"slurm_load_partitions: {CONNECT_FAILURE}", file=err)
+        return 1
+    except grpc.RpcError as e:
+        print(f"slurm_load_partitions: {details(e)}", file=err)
+        return 1
+    if names:
+        nodes = [n for n in nodes if n.name in names]
+    for t in tests:
+        nodes = [n for n in nodes if t(n)]
+    text = ""
+    if reasons:
+        fmt = fmt or formats.SINFO_REASON_FORMAT
+    elif summarize:
+        fmt = fmt or formats.SINFO_SUMMARIZE_FORMAT
+    elif node_mode:
+        fmt = fmt or (formats.SINFO_NODE_LONG_FORMAT if long_ else formats.SINFO_NODE_FORMAT)
+    else:
+        fmt = fmt or (formats.SINFO_LONG_FORMAT if long_ else formats.SINFO_DEFAULT_FORMAT)
+    if long_ and header:
+        text += formats.squeue_long_header(int(time.time()))
+    text += formats.sinfo_table(nodes, parts, fmt, header=header, node_oriented=node_mode,
+                                reasons_only=reasons,
+                                partitions=partitions or [p.name for p in parts])
+    out.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Slurm's vocabulary, in one place: job and node states, pending reasons,
+time and size parsing, hostlist expressions.
+
+Every command and the controller import their words from here, so that
+``squeue``, ``scontrol`` and ``sacct`` always agree, as Slurm's do.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import hostlist
+
+# --- job states (squeue.1 JOB STATE CODES) --------------------------------
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+COMPLETING = "COMPLETING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+CANCELLED = "CANCELLED"
+TIMEOUT = "TIMEOUT"
+NODE_FAIL = "NODE_FAIL"
+PREEMPTED = "PREEMPTED"
+OUT_OF_MEMORY = "OUT_OF_MEMORY"
+BOOT_FAIL = "BOOT_FAIL"
+DEADLINE = "DEADLINE"
+
+ACTIVE_STATES = frozenset({PENDING, RUNNING, COMPLETING})
+FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL,
+                             PREEMPTED, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE})
+
+# --- pending / end reasons (job_reason_string()) ---------------------------
+REASON_NONE = "None"
+REASON_PRIORITY = "Priority"
+REASON_RESOURCES = "Resources"
+REASON_DEPENDENCY = "Dependency"
+REASON_BEGIN_TIME = "BeginTime"
+REASON_HELD_USER = "JobHeldUser"
+REASON_HELD_ADMIN = "JobHeldAdmin"
+REASON_PARTITION_NODE_LIMIT = "PartitionNodeLimit"
+REASON_PARTITION_TIME_LIMIT = "PartitionTimeLimit"
+REASON_PARTITION_DOWN = "PartitionDown"
+REASON_PARTITION_INACTIVE = "PartitionInactive"
+REASON_PARTITION_CONFIG = "PartitionConfig"
+REASON_NODE_DOWN = "NodeDown"
+REASON_TIME_LIMIT = "TimeLimit"
+REASON_NON_ZERO_EXIT = "NonZeroExitCode"
+REASON_JOB_LAUNCH_FAILURE = "JobLaunchFailure"
+REASON_BAD_CONSTRAINTS = "BadConstraints"
+
+# --- node states --------------------------------------------------------------
+NODE_IDLE = "IDLE"
+NODE_MIXED = "MIXED"
+NODE_ALLOCATED = "ALLOCATED"
+NODE_DOWN = "DOWN"
+NODE_UNKNOWN = "UNKNOWN"
+
+# --- more job states and their short codes (squeue %t) -----------------------
+CONFIGURING = "CONFIGURING"
+SUSPENDED = "SUSPENDED"
+REQUEUED = "REQUEUED"
+RESIZING = "RESIZING"
+SIGNALING = "SIGNALING"
+STAGE_OUT = "STAGE_OUT"
+STOPPED = "STOPPED"
+
+JOB_STATE_CODES: dict[str, str] = {
+    PENDING: "PD", RUNNING: "R", COMPLETING: "CG", COMPLETED: "CD",
+    FAILED: "F", CANCELLED: "CA", TIMEOUT: "TO", NODE_FAIL: "NF",
+    PREEMPTED: "PR", OUT_OF_MEMORY: "OOM", BOOT_FAIL: "BF", DEADLINE: "DL",
+    CONFIGURING: "CF", SUSPENDED: "S", REQUEUED: "RQ", RESIZING: "RS",
+    SIGNALING: "SI", STAGE_OUT: "SO", STOPPED: "ST",
+    "REQUEUE_HOLD": "RH", "REQUEUE_FED": "RF", "RESV_DEL_HOLD": "RD",
+    "REVOKED": "RV", "SPECIAL_EXIT": "SE",
+}
+JOB_STATE_BY_CODE: dict[str, str] = {c: s for s, c in JOB_STATE_CODES.items()}
+# squeue without -t shows these (squeue.1: "pending, running, completing,
+# configuring, suspended" and the signalling/stage-out flags).
+DEFAULT_SQUEUE_STATES = frozenset({PENDING, RUNNING, COMPLETING, CONFIGURING,
+                                   SUSPENDED, REQUEUED, RESIZING, SIGNALING,
+                                   STAGE_OUT, STOPPED})
+
+
+def job_state_code(state: str) -> str:
+    """PENDING -> PD; an unknown state keeps its first two letters."""
+    return JOB_STATE_CODES.get(state.upper(), state[:2].upper())
+
+
+def parse_job_state(word: str) -> str:
+    """'pd', 'PENDING', 'pending' -> PENDING. ValueError when unknown."""
+    w = word.strip().upper()
+    if w in JOB_STATE_CODES:
+        return w
+    if w in JOB_STATE_BY_CODE:
+        return JOB_STATE_BY_CODE[w]
+    raise ValueError(f"Invalid job state specified: {word}")
+
+
+# --- node state formatting ---------------------------------------------------
+NODE_COMPLETING = "COMPLETING"
+NODE_FUTURE = "FUTURE"
+
+_NODE_SHORT = {
+    NODE_IDLE: "idle", NODE_MIXED: "mix", NODE_ALLOCATED: "alloc",
+    NODE_DOWN: "down", NODE_UNKNOWN: "unk", NODE_COMPLETING: "comp",
+    NODE_FUTURE: "futr",
+}
+
+
+def node_state_long(state: str, drain: bool = False, not_responding: bool = False,
+                    completing: bool = False) -> str:
+    """scontrol's State= word (node_state_string_complete): IDLE, IDLE+DRAIN,
+    ALLOCATED+COMPLETING, DOWN+DRAIN+NOT_RESPONDING.
+
+    The base state comes first, then each flag in Slurm's (alphabetical) order.
+    """
+    out = (state or NODE_UNKNOWN).upper()
+    if completing and out != NODE_COMPLETING:
+        out += "+COMPLETING"
+    if drain:
+        out += "+DRAIN"
+    if not_responding:
+        out += "+NOT_RESPONDING"
+    return out
+
+
+def node_state_sinfo_long(state: str, drain: bool = False, not_responding: bool = False,
+                          completing: bool = False) -> str:
+    """sinfo %T / -l word: idle, allocated, mixed, down, draining, drained, completing.
+
+    DRAIN on a node still running jobs reads 'draining'; on an idle (or down)
+    node 'drained', as node_state_string() in slurm_protocol_defs.c.
+    """
+    base = (state or NODE_UNKNOWN).upper()
+    star = "*" if not_responding else ""
+    if drain:
+        busy = base in (NODE_ALLOCATED, NODE_MIXED) or completing
+        return ("draining" if busy else "drained") + star
+    if completing:
+        return "completing" + star
+    word = {NODE_IDLE: "idle", NODE_MIXED: "mixed", NODE_ALLOCATED: "allocated",
+            NODE_DOWN: "down", NODE_UNKNOWN: "unknown", NODE_FUTURE: "future"}.get(base, base.lower())
+    return word + star
+
+
+def node_state_short(state: str, drain: bool = False, not_responding: bool = False,
+                     completing: bool = False) -> str:
+    """sinfo %t word: idle alloc mix down drain drng comp unk, '*' when not responding."""
+    base = (state or NODE_UNKNOWN).upper()
+    star = "*" if not_responding else ""
+    if drain:
+        busy = base in (NODE_ALLOCATED, NODE_MIXED) or completing
+        return ("drng" if busy else "drain") + star
+    if completing:
+        return "comp" + star
+    return _NODE_SHORT.get(base, base.lower()[:5]) + star
+
+
+def node_state_drain_word(state: str, drain: bool, completing: bool = False) -> str:
+    """DRAINING / DRAINED / the plain base state, as sinfo -R and scontrol flags say."""
+    if not drain:
+        return (state or NODE_UNKNOWN).upper()
+    busy = (state or "").upper() in (NODE_ALLOCATED, NODE_MIXED) or completing
+    return "DRAINING" if busy else "DRAINED"
+
+
+# --- time limits -------------------------------------------------------------
+UNLIMITED = -1          # time limits in minutes; also "infinite"
+
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_time_limit(s: str) -> int:
+    """Slurm's time_str2mins: a time limit in whole minutes, -1 for UNLIMITED.
+
+    min | min:sec | h:m:s | d-h | d-h:m | d-h:m:s; seconds round up to the
+    next minute (1:30 -> 2). "0" is 0 (sbatch: no limit). ValueError on
+    anything else, e.g. "abc", "1:2:3:4", "-5".
+
+    >>> parse_time_limit("1-02:03:04")
+    1564
+    """
+    secs = parse_time_seconds(s)
+    if secs < 0:
+        return UNLIMITED
+    return (secs + 59) // 60
+
+
+def parse_time_seconds(s: str) -> int:
+    """Like parse_time_limit but in seconds (time_str2secs); -1 for UNLIMITED."""
+    t = str(s).strip()
+    if t.lower() in ("unlimited", "infinite", "-1"):
+        return UNLIMITED
+    m = _TIME_RE.match(t)
+    if not m:
+        raise ValueError(f"invalid time specification: {s!r}")
+    days, a, b, c = m.groups()
+    if days is not None:
+        # d-h, d-h:m, d-h:m:s
+        d, h = int(days), int(a)
+        mi = int(b) if b is not None else 0
+        se = int(c) if c is not None else 0
+        return ((d * 24 + h) * 60 + mi) * 60 + se
+    if c is not None:                       # h:m:s
+        return (int(a) * 60 + int(b)) * 60 + int(c)
+    if b is not None:                       # min:sec
+        return int(a) * 60 + int(b)
+    return int(a) * 60                      # min
+
+
+def format_time_limit(minutes: int, style: str = "squeue") -> str:
+    """A time limit in minutes as Slurm prints it.
+
+    style "squeue" (squeue %l, sinfo TIMELIMIT; secs2time_str): 1 -> "1:00",
+    60 -> "1:00:00", 1440 -> "1-00:00:00". style "scontrol" (scontrol, sacct
+    Timelimit; mins2time_str): 1 -> "00:01:00". -1 -> "UNLIMITED" in both.
+    """
+    if minutes is None or minutes < 0:
+        return "UNLIMITED"
+    if style == "scontrol":
+        return format_duration(minutes * 60)
+    return format_elapsed(minutes * 60)
+
+
+def format_elapsed(seconds: int, style: str = "squeue") -> str:
+    """A duration as squeue TIME prints it: "0:00", "1:23", "1:02:03", "2-01:02:03".
+
+    style "sacct" (also scontrol RunTime): "00:00:03", "2-01:02:03".
+    """
+    if style in ("sacct", "scontrol"):
+        return format_duration(seconds)
+    seconds = max(0, int(seconds))
+    days, rem = divmod(seconds, 86400)
+    hours, rem = divmod(rem, 3600)
+    mins, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{mins:02d}:{secs:02d}"
+    return f"{mins}:{secs:02d}"
+
+
+def format_duration(seconds: int) -> str:
+    """sacct Elapsed / scontrol RunTime style: "00:00:03", "1-00:00:00"."""
+    seconds = max(0, int(seconds))
+    days, rem = divmod(seconds, 86400)
+    hours, rem = divmod(rem, 3600)
+    mins, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
+    return f"{hours:02d}:{mins:02d}:{secs:02d}"
+
+
+# --- timestamps ---------------------------------------------------------------
+def format_timestamp(ts: int | float | None, unknown: str = "Unknown") -> str:
+    """Unix seconds as Slurm's local-time ISO form "2026-12-02T10:04:03"; 0 -> unknown."""
+    if not ts or ts <= 0:
+        return unknown
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def format_date_line(ts: int | float) -> str:
+    """The first line of squeue -l / sinfo -l: "Wed Dec 02 10:04:09 2026"."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(ts))
+
+
+# --- sizes --------------------------------------------------------------------
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)B?$", re.IGNORECASE)
+_SIZE_MULT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+
+
+def parse_size_mb(s: str) -> int:
+    """sbatch --mem: "4G" -> 4096, "500" -> 500 (default unit MB), "2048K" -> 2.
+
+    K rounds up to whole megabytes. ValueError on garbage.
+    """
+    m = _SIZE_RE.match(str(s).strip())
+    if not m:
+        raise ValueError(f"invalid size specification: {s!r}")
+    val = float(m.group(1)) * _SIZE_MULT[m.group(2).upper()]
+    return int(math.ceil(val))
+
+
+def format_size_mb(mb: int) -> str:
+    """ReqMem style: 4096 -> "4G", 500 -> "500M", 0 -> "0"."""
+    if mb <= 0:
+        return "0"
+    for unit, mult in (("T", 1024 ** 2), ("G", 1024)):
+        if mb % mult == 0:
+            return f"{mb // mult}{unit}"
+    return f"{mb}M"
+
+
+# --- hostlists ----------------------------------------------------------------
+_NUM_RE = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that puts node2 before node10 (numbers compare as numbers)."""
+    parts = _NUM_RE.split(name)
+    return tuple((0, int(p), p) if i % 2 else (1, 0, p) for i, p in enumerate(parts))
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """"node[1-3],gpu01" -> ["node1", "node2", "node3", "gpu01"]; ValueError on bad syntax."""
+    if not expr or expr.strip() in ("", "(null)"):
+        return []
+    try:
+        return hostlist.expand_hostlist(expr.strip())
+    except hostlist.BadHostlist as e:
+        raise ValueError(f"invalid hostlist {expr!r}: {e}") from None
+
+
+def compress_hostlist(names) -> str:
+    """["node1", "node2", "node4"] -> "node[1-2,4]" (Slurm's ranged form, sorted)."""
+    names = [n for n in names if n]
+    if not names:
+        return ""
+    return hostlist.collect_hostlist(list(names))
+
+
+def compress_counts(counts) -> str:
+    """[2, 2, 1] -> "2(x2),1": SLURM_TASKS_PER_NODE / SLURM_JOB_CPUS_PER_NODE syntax."""
+    out: list[str] = []
+    prev, run = None, 0
+    for c in counts:
+        if c == prev:
+            run += 1
+            continue
+        if prev is not None:
+            out.append(f"{prev}(x{run})" if run > 1 else str(prev))
+        prev, run = c, 1
+    if prev is not None:
+        out.append(f"{prev}(x{run})" if run > 1 else str(prev))
+    return ",".join(out)
+
+
+def expand_counts(s: str) -> list[int]:
+    """The inverse of compress_counts: "2(x2),1" -> [2, 2, 1]."""
+    out: list[int] = []
+    for part in (p for p in s.split(",") if p):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise ValueError(f"invalid count list {s!r}")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return out
+
+
+# --- exit codes ---------------------------------------------------------------
+def format_exit_code(code: int, signal: int = 0) -> str:
+    """ExitCode=3:0 (exit status:signal)."""
+    return f"{int(code)}:{int(signal)}"
+
+
+# --- signals ------------------------------------------------------------------
+def parse_signal(s: str) -> int:
+    """scancel -s: "USR1", "SIGUSR1", "10", "kill" -> signal number. ValueError when unknown."""
+    import signal as _signal
+    t = str(s).strip()
+    if t.isdigit():
+        n = int(t)
+        if 0 < n < 65:
+            return n
+        raise ValueError(f"Invalid job signal: {s}")
+    name = t.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(getattr(_signal.Signals, name))
+    except AttributeError:
+        raise ValueError(f"Invalid job signal: {s}") from None

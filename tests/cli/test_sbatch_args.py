@@ -1,0 +1,297 @@
+"""sbatch option parsing: argv + script + environment -> SubmitJobRequest.
+
+No server: build_request is pure, and main() takes an injectable api so we
+can see that nothing is submitted on a client-side error.
+"""
+from __future__ import annotations
+
+import io
+
+import grpc
+import pytest
+
+from cli import sbatch
+from tests.cli.golden_files import load
+from lingjun.client import ControllerUnreachable
+from lingjun.v1 import api_pb2
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "SLURM_CONF": "/etc/slurm.conf", "FOO": "1"}
+
+JOB_SH = """#!/bin/bash
+#SBATCH --job-name=golden
+#SBATCH --nodes=2
+#SBATCH --ntasks=2
+#SBATCH --output=%x-%j.out
+#SBATCH --time=00:05:00
+#SBATCH --partition=debug
+echo "hello from $SLURM_JOB_ID on $SLURM_JOB_NODELIST"
+#SBATCH --job-name=too-late
+srun -l hostname
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "job.sh").write_text(JOB_SH)
+    (tmp_path / "noshebang.sh").write_text("hostname\n")
+    return tmp_path
+
+
+def spec_of(argv, workdir, stdin=None, env=ENV):
+    return sbatch.build_request(argv, stdin, env, str(workdir)).spec
+
+
+class FakeApi:
+    """Records submissions; fails with the given errors first."""
+
+    def __init__(self, *failures):
+        self.failures = list(failures)
+        self.requests = []
+
+    def call(self, method, request, **kw):
+        assert method == "SubmitJob"
+        self.requests.append(request)
+        if self.failures:
+            raise self.failures.pop(0)
+        return api_pb2.SubmitJobResponse(job_id=42)
+
+
+class RpcFailure(grpc.RpcError):
+    def __init__(self, code, text):
+        self._code, self._text = code, text
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._text
+
+
+def run(argv, workdir, api=None, stdin=None, env=ENV):
+    out, err = io.StringIO(), io.StringIO()
+    api = api if api is not None else FakeApi()
+    rc = sbatch.main(argv, api=api, stdin=stdin, env=env, cwd=str(workdir), out=out, err=err,
+                     sleep=lambda s: None)
+    return rc, out.getvalue(), err.getvalue(), api
+
+
+# --- what gets asked for -------------------------------------------------------
+
+SPEC_CASES = [
+    (["--wrap", "sleep 300"], dict(name="wrap", script="#!/bin/sh\n# This script was created by "
+                                   "sbatch --wrap.\n\nsleep 300\n", command="")),
+    (["job.sh"], dict(name="golden", min_nodes=2, max_nodes=2, num_tasks=2,
+                      stdout_pattern="%x-%j.out", time_limit_min=5, partition="debug")),
+    (["--job-name=override", "-N", "1", "-n", "1", "job.sh"],
+     dict(name="override", min_nodes=1, max_nodes=1, num_tasks=1, time_limit_min=5)),
+    (["-N2-4", "--wrap=true"], dict(min_nodes=2, max_nodes=4)),
+    (["--nodes", "3", "--wrap", "x"], dict(min_nodes=3, max_nodes=3)),
+    (["--pars", "--part=gpu", "--wrap=x"], dict(partition="gpu")),
+    (["-c", "4", "--ntasks-per-node=2", "--wrap=x"], dict(cpus_per_task=4, ntasks_per_node=2)),
+    (["--mem=4G", "--wrap=x"], dict(mem_per_node_mb=4096)),
+    (["--mem", "500", "--wrap=x"], dict(mem_per_node_mb=500)),
+    (["--gres=gpu:a100:2", "--wrap=x"], dict(gpus_per_node=2)),
+    (["--gres=gpu", "--wrap=x"], dict(gpus_per_node=1)),
+    (["-G", "8", "--gpus-per-node=h100:4", "--wrap=x"], dict(gpus=8, gpus_per_node=4)),
+    (["-t", "1-02:03:04", "--wrap=x"], dict(time_limit_min=1564)),
+    (["-t", "1:30", "--wrap=x"], dict(time_limit_min=2)),
+    (["-t", "0", "--wrap=x"], dict(time_limit_min=-1)),
+    (["--time=UNLIMITED", "--wrap=x"], dict(time_limit_min=-1)),
+    (["-o", "out-%j.txt", "-e", "err.txt", "-i", "in.txt", "--wrap=x"],
+     dict(stdout_pattern="out-%j.txt", stderr_pattern="err.txt", stdin_path="in.txt")),
+    (["-D", "sub", "--wrap=x"], dict(work_dir="{wd}/sub")),
+    (["--exclusive", "-H", "--requeue", "--comment=hi", "-A", "proj", "-q", "high",
+      "--nice=5", "--open-mode=append", "--wrap=x"],
+     dict(exclusive=True, hold=True, requeue=True, comment="hi", account="proj", qos="high",
+          nice=5, open_mode="append")),
+    (["--nice", "--wrap=x"], dict(nice=100)),
+    (["-HJname", "--wrap=x"], dict(hold=True, name="name")),
+    (["job.sh", "a", "--flag"], dict(argv=["a", "--flag"], command="{wd}/job.sh")),
+]
+
+
+@pytest.mark.parametrize("argv,want", SPEC_CASES, ids=[
+    "--wrap builds a /bin/sh script named wrap",
+    "#SBATCH lines before the first command set the job",
+    "command-line options win over #SBATCH lines",
+    "-N min-max, attached to the letter",
+    "a long option's value may be the next word",
+    "unambiguous prefixes of long options are accepted",
+    "cpus per task and tasks per node",
+    "--mem takes a unit suffix",
+    "--mem defaults to megabytes",
+    "--gres=gpu:type:N asks for N GPUs per node",
+    "--gres=gpu asks for one GPU",
+    "--gpus is per job and --gpus-per-node per node",
+    "-t days-hours:minutes:seconds in minutes",
+    "-t minutes:seconds rounds up",
+    "-t 0 means no limit",
+    "-t UNLIMITED",
+    "output, error and input paths are kept as patterns",
+    "-D relative to the submit directory",
+    "flags and strings",
+    "--nice without a value is 100",
+    "short options cluster, the last takes the rest as argument",
+    "words after the script are its arguments, even if they look like options",
+])
+def test_options_reach_the_spec(argv, want, workdir):
+    spec = spec_of(argv, workdir)
+    for key, value in want.items():
+        if isinstance(value, str):
+            value = value.replace("{wd}", str(workdir))
+        got = getattr(spec, key)
+        if key == "argv":
+            got = list(got)
+        assert got == value, f"{key}: want {value!r}, got {got!r}"
+
+
+def test_caller_and_submit_context(workdir):
+    spec = spec_of(["--wrap=x"], workdir)
+    assert spec.submit_dir == str(workdir) and spec.work_dir == str(workdir)
+    assert spec.batch and spec.user and spec.submit_host and "." not in spec.submit_host
+    assert spec.export_spec == "ALL" and dict(spec.environment) == ENV
+
+
+def test_no_mem_leaves_memory_unset(workdir):
+    assert not spec_of(["--wrap=x"], workdir).HasField("mem_per_node_mb")
+    assert spec_of(["--mem=0", "--wrap=x"], workdir).HasField("mem_per_node_mb")
+
+
+@pytest.mark.parametrize("export,want", [
+    ("ALL", ENV),
+    ("NONE", {"SLURM_CONF": "/etc/slurm.conf"}),
+    ("FOO,BAR=2", {"SLURM_CONF": "/etc/slurm.conf", "FOO": "1", "BAR": "2"}),
+    ("ALL,BAR=2", {**ENV, "BAR": "2"}),
+], ids=["ALL exports everything", "NONE exports only SLURM_*",
+        "a list exports the named variables and SLURM_*", "ALL plus a setting"])
+def test_export(export, want, workdir):
+    spec = spec_of([f"--export={export}", "--wrap=x"], workdir)
+    assert dict(spec.environment) == want
+    assert spec.export_spec == export
+
+
+def test_environment_beats_script_and_command_line_beats_environment(workdir):
+    env = {**ENV, "SBATCH_PARTITION": "envpart", "SBATCH_TIMELIMIT": "7"}
+    assert spec_of(["job.sh"], workdir, env=env).partition == "envpart"
+    assert spec_of(["-p", "cli", "job.sh"], workdir, env=env).partition == "cli"
+    assert spec_of(["job.sh"], workdir, env=env).time_limit_min == 7
+
+
+def test_script_from_stdin(workdir):
+    spec = spec_of([], workdir, stdin=io.StringIO("#!/bin/sh\n#SBATCH -J fromstdin\nhostname\n"))
+    assert spec.name == "fromstdin" and spec.script.startswith("#!/bin/sh")
+
+
+def test_directives_stop_at_first_command_and_allow_comments(workdir):
+    script = "#!/bin/sh\n\n# a comment\n#SBATCH -n 3 # three tasks\n#SBATCHX -n 9\nhostname\n#SBATCH -n 5\n"
+    assert sbatch.script_directives(script) == ["-n", "3"]
+
+
+def test_each_invocation_has_a_fresh_client_token(workdir):
+    a = sbatch.build_request(["--wrap=x"], None, ENV, str(workdir))
+    b = sbatch.build_request(["--wrap=x"], None, ENV, str(workdir))
+    assert a.client_token and b.client_token and a.client_token != b.client_token
+
+
+# --- errors, exactly as Slurm ------------------------------------------------------
+
+GOLDEN_ERRORS = [
+    ("err_sbatch_unknown_option", ["--bogus-option", "--wrap", "true"]),
+    ("err_sbatch_bad_time", ["--time=abc", "--wrap", "true"]),
+    ("err_sbatch_missing_script", ["/nonexistent/script.sh"]),
+    ("err_sbatch_no_shebang", ["noshebang.sh"]),
+]
+
+
+@pytest.mark.parametrize("name,argv", GOLDEN_ERRORS, ids=[
+    "an unknown option is refused with getopt's words and rc 255",
+    "a bad --time is refused with rc 255",
+    "a missing script cannot be opened",
+    "a script without #! is not a batch script",
+])
+def test_errors_match_golden(name, argv, workdir):
+    g = load(name)
+    rc, out, err, api = run(argv, workdir)
+    assert (rc, out, err) == (g.rc, g.stdout, g.stderr)
+    assert api.requests == [], "nothing may be submitted on a client-side error"
+
+
+def test_stdin_without_shebang_matches_golden(workdir):
+    g = load("err_sbatch_stdin_no_shebang")
+    rc, out, err, api = run([], workdir, stdin=io.StringIO("hostname\n"))
+    assert (rc, out, err) == (g.rc, g.stdout, g.stderr) and api.requests == []
+
+
+@pytest.mark.parametrize("argv,err_text,rc", [
+    (["-Z"], "sbatch: invalid option -- 'Z'\nTry \"sbatch --help\" for more information\n", 255),
+    (["--pa=x", "--wrap=x"], "sbatch: option '--pa' is ambiguous; possibilities: '--parsable' "
+     "'--partition'\nTry \"sbatch --help\" for more information\n", 255),
+    (["--hold=yes", "--wrap=x"], "sbatch: option '--hold' doesn't allow an argument\n"
+     "Try \"sbatch --help\" for more information\n", 255),
+    (["--wrap=x", "-J"], "sbatch: option requires an argument -- 'J'\n"
+     "Try \"sbatch --help\" for more information\n", 255),
+    (["--wrap=x", "--job-name"], "sbatch: option '--job-name' requires an argument\n"
+     "Try \"sbatch --help\" for more information\n", 255),
+    (["-n", "abc", "--wrap=x"], 'sbatch: error: Invalid numeric value "abc" for --ntasks.\n', 255),
+    (["-N", "x", "--wrap=x"], "sbatch: error: invalid node count `x'\n", 255),
+    (["--mem=lots", "--wrap=x"], "sbatch: error: Invalid --mem specification\n", 255),
+    (["--wrap=x", "job.sh"], "sbatch: error: Script arguments not permitted with --wrap option\n", 1),
+    (["--gres=fpga:1", "--wrap=x"], "sbatch: error: Batch job submission failed: "
+     "Invalid generic resource (gres) specification\n", 1),
+    (["--array=1-3", "--wrap=x"], "sbatch: error: --array is not supported by this cluster yet\n", 1),
+], ids=["an unknown short option", "an ambiguous prefix lists the candidates",
+        "a flag given a value", "a short option missing its argument",
+        "a long option missing its argument", "a non-numeric task count",
+        "a bad node count", "a bad memory size", "--wrap with a script",
+        "a generic resource other than gpu", "an option not supported yet"])
+def test_client_side_errors(argv, err_text, rc, workdir):
+    got_rc, out, err, api = run(argv, workdir)
+    assert (got_rc, out, err) == (rc, "", err_text)
+    assert api.requests == []
+
+
+def test_dos_line_breaks_are_refused(workdir):
+    (workdir / "dos.sh").write_text("#!/bin/sh\r\nhostname\r\n")
+    rc, _, err, api = run(["dos.sh"], workdir)
+    assert rc == 1 and "DOS line breaks" in err and api.requests == []
+
+
+# --- submitting -----------------------------------------------------------------------
+
+
+def test_submit_prints_like_slurm(workdir):
+    rc, out, err, _ = run(["--wrap", "sleep 300"], workdir)
+    assert (rc, out, err) == (0, "Submitted batch job 42\n", "")
+    rc, out, err, _ = run(["--parsable", "--wrap", "sleep 300"], workdir)
+    assert (rc, out, err) == (0, "42\n", "")
+
+
+def test_unreachable_controller_is_retried_with_the_same_token(workdir):
+    api = FakeApi(ControllerUnreachable("down"), ControllerUnreachable("down"))
+    rc, out, _, _ = run(["--wrap=x"], workdir, api=api)
+    assert rc == 0 and out == "Submitted batch job 42\n"
+    assert len(api.requests) == 3 and len({r.client_token for r in api.requests}) == 1
+
+
+def test_controller_down_for_good(workdir):
+    api = FakeApi(*[ControllerUnreachable("down")] * 10)
+    rc, out, err, _ = run(["--wrap=x"], workdir, api=api)
+    assert (rc, out) == (1, "")
+    assert err == ("sbatch: error: Batch job submission failed: Unable to contact slurm "
+                   "controller (connect failure)\n")
+
+
+def test_invalid_partition_matches_golden(workdir):
+    g = load("err_sbatch_invalid_partition")
+    api = FakeApi(RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "Invalid partition name specified"))
+    rc, out, err, _ = run(["-p", "nosuchpart", "--wrap", "true"], workdir, api=api)
+    assert (rc, out, err) == (g.rc, g.stdout, g.stderr)
+
+
+def test_other_server_errors_are_printed_with_slurms_words(workdir):
+    api = FakeApi(RpcFailure(grpc.StatusCode.INVALID_ARGUMENT,
+                             "Requested node configuration is not available"))
+    rc, out, err, _ = run(["-N", "99", "--wrap", "true"], workdir, api=api)
+    assert (rc, out) == (1, "")
+    assert err == ("sbatch: error: Batch job submission failed: Requested node configuration "
+                   "is not available\n")

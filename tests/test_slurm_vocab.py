@@ -1,0 +1,126 @@
+"""Slurm's vocabulary: parsing and formatting tables, and a round trip."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from lingjun import slurm
+
+
+@pytest.mark.parametrize("text,minutes", [
+    ("5", 5), ("0", 0), ("1:30", 2), ("1:00", 1), ("2:00:00", 120), ("00:05:00", 5),
+    ("1-0", 1440), ("1-02", 1560), ("1-02:03", 1563), ("1-02:03:04", 1564),
+    ("UNLIMITED", -1), ("unlimited", -1), ("infinite", -1), ("INFINITE", -1), ("-1", -1),
+], ids=lambda v: repr(v))
+def test_parse_time_limit(text, minutes):
+    assert slurm.parse_time_limit(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["abc", "", "1:2:3:4", "-5", "1-", "1--2", "1:x", "1.5", "1-2-3"])
+def test_parse_time_limit_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        slurm.parse_time_limit(text)
+
+
+@pytest.mark.parametrize("minutes,squeue,scontrol", [
+    (-1, "UNLIMITED", "UNLIMITED"), (1, "1:00", "00:01:00"), (5, "5:00", "00:05:00"),
+    (60, "1:00:00", "01:00:00"), (1440, "1-00:00:00", "1-00:00:00"),
+    (365 * 1440, "365-00:00:00", "365-00:00:00"), (0, "0:00", "00:00:00"),
+])
+def test_format_time_limit(minutes, squeue, scontrol):
+    assert slurm.format_time_limit(minutes) == squeue
+    assert slurm.format_time_limit(minutes, "scontrol") == scontrol
+
+
+@pytest.mark.parametrize("seconds,squeue,sacct", [
+    (0, "0:00", "00:00:00"), (3, "0:03", "00:00:03"), (83, "1:23", "00:01:23"),
+    (3723, "1:02:03", "01:02:03"), (2 * 86400 + 3723, "2-01:02:03", "2-01:02:03"),
+])
+def test_format_elapsed(seconds, squeue, sacct):
+    assert slurm.format_elapsed(seconds) == squeue
+    assert slurm.format_elapsed(seconds, "sacct") == sacct
+
+
+@given(st.integers(min_value=0, max_value=10_000_000))
+def test_time_limit_round_trips(minutes):
+    for style in ("squeue", "scontrol"):
+        assert slurm.parse_time_limit(slurm.format_time_limit(minutes, style)) == minutes
+
+
+@given(st.integers(min_value=0, max_value=1000), st.integers(min_value=0, max_value=23),
+       st.integers(min_value=0, max_value=59), st.integers(min_value=0, max_value=59))
+def test_seconds_round_up_to_the_next_minute(d, h, m, s):
+    total = ((d * 24 + h) * 60 + m) * 60 + s
+    assert slurm.parse_time_limit(f"{d}-{h}:{m}:{s}") == -(-total // 60)
+
+
+@pytest.mark.parametrize("text,mb", [("500", 500), ("4G", 4096), ("4g", 4096), ("2048K", 2),
+                                     ("1T", 1048576), ("100M", 100), ("0", 0), ("1.5G", 1536)])
+def test_parse_size_mb(text, mb):
+    assert slurm.parse_size_mb(text) == mb
+
+
+@pytest.mark.parametrize("text", ["", "lots", "4X", "-1", "G"])
+def test_parse_size_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        slurm.parse_size_mb(text)
+
+
+@pytest.mark.parametrize("counts,text", [
+    ([2, 2, 1], "2(x2),1"), ([1], "1"), ([4, 4, 4, 4], "4(x4)"), ([1, 2, 1], "1,2,1"), ([], ""),
+])
+def test_compress_counts(counts, text):
+    assert slurm.compress_counts(counts) == text
+    assert slurm.expand_counts(text) == counts
+
+
+def test_hostlists():
+    assert slurm.compress_hostlist(["node2", "node10", "node1"]) == "node[1-2,10]"
+    assert slurm.expand_hostlist("node[1-3],gpu01") == ["node1", "node2", "node3", "gpu01"]
+    assert slurm.expand_hostlist("") == []
+    assert slurm.compress_hostlist([]) == ""
+    assert sorted(["node10", "node2", "node1"], key=slurm.natural_key) == ["node1", "node2", "node10"]
+    with pytest.raises(ValueError):
+        slurm.expand_hostlist("node[1-")
+
+
+@pytest.mark.parametrize("state,code", [
+    ("PENDING", "PD"), ("RUNNING", "R"), ("COMPLETING", "CG"), ("COMPLETED", "CD"),
+    ("FAILED", "F"), ("CANCELLED", "CA"), ("TIMEOUT", "TO"), ("NODE_FAIL", "NF"),
+    ("PREEMPTED", "PR"), ("OUT_OF_MEMORY", "OOM"), ("BOOT_FAIL", "BF"), ("DEADLINE", "DL"),
+])
+def test_job_state_codes(state, code):
+    assert slurm.job_state_code(state) == code
+    assert slurm.parse_job_state(code.lower()) == state
+    assert slurm.parse_job_state(state.lower()) == state
+
+
+@pytest.mark.parametrize("state,drain,nr,short,long_,sinfo_long", [
+    ("IDLE", False, False, "idle", "IDLE", "idle"),
+    ("ALLOCATED", False, False, "alloc", "ALLOCATED", "allocated"),
+    ("MIXED", False, False, "mix", "MIXED", "mixed"),
+    ("DOWN", False, True, "down*", "DOWN+NOT_RESPONDING", "down*"),
+    ("IDLE", True, False, "drain", "IDLE+DRAIN", "drained"),
+    ("ALLOCATED", True, False, "drng", "ALLOCATED+DRAIN", "draining"),
+    ("IDLE", False, True, "idle*", "IDLE+NOT_RESPONDING", "idle*"),
+], ids=["idle", "allocated", "mixed", "down and silent", "drained", "draining", "idle but silent"])
+def test_node_states(state, drain, nr, short, long_, sinfo_long):
+    assert slurm.node_state_short(state, drain, nr) == short
+    assert slurm.node_state_long(state, drain, nr) == long_
+    assert slurm.node_state_sinfo_long(state, drain, nr) == sinfo_long
+
+
+def test_drain_words():
+    assert slurm.node_state_drain_word("IDLE", True) == "DRAINED"
+    assert slurm.node_state_drain_word("MIXED", True) == "DRAINING"
+
+
+def test_exit_codes_signals_and_timestamps():
+    assert slurm.format_exit_code(3) == "3:0"
+    assert slurm.format_exit_code(0, 15) == "0:15"
+    assert slurm.parse_signal("USR1") == slurm.parse_signal("SIGUSR1") == 10
+    assert slurm.parse_signal("9") == 9
+    with pytest.raises(ValueError):
+        slurm.parse_signal("NOPE")
+    assert slurm.format_timestamp(0) == "Unknown"
+    assert len(slurm.format_timestamp(1796205842)) == len("2026-12-02T10:04:02")
