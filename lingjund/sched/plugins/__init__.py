@@ -1,0 +1,95 @@
+"""Policy hooks of the scheduling core, and the one table that names them.
+
+Three kinds of hook, each a ``typing.Protocol`` so a type checker confirms a
+plugin fits:
+
+- ``QueueSort.order``   the pending queue in the order the pass walks it.
+- ``JobFilter.check``   a reason this job will not start in this pass that
+                        waiting for resources does not cure, or None.
+- ``GangSelect.place_gang``  a whole placement for a job, or None.
+
+A ``Profile`` picks one sort, filters in order and one select, by the
+names in ``REGISTRY`` (Slurm-style ``type/name``); configuration chooses
+the names, ``DEFAULT_PROFILE`` is what a plain cluster gets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from lingjund.sched.plugins.eligibility import JobEligibility
+from lingjund.sched.plugins.gang import GangPlacement
+from lingjund.sched.plugins.partition import PartitionLimits
+from lingjund.sched.plugins.priority import BasicPriority
+from lingjund.sched.pool import NodeFree, Placement
+from lingjund.sched.snapshot import JobRequest, PartitionView
+
+
+@runtime_checkable
+class QueueSort(Protocol):
+    name: str
+
+    def order(self, pending: Sequence[JobRequest]) -> list[JobRequest]:
+        """Every pending job exactly once, first to consider first. Must be a
+        total order (ties broken by job id) so a pass is deterministic."""
+        ...
+
+
+@runtime_checkable
+class JobFilter(Protocol):
+    name: str
+
+    def check(self, job: JobRequest, partition: PartitionView, now: float) -> str | None:
+        """A Slurm pending-reason word if ``job`` may not start now whatever is
+        free, else None. Such a refusal never blocks lower-priority jobs; a
+        filter must not look at free resources (that is the select's job)."""
+        ...
+
+
+@runtime_checkable
+class GangSelect(Protocol):
+    name: str
+
+    def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
+                   most_nodes: int) -> Placement | None:
+        """All of ``job`` on distinct nodes among ``candidates``, staged on
+        copies, or None. Must not change ``candidates``; must be
+        deterministic for equal inputs."""
+        ...
+
+
+class PluginError(RuntimeError):
+    """A plugin failed; the message starts with the plugin's name."""
+
+
+REGISTRY: dict[str, QueueSort | JobFilter | GangSelect] = {
+    p.name: p for p in (BasicPriority(), JobEligibility(), PartitionLimits(), GangPlacement())
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    queue_sort: QueueSort
+    filters: tuple[JobFilter, ...]
+    select: GangSelect
+
+
+def build_profile(queue_sort: str, filters: Sequence[str], select: str) -> Profile:
+    """A profile from plugin names; ValueError naming the first unknown or misplaced one."""
+    def pick(name: str, kind: type):
+        plugin = REGISTRY.get(name)
+        if plugin is None:
+            raise ValueError(f"unknown scheduler plugin {name!r} (known: {', '.join(sorted(REGISTRY))})")
+        if not isinstance(plugin, kind):
+            raise ValueError(f"scheduler plugin {name!r} is not a {kind.__name__}")
+        return plugin
+    return Profile(queue_sort=pick(queue_sort, QueueSort),
+                   filters=tuple(pick(n, JobFilter) for n in filters),
+                   select=pick(select, GangSelect))
+
+
+# Eligibility before partition limits: a held job in a DOWN partition shows
+# JobHeldUser, since releasing it is the first thing its owner must do.
+DEFAULT_PROFILE = build_profile("priority/basic",
+                                ("eligibility/basic", "partition/limits"),
+                                "select/gang")

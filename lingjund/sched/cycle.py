@@ -1,0 +1,139 @@
+"""One scheduling pass: which pending jobs start now, where, and why the rest wait.
+
+``schedule(snapshot, now)`` walks the pending queue once, highest priority
+first (Slurm 22.05's main scheduler with priority/basic; no backfill yet),
+and returns a ``Plan``: the jobs to start with their per-node shares, and a
+Slurm pending-reason word for every other pending job.
+
+Example. node[1-4], 4 CPUs each, one partition ``debug`` with all four;
+node4 is busy with a running job using all its CPUs. Queue:
+
+    job  prio  asks                   decision
+    10   200   2 nodes x 2 CPUs       starts on node[1-2], 2 CPUs each
+    11   100   3 nodes x 4 CPUs       Resources: only node3 still has 4 free;
+                                      debug is now blocked behind job 11
+    12    90   1 node  x 1 CPU        Priority: node1 has room, but job 11 is
+                                      ahead and the main scheduler is strict
+    13    80   held                   JobHeldUser: holds never block
+    14    70   5 nodes                PartitionNodeLimit: debug has 4 nodes;
+                                      waiting will not help, so never blocks
+
+Per job, in queue order:
+
+1. Filters (``plugins/eligibility.py``, ``plugins/partition.py``) refuse
+   what waiting for resources cannot cure: held, a begin time in the
+   future, a partition that is down or inactive, or over its limits. These
+   never block the jobs behind.
+2. A job whose partition is already blocked gets ``Priority``. Blocking
+   per partition is what keeps a big gang from starving behind a stream of
+   small jobs: without backfill, the only safe choice is to let nothing
+   lower in the partition start.
+3. Otherwise the select (``plugins/gang.py``) stages the whole job on the
+   partition's schedulable nodes, minus every node of a blocked partition
+   (those are kept for the higher job, as Slurm drops them from its
+   available set). Staged copies are committed whole, so later jobs in the
+   pass see what earlier ones took; a failed stage leaves nothing behind.
+4. If the job does not fit, the same select is asked again against the
+   partition's nodes as if idle. Never fitting (more CPUs per task than any
+   node has, ...) gets ``Resources`` without blocking: Slurm refuses these
+   at submission and the controller should too; this is defence in depth.
+   Fitting some day blocks the partition: ``Resources``, or ``Priority`` if
+   it was the reserved nodes of an earlier blocked partition that it lacked
+   (it waits behind that job, not for its own turn).
+
+A job naming a partition the snapshot does not have gets
+``PartitionConfig`` and does not block.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from lingjun.slurm import (REASON_PARTITION_CONFIG, REASON_PRIORITY, REASON_RESOURCES,
+                           natural_key)
+from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
+from lingjund.sched.plugins.partition import node_cap
+from lingjund.sched.pool import NodeFree, Placement
+from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Snapshot, Start
+
+
+def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
+    """Decide one pass over ``snapshot`` at time ``now``; pure and deterministic."""
+    partitions = {p.name: p for p in snapshot.partitions}
+    pool = {v.name: NodeFree.from_view(v) for v in snapshot.nodes}
+    idle = {v.name: NodeFree.idle(v) for v in snapshot.nodes}
+    blocked_parts: set[str] = set()
+    blocked_nodes: set[str] = set()
+    starts: list[Start] = []
+    reasons: dict[int, str] = {}
+
+    with _blame(profile.queue_sort):
+        queue = profile.queue_sort.order(snapshot.pending)
+
+    for job in queue:
+        part = partitions.get(job.partition)
+        if part is None:
+            reasons[job.job_id] = REASON_PARTITION_CONFIG
+            continue
+        refusal = _refusal(profile, job, part, now)
+        if refusal is not None:
+            reasons[job.job_id] = refusal
+            continue
+        if part.name in blocked_parts:
+            reasons[job.job_id] = REASON_PRIORITY
+            continue
+
+        members = [n for n in dict.fromkeys(part.nodes) if n in pool]
+        candidates = [pool[n] for n in members
+                      if pool[n].schedulable and n not in blocked_nodes]
+        most = node_cap(part)
+        with _blame(profile.select):
+            placement = profile.select.place_gang(job, candidates, most)
+        if placement is not None:
+            for node in placement.staged:        # commit the whole gang
+                pool[node.name] = node
+            starts.append(_start(job, placement))
+            continue
+
+        with _blame(profile.select):
+            ever = profile.select.place_gang(job, [idle[n] for n in members], most)
+        if ever is None:
+            reasons[job.job_id] = REASON_RESOURCES   # never fits: does not block
+            continue
+        reasons[job.job_id] = (REASON_PRIORITY if blocked_nodes.intersection(part.nodes)
+                               else REASON_RESOURCES)
+        blocked_parts.add(part.name)
+        blocked_nodes.update(part.nodes)
+
+    return Plan(starts=tuple(starts), reasons=reasons)
+
+
+def _refusal(profile: Profile, job: JobRequest, part: PartitionView, now: float) -> str | None:
+    for f in profile.filters:
+        with _blame(f):
+            reason = f.check(job, part, now)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _start(job: JobRequest, placement: Placement) -> Start:
+    shares = sorted(placement.shares, key=lambda s: natural_key(s.node))
+    return Start(job_id=job.job_id,
+                 nodes=tuple(s.node for s in shares),
+                 cpus_per_node=tuple(s.cpus for s in shares),
+                 mem_per_node_mb=tuple(s.mem_mb for s in shares),
+                 gpus_per_node=tuple(s.gpus for s in shares),
+                 tasks_per_node=tuple(s.tasks for s in shares),
+                 exclusive=job.exclusive)
+
+
+@contextmanager
+def _blame(plugin) -> Iterator[None]:
+    """Put the plugin's name on anything it raises."""
+    try:
+        yield
+    except PluginError:
+        raise
+    except Exception as e:
+        raise PluginError(f"{plugin.name}: {e}") from e

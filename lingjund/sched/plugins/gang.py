@@ -1,0 +1,120 @@
+"""select/gang: a job's nodes all at once, or none of them.
+
+Layout first, then placement. The layout gives each rank (one per node)
+its tasks, and from them what it asks:
+
+- ``num_tasks`` given: tasks spread block-wise, the remainder on the first
+  ranks (5 tasks on 2 nodes -> 3, 2). With ``ntasks_per_node`` too, that is
+  a ceiling per node, so the gang needs at least ceil(n / per-node) nodes.
+- only ``ntasks_per_node``: that many on every node.
+- neither: one task per node.
+
+A rank asks ``max(tasks, 1) * cpus_per_task`` CPUs (a node with no task
+still holds one task's worth, as Slurm allocates at least one CPU per
+node), ``gpus_per_node`` GPUs, and memory: none for ``mem_per_node_mb``
+None, the whole node for 0, else that many MB.
+
+Node count: from ``min_nodes`` (1 when 0) up to ``max_nodes`` (0 means
+``min_nodes``), capped by the partition and, when ``num_tasks`` is given,
+by the task count. The fewest nodes that fit win: Slurm would take as many
+as it can within the range; packing leaves whole nodes for the next gang.
+Without ``num_tasks`` more nodes only ask more, so only ``min_nodes`` is
+tried.
+
+Placement stages every rank on copies of the candidate nodes, largest ask
+first, each on the best remaining node: lowest weight, then least CPU left
+over (best fit), then natural name order (node2 before node10). If any rank
+finds no node the copies are dropped and nothing is placed. Asks of one
+job differ only in CPUs, so largest-first never misses a layout that fits.
+"""
+from __future__ import annotations
+
+from math import ceil
+from typing import Sequence
+
+from lingjun.slurm import natural_key
+from lingjund.sched.pool import ALL_MEMORY, Ask, NodeFree, Placement, Share
+from lingjund.sched.snapshot import JobRequest
+
+
+def node_counts(job: JobRequest, most: int) -> range:
+    """Node counts to try for ``job``, fewest first; empty if none is allowed."""
+    low = max(1, job.min_nodes)
+    high = max(low, job.max_nodes)
+    if job.num_tasks:
+        high = min(high, max(low, job.num_tasks))
+        if job.ntasks_per_node:
+            low = max(low, ceil(job.num_tasks / job.ntasks_per_node))
+    else:
+        high = low
+    return range(low, min(high, most) + 1)
+
+
+def layout(job: JobRequest, nodes: int) -> tuple[int, ...]:
+    """Tasks per rank on ``nodes`` nodes (block distribution)."""
+    if job.num_tasks:
+        q, r = divmod(job.num_tasks, nodes)
+        return tuple(q + 1 if i < r else q for i in range(nodes))
+    return (job.ntasks_per_node or 1,) * nodes
+
+
+def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
+    if job.mem_per_node_mb is None:
+        mem = 0
+    elif job.mem_per_node_mb == 0:
+        mem = ALL_MEMORY
+    else:
+        mem = job.mem_per_node_mb
+    cpt = max(1, job.cpus_per_task)
+    return tuple(Ask(tasks=t, cpus=max(t, 1) * cpt, mem_mb=mem, gpus=job.gpus_per_node,
+                     exclusive=job.exclusive)
+                 for t in layout(job, nodes))
+
+
+def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree]) -> Placement | None:
+    """Every rank on its own node copy, or None (and the copies are dropped)."""
+    scratch = [c.copy() for c in candidates]
+    used: set[str] = set()
+    shares: list[Share] = []
+    staged: list[NodeFree] = []
+    for ask in sorted(ranks, key=lambda a: -a.cpus):
+        best: tuple[tuple, NodeFree, Share] | None = None
+        for node in scratch:
+            if node.name in used:
+                continue
+            share = node.share(ask)
+            if share is None:
+                continue
+            key = (node.weight, node.free_cpus - share.cpus, natural_key(node.name))
+            if best is None or key < best[0]:
+                best = (key, node, share)
+        if best is None:
+            return None
+        _, node, share = best
+        node.take(share)
+        used.add(node.name)
+        shares.append(share)
+        staged.append(node)
+    shares.sort(key=lambda s: natural_key(s.node))
+    return Placement(shares=tuple(shares), staged=tuple(staged))
+
+
+class GangPlacement:
+    name = "select/gang"
+
+    def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
+                   most_nodes: int) -> Placement | None:
+        """Stage all of ``job`` on distinct ``candidates``, or return None.
+
+        ``candidates`` are the nodes the job may use (its partition's,
+        schedulable, not held for a higher-priority job); this hook only
+        reads them. ``most_nodes`` is the partition's cap on one job. The
+        caller commits ``Placement.staged`` or drops it whole.
+        """
+        for count in node_counts(job, most_nodes):
+            if count > len(candidates):
+                break
+            placement = stage(asks(job, count), candidates)
+            if placement is not None:
+                return placement
+        return None

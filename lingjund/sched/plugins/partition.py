@@ -1,0 +1,40 @@
+"""partition/limits: jobs that their partition will not run as they are.
+
+A partition that is DOWN or INACTIVE starts nothing; a job asking more
+nodes than the partition has or allows, fewer than it requires, or a longer
+time limit than it allows, will not start by waiting. These refusals never
+block lower-priority jobs. A DRAIN partition takes no new submissions but
+still runs what is queued, so it passes here.
+"""
+from __future__ import annotations
+
+from lingjun.slurm import (REASON_PARTITION_DOWN, REASON_PARTITION_INACTIVE,
+                           REASON_PARTITION_NODE_LIMIT, REASON_PARTITION_TIME_LIMIT)
+from lingjund.sched.snapshot import UNLIMITED, JobRequest, PartitionView
+
+
+def node_cap(partition: PartitionView) -> int:
+    """The most nodes one job may have in this partition."""
+    count = len(set(partition.nodes))
+    if partition.max_nodes != UNLIMITED:
+        return min(count, partition.max_nodes)
+    return count
+
+
+class PartitionLimits:
+    name = "partition/limits"
+
+    def check(self, job: JobRequest, partition: PartitionView, now: float) -> str | None:
+        state = partition.state.upper()
+        if state == "DOWN":
+            return REASON_PARTITION_DOWN
+        if state == "INACTIVE":
+            return REASON_PARTITION_INACTIVE
+        min_nodes = max(1, job.min_nodes)
+        max_nodes = max(min_nodes, job.max_nodes)
+        if min_nodes > node_cap(partition) or max_nodes < partition.min_nodes:
+            return REASON_PARTITION_NODE_LIMIT
+        if (job.time_limit_min != UNLIMITED and partition.max_time_min != UNLIMITED
+                and job.time_limit_min > partition.max_time_min):
+            return REASON_PARTITION_TIME_LIMIT
+        return None

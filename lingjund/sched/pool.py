@@ -1,0 +1,123 @@
+"""Free resources per node during one scheduling pass.
+
+The pass starts from the snapshot's ``NodeView``s and keeps one mutable
+``NodeFree`` per node, so that a job placed early in the pass uses up what a
+later job would see. Nothing outside the pass ever sees these objects: the
+snapshot stays frozen, the pass hands back a ``Plan``.
+
+A rank of a job asks for an ``Ask``; a node answers with the ``Share`` it
+would give (or ``None``). Gang placement stages shares on copies of the
+nodes and either commits every copy back or drops them all (see
+``plugins/gang.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from lingjund.sched.snapshot import NodeView
+
+# Ask.mem_mb value meaning "all of the node's memory" (--mem=0).
+ALL_MEMORY = -1
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one rank (one node's part) of a job asks of its node."""
+
+    tasks: int
+    cpus: int
+    mem_mb: int                 # MB, or ALL_MEMORY
+    gpus: int
+    exclusive: bool
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one node gives one rank: the numbers a ``Start`` carries."""
+
+    node: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+    tasks: int
+    exclusive: bool
+
+
+@dataclass
+class NodeFree:
+    """One node's capacity and what is still free on it in this pass."""
+
+    name: str
+    cpus: int
+    memory_mb: int
+    gpus: int
+    free_cpus: int
+    free_memory_mb: int
+    free_gpus: int
+    jobs: int                   # jobs holding an allocation here
+    exclusive: bool             # some job holds the node exclusively
+    schedulable: bool
+    weight: int
+
+    @classmethod
+    def from_view(cls, v: NodeView) -> NodeFree:
+        return cls(name=v.name, cpus=v.cpus, memory_mb=v.memory_mb, gpus=v.gpus,
+                   free_cpus=v.cpus - v.alloc_cpus,
+                   free_memory_mb=v.memory_mb - v.alloc_memory_mb,
+                   free_gpus=v.gpus - v.alloc_gpus,
+                   jobs=v.running_jobs, exclusive=v.exclusive,
+                   schedulable=v.schedulable, weight=v.weight)
+
+    @classmethod
+    def idle(cls, v: NodeView) -> NodeFree:
+        """The node as it would be with nothing running: to tell "not now" from "never"."""
+        return cls(name=v.name, cpus=v.cpus, memory_mb=v.memory_mb, gpus=v.gpus,
+                   free_cpus=v.cpus, free_memory_mb=v.memory_mb, free_gpus=v.gpus,
+                   jobs=0, exclusive=False, schedulable=True, weight=v.weight)
+
+    def copy(self) -> NodeFree:
+        return replace(self)
+
+    @property
+    def untouched(self) -> bool:
+        return (self.jobs == 0 and self.free_cpus == self.cpus
+                and self.free_memory_mb == self.memory_mb and self.free_gpus == self.gpus)
+
+    def share(self, ask: Ask) -> Share | None:
+        """The share this node would give ``ask`` now, or None if it does not fit.
+
+        An exclusive ask needs an untouched node and takes all its CPUs and
+        GPUs (memory stays as asked, as in Slurm: --exclusive without --mem
+        reserves none). Nothing fits beside an exclusive holder.
+        """
+        if self.exclusive:
+            return None
+        cpus, gpus = ask.cpus, ask.gpus
+        if ask.exclusive:
+            if not self.untouched or ask.cpus > self.cpus or ask.gpus > self.gpus:
+                return None
+            cpus, gpus = self.cpus, self.gpus
+        mem = self.memory_mb if ask.mem_mb == ALL_MEMORY else ask.mem_mb
+        if cpus > self.free_cpus or mem > self.free_memory_mb or gpus > self.free_gpus:
+            return None
+        return Share(node=self.name, cpus=cpus, mem_mb=mem, gpus=gpus,
+                     tasks=ask.tasks, exclusive=ask.exclusive)
+
+    def take(self, share: Share) -> None:
+        self.free_cpus -= share.cpus
+        self.free_memory_mb -= share.mem_mb
+        self.free_gpus -= share.gpus
+        self.jobs += 1
+        self.exclusive = self.exclusive or share.exclusive
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A staged gang: one share per rank, and the node copies that took them.
+
+    Committing writes ``staged`` back into the pass's pool; dropping is
+    doing nothing, since only copies were touched.
+    """
+
+    shares: tuple[Share, ...]
+    staged: tuple[NodeFree, ...]
