@@ -63,6 +63,8 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     if caps:
         cpt = spec.cpus_per_task or 1
         max_nodes = spec.max_nodes or min_nodes
+        if spec.num_tasks and not spec.min_nodes:
+            max_nodes = min(spec.num_tasks, len(nodes))  # -n alone: as many nodes as it takes
         if spec.ntasks_per_node:
             per_node_tasks = spec.ntasks_per_node
         elif spec.num_tasks:
@@ -227,7 +229,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         work_dir=spec.work_dir, stdout_path=job.stdout_path, stderr_path=job.stderr_path,
         stdin_path=spec.stdin_path or "/dev/null", command=spec.command,
         priority=0 if job.held else job.priority, restarts=job.restarts,
-        requeue=spec.requeue if spec.requeue else ctl.config.controller.job_requeue,
+        requeue=spec.requeue if spec.HasField("requeue") else ctl.config.controller.job_requeue,
         exclusive=job.exclusive, comment=spec.comment, account=spec.account or job.user,
         qos=spec.qos or "normal", batch=spec.batch, submit_host=spec.submit_host,
         cancelled_by=job.cancelled_by, cpus_per_node=cpn[0] if cpn else 0,

@@ -70,7 +70,9 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
         spec = job.spec
         pending.append(JobRequest(
             job_id=job.job_id, priority=job.priority, submit_time=job.submit_time,
-            partition=job.partition, min_nodes=spec.min_nodes or 1, max_nodes=spec.max_nodes,
+            partition=job.partition, min_nodes=spec.min_nodes or 1,
+            # -n without -N: Slurm spreads the tasks over as many nodes as it takes
+            max_nodes=spec.max_nodes or (spec.num_tasks if spec.num_tasks and not spec.min_nodes else 0),
             num_tasks=spec.num_tasks, ntasks_per_node=spec.ntasks_per_node,
             cpus_per_task=spec.cpus_per_task or 1,
             mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
