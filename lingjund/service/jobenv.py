@@ -37,7 +37,6 @@ def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
         "SLURM_SUBMIT_HOST": spec.submit_host,
         "SLURM_CLUSTER_NAME": cluster,
         "SLURM_PRIO_PROCESS": "0",
-        "SLURM_NODE_ALIASES": "(null)",
         "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
     }
     if spec.ntasks_per_node:
@@ -72,7 +71,7 @@ def batch_env(job: JobRecord, cluster: str, controller: str) -> dict[str, str]:
     env.update(_job_common(job, cluster))
     env.update(_node_part(job, 0))
     env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0",
-                "ENVIRONMENT": "BATCH", "LINGJUN_CONTROLLER": controller})
+                "ENVIRONMENT": "BATCH", "SLURM_NODE_ALIASES": "(null)", "LINGJUN_CONTROLLER": controller})
     return env
 
 

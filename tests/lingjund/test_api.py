@@ -1,0 +1,114 @@
+"""The SlurmApi over a real socket: idempotent submission, refusals that change nothing."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import grpc
+import pytest
+
+from lingjun import config
+from lingjun.v1 import api_pb2, api_pb2_grpc
+from lingjund.service.context import Controller
+from lingjund.store.store import Store
+from lingjund.transport.server import build_server
+
+CONF = """
+[[nodes]]
+names = "node[1-4]"
+cpus = 2
+memory_mb = 2000
+[[partitions]]
+name = "debug"
+nodes = "ALL"
+"""
+
+
+@pytest.fixture
+def api(tmp_path):
+    """A controller on port 0, its loop in a thread of its own; yields (stub, store)."""
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    store = Store(str(tmp_path / "db.sqlite"))
+    ctl = Controller(config=config.parse(CONF), store=store)
+
+    async def start():
+        server, port, _ = build_server(ctl, "127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    yield api_pb2_grpc.SlurmApiStub(ch), store
+    ch.close()
+    asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(10)
+    store.close()
+
+
+def spec(**kw) -> api_pb2.JobSpec:
+    base = dict(name="t", script="#!/bin/sh\ntrue\n", work_dir="/tmp", user="root", uid=0, batch=True)
+    base.update(kw)
+    return api_pb2.JobSpec(**base)
+
+
+def test_a_retried_submission_with_the_same_token_returns_the_first_job(api):
+    stub, store = api
+    first = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(), client_token="tok-1"))
+    again = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(), client_token="tok-1"))
+    other = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(), client_token="tok-2"))
+    assert (again.job_id, again.duplicate) == (first.job_id, True)
+    assert other.job_id == first.job_id + 1
+    assert len(store.dump()["jobs"]) == 2
+
+
+def test_an_acknowledged_job_is_in_the_store_before_the_reply(api):
+    stub, store = api
+    r = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(name="durable")))
+    # A second connection to the file sees it: it was committed, not just cached.
+    other = Store(store.path)
+    try:
+        assert other.job(r.job_id).name == "durable"
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("bad,code,words", [
+    (spec(partition="nosuch"), grpc.StatusCode.INVALID_ARGUMENT, "Invalid partition name specified"),
+    (spec(min_nodes=5), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
+    (spec(cpus_per_task=3), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
+    (spec(num_tasks=9), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
+    (spec(script="no shebang"), grpc.StatusCode.INVALID_ARGUMENT, "lacks #!"),
+    (spec(work_dir="relative/dir"), grpc.StatusCode.INVALID_ARGUMENT, "absolute path"),
+    (spec(min_nodes=-1), grpc.StatusCode.INVALID_ARGUMENT, "Invalid min_nodes"),
+    (spec(time_limit_min=-7), grpc.StatusCode.INVALID_ARGUMENT, "Requested time limit is invalid"),
+    (spec(script="#!/bin/sh\n" + "x" * (5 * 1024 * 1024)), grpc.StatusCode.INVALID_ARGUMENT, "too large"),
+], ids=["unknown partition", "more nodes than exist", "more CPUs per task than a node has",
+        "more tasks than the cluster has CPUs", "a script without #!", "a relative working dir",
+        "a negative node count", "a negative time limit", "a script over the size limit"])
+def test_impossible_requests_are_refused_and_change_nothing(api, bad, code, words):
+    stub, store = api
+    before = store.dump()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.SubmitJob(api_pb2.SubmitJobRequest(spec=bad))
+    assert e.value.code() == code
+    assert words in (e.value.details() or "")
+    assert store.dump() == before
+
+
+def test_asking_for_an_unknown_job_is_not_found(api):
+    stub, _ = api
+    with pytest.raises(grpc.RpcError) as e:
+        stub.GetJobs(api_pb2.GetJobsRequest(job_ids=[424242]))
+    assert (e.value.code(), e.value.details()) == (grpc.StatusCode.NOT_FOUND, "Invalid job id specified")
+
+
+def test_cancelling_a_pending_job_ends_it_at_once(api):
+    stub, store = api
+    jid = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(min_nodes=4))).job_id
+    r = stub.CancelJobs(api_pb2.CancelJobsRequest(job_ids=[jid, 999], requester_uid=0))
+    assert [(x.job_id, x.ok, x.error) for x in r.results] == [
+        (999, False, "Invalid job id specified"), (jid, True, "")]
+    assert store.job(jid).state == "CANCELLED"
