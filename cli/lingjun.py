@@ -55,6 +55,7 @@ cluster_name = "{args.cluster_name}"
 listen = "127.0.0.1:{port}"
 state_dir = "{state / 'controller'}"
 heartbeat_interval_s = 2.0
+heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
 
@@ -230,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
     up.add_argument("--cluster-name", default="local")
     up.add_argument("--kill-wait", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
+    up.add_argument("--heartbeat-timeout", type=float, default=30.0,
+                    help="seconds of agent silence before a node is DOWN (Slurm's SlurmdTimeout)")
     up.add_argument("--timeout", type=float, default=30.0)
     down = sub.add_parser("down", help="stop the local cluster")
     down.add_argument("--state-dir")

@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import config as configmod
 from lingjun.sdnotify import notify
-from lingjund.service import scheduling
+from lingjund.service import nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.server import build_server
@@ -34,7 +34,7 @@ async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
     interval = ctl.config.controller.scheduler_interval_s
     while True:
-        timeout = interval
+        timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
         deadline = scheduling.next_deadline(ctl)
         if deadline is not None:
             timeout = max(0.05, min(interval, deadline - ctl.clock() + 0.01))
@@ -44,6 +44,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             pass
         wake.clear()
         try:
+            nodes.check_heartbeats(ctl)
             scheduling.run_pass(ctl)
         except Exception:
             log.exception("scheduling pass failed")

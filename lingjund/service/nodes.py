@@ -19,6 +19,8 @@ from lingjund.service.scheduling import allocations, launch_message
 
 log = logging.getLogger("lingjund.nodes")
 
+NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
+
 
 def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tuple[agent_pb2.RegisterReply, list]:
     """Accept (or refuse) an agent; returns the reply and the commands that follow it."""
@@ -31,8 +33,16 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         batch.record_batch_finished(ctl, name, res)
         acked.append(res.job_id)
     with ctl.store.transaction() as st:
+        back = {}
+        rec = st.node(name)
+        if rec is not None and rec.down and rec.reason == NOT_RESPONDING:
+            # ReturnToService=2 for silence: a node that was only silent comes back by
+            # registering. A DOWN a person set stays until a person resumes it.
+            back = dict(down=False, reason="", reason_user="", reason_time=0)
+            log.info("node=%s: responding again, returned to service", name)
         st.put_node(name, registered=True, inventory=reg.inventory,
-                    agent_start_time=reg.agent_start_time, last_seen=now)
+                    agent_start_time=reg.agent_start_time, last_seen=now, **back)
+    conn.last_heartbeat = now
     running_there = set(reg.running_job_ids)
     expected, follow = [], []
     lost = []
@@ -72,6 +82,33 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
 def heartbeat(ctl: Controller, conn: Connection, hb: agent_pb2.Heartbeat) -> None:
     conn.last_heartbeat = ctl.clock()
     ctl.live[conn.node] = (hb.free_memory_mb, hb.cpu_load)
+
+
+def check_heartbeats(ctl: Controller) -> None:
+    """Silence past heartbeat_timeout_s: a stream that stopped beating is closed,
+    and a node without a stream that long is DOWN with reason "Not responding".
+
+    What becomes of the jobs of a node that went DOWN is the fault-tolerance
+    layer's business; here the node only stops taking new work.
+    """
+    now = ctl.clock()
+    timeout = ctl.config.controller.heartbeat_timeout_s
+    for name in ctl.agents.nodes():
+        conn = ctl.agents.get(name)
+        if conn is not None and now - conn.last_heartbeat > timeout:
+            log.warning("node=%s: no heartbeat for %.0f s, closing its stream", name, now - conn.last_heartbeat)
+            conn.close()
+    silent = [rec for rec in ctl.store.nodes().values()
+              if rec.registered and not rec.down and not ctl.agents.connected(rec.name)
+              and now - rec.last_seen > timeout]
+    if not silent:
+        return
+    with ctl.store.transaction() as st:
+        for rec in silent:
+            st.put_node(rec.name, down=True, reason=NOT_RESPONDING, reason_user="slurm",
+                        reason_time=now)
+    for rec in silent:
+        log.warning("node=%s: not responding for %.0f s, set DOWN", rec.name, now - rec.last_seen)
 
 
 def disconnected(ctl: Controller, conn: Connection) -> None:

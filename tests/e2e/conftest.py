@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, root: Path, nodes: int = 4, cpus: int = 2):
+    def __init__(self, root: Path, nodes: int = 4, cpus: int = 2, heartbeat_timeout: float = 30):
         self.root = root
         self.state = root / "state"
         self.work = root / "work"
@@ -36,6 +36,7 @@ class Cluster:
         self.address = f"127.0.0.1:{self.port}"
         self.nodes = nodes
         self.cpus = cpus
+        self.heartbeat_timeout = heartbeat_timeout
         self.env = dict(os.environ)
         self.env.update({
             "PATH": BIN + os.pathsep + self.env.get("PATH", ""),
@@ -57,7 +58,8 @@ class Cluster:
 
     def up(self) -> None:
         self.run(["lingjun", "up", "--nodes", str(self.nodes), "--cpus", str(self.cpus),
-                  "--state-dir", str(self.state), "--port", str(self.port), "--kill-wait", "2"],
+                  "--state-dir", str(self.state), "--port", str(self.port), "--kill-wait", "2",
+                  "--heartbeat-timeout", str(self.heartbeat_timeout)],
                  check=True, timeout=90)
 
     def down(self) -> None:

@@ -11,7 +11,7 @@ from tests.e2e.conftest import Cluster
 
 @pytest.fixture
 def fresh(tmp_path):
-    c = Cluster(tmp_path)
+    c = Cluster(tmp_path, heartbeat_timeout=6)
     c.up()
     try:
         yield c
@@ -82,3 +82,20 @@ def test_agent_kill9_and_restart_runs_nothing_twice(fresh):
     assert log.read_text().split() == [str(jid)]  # ran once
     after = c.sbatch("-N", "4", "-o", "/dev/null", "--wrap", "true")
     c.wait_state(after, "COMPLETED", timeout=60)
+
+
+def test_a_silent_node_goes_down_and_returns_when_its_agent_does(fresh):
+    c = fresh
+    c.kill9("node4")
+    deadline = time.time() + c.heartbeat_timeout + 10
+    while c.run(["sinfo", "-h", "-n", "node4", "-o", "%t"]).stdout.strip() != "down*":
+        assert time.time() < deadline, c.run(["sinfo", "-N"]).stdout
+        time.sleep(0.3)
+    reasons = c.run(["sinfo", "-R", "-h"]).stdout
+    assert "Not responding" in reasons and "node4" in reasons
+    jid = c.sbatch("-N", "4", "-o", "/dev/null", "--wrap", "true")
+    time.sleep(1)
+    assert c.squeue(jid, "%T %r") == "PENDING Resources"  # never on a dead node
+    c.restart("node4")
+    c.wait_state(jid, "COMPLETED", timeout=60)
+    assert c.run(["sinfo", "-h", "-n", "node4", "-o", "%t"]).stdout.strip() == "idle"
