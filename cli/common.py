@@ -1,15 +1,126 @@
-"""What every command shares: reaching the controller, Slurm's error words,
-who the caller is."""
+"""What every command shares: how it ends (Slurm's message and exit status),
+the options every command answers alike, reaching the controller in Slurm's
+words, who the caller is.
+
+A command's ``main`` hands its body to ``run``; the body raises
+``CommandError`` to stop with a message, and ``Reply`` to stop with text on
+stdout (--help, --version), so only the command's own behaviour is left in it:
+
+    def main(argv=None, api=None, out=None, err=None) -> int:
+        return run(_squeue, argv, api, out, err)
+
+    def _squeue(argv, api, out, err) -> int:
+        opts, positional = parse_options(PROG, argv, OPTIONS)
+        for key, value, spelled in own_options(PROG, opts, USAGE):
+            ...
+        with controller_errors("slurm_load_jobs error: "):
+            reply = (api or make_api()).call("GetJobs", request)
+"""
 from __future__ import annotations
 
-import grpc
+import grp
 import os
 import pwd
-import grp
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, TextIO
 
-from lingjun.client import Api
+import grpc
+
+from cli.options import VERSION, Opt, UsageError, getopt
+from lingjun import slurm
+from lingjun.client import Api, ControllerUnreachable
 
 CONNECT_FAILURE = "Unable to contact slurm controller (connect failure)"
+
+ParsedOption = tuple[str, str | None, str]   # (key, value, the option as spelled)
+
+
+class CommandError(Exception):
+    """The command stops: ``message`` (already in Slurm's words, prefix and all)
+    goes to stderr and ``rc`` is the exit status."""
+
+    def __init__(self, message: str, rc: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.rc = rc
+
+
+class Reply(Exception):
+    """The command stops early with ``text`` on stdout and exit status 0."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+def run(command: Callable[..., int], argv: list[str] | None, api, out: TextIO | None,
+        err: TextIO | None, **extra) -> int:
+    """Call ``command(argv, api, out, err, **extra)`` with the process's argv and
+    streams where none are given; a CommandError or Reply it raises ends it."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return command(argv, api, out, err, **extra)
+    except CommandError as e:
+        print(e.message, file=err)
+        return e.rc
+    except Reply as e:
+        out.write(e.text)
+        return 0
+
+
+def parse_options(prog: str, argv: list[str], opts: list[Opt], rc: int = 1,
+                  stop_at_positional: bool = False) -> tuple[list[ParsedOption], list[str]]:
+    """getopt; a usage error ends the command with glibc's words, the --help hint, ``rc``."""
+    try:
+        return getopt(prog, argv, opts, stop_at_positional=stop_at_positional)
+    except UsageError as e:
+        raise CommandError(f'{e}\nTry "{prog} --help" for more information', rc) from None
+
+
+def own_options(prog: str, opts: Iterable[ParsedOption], usage: str) -> Iterator[ParsedOption]:
+    """The parsed options a command handles itself, in the order given.
+
+    The ones every command answers alike are answered here, at their place in
+    the order (so ``-t bad --help`` is the -t error and ``--help -t bad`` the
+    help, as in Slurm): --help and --usage print ``usage``, --version Slurm's
+    version, both with exit 0; an option keyed "unsupported" is refused.
+    """
+    for key, value, spelled in opts:
+        if key == "unsupported":
+            raise CommandError(f"{prog}: error: {spelled} is not supported yet")
+        if key in ("help", "usage"):
+            raise Reply(usage)
+        if key == "version":
+            raise Reply(VERSION)
+        yield key, value, spelled
+
+
+@contextmanager
+def bad_values(prog: str) -> Iterator[None]:
+    """A ValueError while reading option values (a FormatError among them) ends
+    the command with "<prog>: error: <its text>", exit 1."""
+    try:
+        yield
+    except ValueError as e:
+        raise CommandError(f"{prog}: error: {e}") from None
+
+
+@contextmanager
+def controller_errors(prefix: str, not_found: str | None = None) -> Iterator[None]:
+    """A failed call to the controller ends the command in Slurm's words:
+    ``prefix`` and the connect failure, or ``prefix`` and the controller's own
+    text; ``not_found``, when given, is the whole message for NOT_FOUND."""
+    try:
+        yield
+    except ControllerUnreachable:
+        raise CommandError(prefix + CONNECT_FAILURE) from None
+    except grpc.RpcError as e:
+        if not_found is not None and is_not_found(e):
+            raise CommandError(not_found) from None
+        raise CommandError(prefix + details(e)) from None
 
 
 def make_api() -> Api:
@@ -29,6 +140,36 @@ def is_not_found(err: grpc.RpcError) -> bool:
         return err.code() == grpc.StatusCode.NOT_FOUND
     except Exception:  # noqa: BLE001
         return False
+
+
+def parse_job_ids(prog: str, text: str) -> list[int]:
+    """-j "7,8_1,9.0" -> [7, 8, 9]: the job each id names (array task and step dropped)."""
+    ids = []
+    for word in text.split(","):
+        if not word:
+            continue
+        head = word.split("_")[0].split(".")[0]
+        if not head.isdigit():
+            raise CommandError(f"{prog}: error: Invalid job id: {word}")
+        ids.append(int(head))
+    return ids
+
+
+def select_jobs(jobs: Iterable, *, job_ids: Iterable[int] = (), users: Iterable[str] = (),
+                partitions: Iterable[str] = (), names: Iterable[str] = (),
+                accounts: Iterable[str] = (), nodes: set[str] | frozenset[str] = frozenset()
+                ) -> list:
+    """The jobs that -j, -u, -p, -n, -A and the node list let through (an empty
+    one lets all through): squeue and sacct filter what the controller sent alike."""
+    job_ids, users, partitions = set(job_ids), set(users), set(partitions)
+    names, accounts = set(names), set(accounts)
+    return [j for j in jobs
+            if (not job_ids or j.job_id in job_ids)
+            and (not users or j.user in users)
+            and (not partitions or j.partition in partitions)
+            and (not names or j.name in names)
+            and (not accounts or j.account in accounts)
+            and (not nodes or nodes & set(slurm.expand_hostlist(j.nodes)))]
 
 
 def current_user() -> tuple[str, int, int, str]:

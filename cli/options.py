@@ -30,8 +30,17 @@ class Opt:
     arg: int = NO
 
 
+# What every command prints for -V/--version (and scontrol for its "version" word).
+VERSION = "slurm 22.05.8\n"
+
+
 class UsageError(Exception):
     """A getopt error: the message is glibc's line, without the "Try --help" line."""
+
+
+def comma_list(value: str) -> list[str]:
+    """An option's comma-separated list, empty items dropped: "a,,b," -> ["a", "b"]."""
+    return [w for w in value.split(",") if w]
 
 
 def _find_long(prog: str, name: str, opts: list[Opt]) -> tuple[Opt, str]:

@@ -15,8 +15,10 @@ from typing import TextIO
 import grpc
 
 from cli import formats
-from cli.common import CONNECT_FAILURE, current_user, details, is_not_found, make_api, resolve_user
-from cli.options import NO, REQUIRED, Opt, UsageError, getopt
+from cli.common import (CONNECT_FAILURE, CommandError, bad_values, current_user, details,
+                        is_not_found, make_api, own_options, parse_job_ids, parse_options,
+                        resolve_user, run, select_jobs)
+from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
@@ -44,12 +46,7 @@ OPTIONS = [
 LONG_FIELDS = ("JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,AllocCPUS,Elapsed,"
                "State,ExitCode,DerivedExitCode,NNodes,NodeList,ReqMem,Submit,Start,End,"
                "Timelimit,User,UID,Account,WorkDir")
-
-
-class SacctError(Exception):
-    def __init__(self, message: str, rc: int = 1):
-        super().__init__(message)
-        self.message, self.rc = message, rc
+USAGE = "Usage: sacct [options]\n\tUse --help for help\n"
 
 
 def parse_time(text: str, now: float) -> int:
@@ -88,21 +85,17 @@ def parse_time(text: str, now: float) -> int:
     m = re.fullmatch(r"(\d{2})(\d{2})", text)
     if m:
         return int(today.replace(month=int(m.group(1)), day=int(m.group(2))).timestamp())
-    raise SacctError(f"sacct: error: Invalid time specification (valid format: "
+    raise CommandError(f"sacct: error: Invalid time specification (valid format: "
                      f"YYYY-MM-DD[THH:MM[:SS]]): {text}")
 
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None, now: float | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
-    now = time.time() if now is None else now
-    try:
-        opts, positional = getopt(PROG, argv, OPTIONS)
-    except UsageError as e:
-        print(f'{e}\nTry "sacct --help" for more information', file=err)
-        return 1
+    return run(_sacct, argv, api, out, err, now=time.time() if now is None else now)
+
+
+def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
+    opts, positional = parse_options(PROG, argv, OPTIONS)
     fields = os.environ.get("SACCT_FORMAT", "") or formats.SACCT_DEFAULT_FIELDS
     header, parsable, allocs, all_users = True, "", False, False
     delimiter = "|"
@@ -114,16 +107,8 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
     accounts: list[str] = []
     nodes: set[str] = set()
     start = end = None
-    try:
-        for key, value, spelled in opts:
-            if key == "unsupported":
-                raise SacctError(f"sacct: error: {spelled} is not supported yet")
-            if key in ("help", "usage"):
-                out.write("Usage: sacct [options]\n\tUse --help for help\n")
-                return 0
-            if key == "version":
-                out.write("slurm 22.05.8\n")
-                return 0
+    with bad_values(PROG):
+        for key, value, spelled in own_options(PROG, opts, USAGE):
             if key == "helpformat":
                 names_ = sorted(formats.SACCT_NAMES.values(), key=str.lower)
                 for i in range(0, len(names_), 4):
@@ -148,29 +133,25 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
             elif key == "allocations":
                 allocs = True
             elif key == "jobs":
-                for w in (w for w in value.split(",") if w):
-                    head = w.split("_")[0].split(".")[0]
-                    if not head.isdigit():
-                        raise SacctError(f"sacct: error: Invalid job id: {w}")
-                    job_ids.append(int(head))
+                job_ids += parse_job_ids(PROG, value)
             elif key in ("user", "uid"):
-                for u in (u for u in value.split(",") if u):
+                for u in comma_list(value):
                     name = resolve_user(u)
                     if name is None:
-                        raise SacctError(f"sacct: error: Invalid user id: {u}")
+                        raise CommandError(f"sacct: error: Invalid user id: {u}")
                     users.append(name)
             elif key == "state":
-                for w in (w for w in value.split(",") if w):
+                for w in comma_list(value):
                     try:
                         states.add(slurm.parse_job_state(w))
                     except ValueError:
-                        raise SacctError(f"sacct: error: Invalid state: {w}") from None
+                        raise CommandError(f"sacct: error: Invalid state: {w}") from None
             elif key == "partition":
-                partitions += [p for p in value.split(",") if p]
+                partitions += comma_list(value)
             elif key == "name":
-                names += [n for n in value.split(",") if n]
+                names += comma_list(value)
             elif key == "accounts":
-                accounts += [a for a in value.split(",") if a]
+                accounts += comma_list(value)
             elif key == "nodelist":
                 nodes |= set(slurm.expand_hostlist(value))
             elif key == "starttime":
@@ -178,15 +159,6 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
             elif key == "endtime":
                 end = parse_time(value, now)
         formats.parse_sacct_fields(fields)
-    except SacctError as e:
-        print(e.message, file=err)
-        return e.rc
-    except formats.FormatError as e:
-        print(f"sacct: error: {e}", file=err)
-        return 1
-    except ValueError as e:
-        print(f"sacct: error: {e}", file=err)
-        return 1
 
     if not job_ids and not users and not all_users and os.getuid() != 0:
         users = [current_user()[0]]
@@ -206,27 +178,11 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
         if not is_not_found(e):
             print(f"sacct: error: {details(e)}", file=err)
             return 1
-    keep = []
-    for j in jobs:
-        if job_ids and j.job_id not in job_ids:
-            continue
-        if states and j.state not in states:
-            continue
-        if users and j.user not in users:
-            continue
-        if partitions and j.partition not in partitions:
-            continue
-        if names and j.name not in names:
-            continue
-        if accounts and j.account not in accounts:
-            continue
-        if nodes and not nodes & set(slurm.expand_hostlist(j.nodes)):
-            continue
-        if start is not None and j.end_time and j.end_time < start:
-            continue
-        if end is not None and j.submit_time and j.submit_time > end:
-            continue
-        keep.append(j)
+    keep = [j for j in select_jobs((j for j in jobs if not states or j.state in states),
+                                   job_ids=job_ids, users=users, partitions=partitions,
+                                   names=names, accounts=accounts, nodes=nodes)
+            if not (start is not None and j.end_time and j.end_time < start)
+            and not (end is not None and j.submit_time and j.submit_time > end)]
     text = formats.sacct_table(keep, fields, header=header, parsable=parsable,
                                allocations_only=allocs)
     if parsable and delimiter != "|":

@@ -26,8 +26,9 @@ from typing import Callable, Mapping, TextIO
 
 import grpc
 
-from cli.common import CONNECT_FAILURE, current_user, details, make_api
-from cli.options import NO, OPTIONAL, REQUIRED, Opt, UsageError, getopt
+from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
+                        make_api, parse_options, run)
+from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
@@ -162,17 +163,8 @@ Help options:
 """
 
 
-class SbatchError(Exception):
-    """A client-side error: ``message`` is what sbatch prints (already prefixed), ``rc`` its exit."""
-
-    def __init__(self, message: str, rc: int = 1):
-        super().__init__(message)
-        self.message = message
-        self.rc = rc
-
-
-def _err(text: str, rc: int = USAGE_RC) -> SbatchError:
-    return SbatchError(f"sbatch: error: {text}", rc)
+def _err(text: str, rc: int = USAGE_RC) -> CommandError:
+    return CommandError(f"sbatch: error: {text}", rc)
 
 
 @dataclass
@@ -234,13 +226,13 @@ def parse_gres_gpus(value: str) -> int:
     for item in (v for v in value.split(",") if v):
         parts = item.split(":")
         if parts[0] != "gpu" or len(parts) > 3:
-            raise SbatchError("sbatch: error: Batch job submission failed: "
+            raise CommandError("sbatch: error: Batch job submission failed: "
                               "Invalid generic resource (gres) specification", 1)
         n = 1
         if len(parts) >= 2 and parts[-1].isdigit():
             n = int(parts[-1])
         elif len(parts) == 3:
-            raise SbatchError("sbatch: error: Batch job submission failed: "
+            raise CommandError("sbatch: error: Batch job submission failed: "
                               "Invalid generic resource (gres) specification", 1)
         total += n
     return total
@@ -299,10 +291,7 @@ def script_directives(script: str) -> list[str]:
 
 
 def _parse(words: list[str], stop: bool) -> tuple[list[tuple[str, str | None, str]], list[str]]:
-    try:
-        return getopt(PROG, words, ALL_OPTIONS, stop_at_positional=stop)
-    except UsageError as e:
-        raise SbatchError(f'{e}\nTry "sbatch --help" for more information', USAGE_RC) from None
+    return parse_options(PROG, words, ALL_OPTIONS, rc=USAGE_RC, stop_at_positional=stop)
 
 
 # --- the request ----------------------------------------------------------------------
@@ -310,7 +299,7 @@ def _parse(words: list[str], stop: bool) -> tuple[list[tuple[str, str | None, st
 
 def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, str],
                cwd: str) -> Parsed:
-    """argv (without the program name) -> what to submit. Raises SbatchError."""
+    """argv (without the program name) -> what to submit. Raises CommandError."""
     cli_opts, positional = _parse(list(argv), stop=True)
     keys = [k for k, _, _ in cli_opts]
     if "help" in keys:
@@ -320,7 +309,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
                       info="Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-p partition] "
                            "[-t time] [-J jobname] [-o out] [-e err] executable [args...]\n")
     if "version" in keys:
-        return Parsed(api_pb2.SubmitJobRequest(), info="slurm 22.05.8\n")
+        return Parsed(api_pb2.SubmitJobRequest(), info=VERSION)
 
     wrap = next((v for k, v, _ in reversed(cli_opts) if k == "wrap"), None)
     command = ""
@@ -352,9 +341,9 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     if not script:
         raise _err("Batch script is empty!", 1)
     if not script.startswith("#!"):
-        raise SbatchError(NO_SHEBANG, 1)
+        raise CommandError(NO_SHEBANG, 1)
     if "\r\n" in script:
-        raise SbatchError("sbatch: error: Batch script contains DOS line breaks (\\r\\n)\n"
+        raise CommandError("sbatch: error: Batch script contains DOS line breaks (\\r\\n)\n"
                           "sbatch: error: instead of expected UNIX line breaks (\\n).", 1)
     if "\0" in script:
         raise _err("The SLURM controller does not allow scripts that contain a NULL character '\\0'.", 1)
@@ -479,7 +468,7 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
 
 def build_request(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, str],
                   cwd: str) -> api_pb2.SubmitJobRequest:
-    """The SubmitJobRequest sbatch would send for argv. Raises SbatchError."""
+    """The SubmitJobRequest sbatch would send for argv. Raises CommandError."""
     return parse_args(argv, stdin, env, cwd).request
 
 
@@ -525,15 +514,13 @@ def main(argv: list[str] | None = None, api=None, stdin: TextIO | None = None,
          env: Mapping[str, str] | None = None, cwd: str | None = None,
          out: TextIO | None = None, err: TextIO | None = None,
          sleep: Callable[[float], None] = time.sleep) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        parsed = parse_args(argv, stdin, os.environ if env is None else env,
-                            cwd or os.getcwd())
-    except SbatchError as e:
-        print(e.message, file=err)
-        return e.rc
+    return run(_sbatch, argv, api, out, err, stdin=stdin, env=env, cwd=cwd, sleep=sleep)
+
+
+def _sbatch(argv: list[str], api, out: TextIO, err: TextIO, stdin: TextIO | None,
+            env: Mapping[str, str] | None, cwd: str | None,
+            sleep: Callable[[float], None]) -> int:
+    parsed = parse_args(argv, stdin, os.environ if env is None else env, cwd or os.getcwd())
     if parsed.info:
         out.write(parsed.info)
         return 0
@@ -541,18 +528,15 @@ def main(argv: list[str] | None = None, api=None, stdin: TextIO | None = None,
         if not parsed.quiet:
             print(w, file=err)
     spec = parsed.request.spec
-    try:
+    with controller_errors("sbatch: error: Batch job submission failed: "):
         api = api or make_api()
-        reply = submit(api, parsed.request, sleep=sleep)
-    except ControllerUnreachable:
-        print(f"sbatch: error: Batch job submission failed: {CONNECT_FAILURE}", file=err)
-        return 1
-    except grpc.RpcError as e:
-        text = details(e)
-        if text == "Invalid partition name specified":
-            print(f"sbatch: error: invalid partition specified: {spec.partition}", file=err)
-        print(f"sbatch: error: Batch job submission failed: {text}", file=err)
-        return 1
+        try:
+            reply = submit(api, parsed.request, sleep=sleep)
+        except grpc.RpcError as e:
+            # Slurm names the partition on a line of its own before the usual one.
+            if details(e) == "Invalid partition name specified":
+                print(f"sbatch: error: invalid partition specified: {spec.partition}", file=err)
+            raise
     if parsed.request.test_only:
         print(f"sbatch: Job {reply.job_id} to start at {slurm.format_timestamp(int(time.time()))} "
               f"using {max(1, spec.num_tasks)} processors on nodes in partition "

@@ -13,8 +13,9 @@ from typing import TextIO
 
 import grpc
 
-from cli.common import CONNECT_FAILURE, current_user, details, make_api, resolve_user
-from cli.options import NO, REQUIRED, Opt, UsageError, getopt
+from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,
+                        own_options, parse_options, resolve_user, run)
+from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
@@ -34,6 +35,11 @@ OPTIONS = [
     Opt("unsupported", ("reservation",), "R", REQUIRED), Opt("unsupported", ("wckey",), "", REQUIRED),
     Opt("unsupported", ("sibling",), "", REQUIRED),
 ]
+USAGE = ("Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n"
+         "               [-p partition] [-Q] [-q qos] [-R reservation] [-s signal | integer]\n"
+         "               [-t PENDING | RUNNING | SUSPENDED] [--usage] [-u user_name]\n"
+         "               [--hurry] [-V] [-v] [-w hosts...] [--wckey=wckey]\n"
+         "               [job_id[_array_id][.step_id]]\n")
 # Per-job answers scancel keeps quiet about (golden scancel_already_done: rc 0, nothing
 # printed). An id that never existed is NOT among them: the anchor cluster printed
 # nothing for 999999, but a user who mistyped an id must be told (issue #2 asks for a
@@ -44,77 +50,54 @@ QUIET_ERRORS = frozenset({"Job/step already completing or completed"})
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        opts, positional = getopt(PROG, argv, OPTIONS)
-    except UsageError as e:
-        print(f'{e}\nTry "scancel --help" for more information', file=err)
-        return 1
+    return run(_scancel, argv, api, out, err)
+
+
+def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
+    opts, positional = parse_options(PROG, argv, OPTIONS)
     req = api_pb2.CancelJobsRequest(requester_uid=os.getuid())
     quiet = False
     filtered = False
-    for key, value, spelled in opts:
-        if key == "unsupported":
-            print(f"scancel: error: {spelled} is not supported yet", file=err)
-            return 1
-        if key in ("help", "usage"):
-            out.write("Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]\n"
-                      "               [-p partition] [-Q] [-q qos] [-R reservation] [-s signal | integer]\n"
-                      "               [-t PENDING | RUNNING | SUSPENDED] [--usage] [-u user_name]\n"
-                      "               [--hurry] [-V] [-v] [-w hosts...] [--wckey=wckey]\n"
-                      "               [job_id[_array_id][.step_id]]\n")
-            return 0
-        if key == "version":
-            out.write("slurm 22.05.8\n")
-            return 0
+    for key, value, spelled in own_options(PROG, opts, USAGE):
         if key == "batch":
             req.batch_only = True
         elif key == "name":
             req.name = value
             filtered = True
         elif key == "partition":
-            req.partitions.extend(p for p in value.split(",") if p)
+            req.partitions.extend(comma_list(value))
             filtered = True
         elif key == "signal":
             try:
                 req.signal = slurm.parse_signal(value)
             except ValueError:
-                print(f"scancel: error: Invalid job signal: {value}", file=err)
-                return 1
+                raise CommandError(f"scancel: error: Invalid job signal: {value}") from None
         elif key == "state":
-            for w in (w for w in value.split(",") if w):
+            for w in comma_list(value):
                 try:
                     req.states.append(slurm.parse_job_state(w))
                 except ValueError:
-                    print(f"scancel: error: Invalid job state specified: {w}", file=err)
-                    return 1
+                    raise CommandError(f"scancel: error: Invalid job state specified: {w}") from None
             filtered = True
         elif key in ("user", "me"):
             name = current_user()[0] if key == "me" else resolve_user(value)
             if name is None:
-                print(f"scancel: error: Invalid user name: {value}", file=err)
-                return 1
+                raise CommandError(f"scancel: error: Invalid user name: {value}")
             req.user = name
             filtered = True
         elif key == "quiet":
             quiet = True
-        elif key in ("account", "qos"):
-            print(f"scancel: error: --{key} is not supported yet", file=err)
-            return 1
+        elif key in ("account", "qos"):   # worded by key, not as spelled: "-A" says --account
+            raise CommandError(f"scancel: error: --{key} is not supported yet")
     for word in positional:
         head = word.split("_")[0]
         if "." in head:
-            print(f"scancel: error: cancelling job steps ({word}) is not supported yet", file=err)
-            return 1
+            raise CommandError(f"scancel: error: cancelling job steps ({word}) is not supported yet")
         if not head.isdigit():
-            print(f"scancel: error: Invalid job id {word}", file=err)
-            return 1
+            raise CommandError(f"scancel: error: Invalid job id {word}")
         req.job_ids.append(int(head))
     if not req.job_ids and not filtered:
-        print("scancel: error: No job identification provided", file=err)
-        return 1
+        raise CommandError("scancel: error: No job identification provided")
     try:
         api = api or make_api()
         reply = api.call("CancelJobs", req)

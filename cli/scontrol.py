@@ -15,8 +15,8 @@ from typing import TextIO
 import grpc
 
 from cli import formats
-from cli.common import CONNECT_FAILURE, current_user, details, is_not_found, make_api
-from cli.options import NO, Opt, UsageError, getopt
+from cli.common import CommandError, controller_errors, current_user, make_api, parse_options, run
+from cli.options import NO, VERSION, Opt
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable, controller_address
 from lingjun.v1 import api_pb2
@@ -32,12 +32,6 @@ OPTIONS = [
 ]
 NODE_STATES = ("DRAIN", "RESUME", "UNDRAIN", "DOWN", "IDLE")
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-
-
-class ScontrolError(Exception):
-    def __init__(self, message: str, rc: int = 1):
-        super().__init__(message)
-        self.message, self.rc = message, rc
 
 
 def _match(word: str, choices: tuple[str, ...], minimum: int = 1) -> str | None:
@@ -64,12 +58,12 @@ class Scontrol:
     # --- show ----------------------------------------------------------------
     def show(self, args: list[str]) -> int:
         if not args:
-            raise ScontrolError("scontrol: error: too few arguments for keyword:show")
+            raise CommandError("scontrol: error: too few arguments for keyword:show")
         what = _match(args[0], ("job", "jobs", "node", "nodes", "partition", "partitions",
                                 "config", "hostnames", "hostlist", "hostlistsorted", "daemons"))
         rest = args[1:]
         if what is None:
-            raise ScontrolError(f"scontrol: error: invalid entity:{args[0]} for keyword:show")
+            raise CommandError(f"scontrol: error: invalid entity:{args[0]} for keyword:show")
         if what.startswith("job"):
             return self.show_job(rest[0] if rest else None)
         if what.startswith("node"):
@@ -81,16 +75,16 @@ class Scontrol:
         if what == "hostnames":
             expr = rest[0] if rest else os.environ.get("SLURM_JOB_NODELIST", "")
             if not expr:
-                raise ScontrolError("scontrol: error: host list is empty")
+                raise CommandError("scontrol: error: host list is empty")
             try:
                 names = slurm.expand_hostlist(expr)
             except ValueError:
-                raise ScontrolError(f"scontrol: error: Invalid hostlist: {expr}") from None
+                raise CommandError(f"scontrol: error: Invalid hostlist: {expr}") from None
             self.out.write("".join(n + "\n" for n in names))
             return 0
         if what in ("hostlist", "hostlistsorted"):
             if not rest:
-                raise ScontrolError("scontrol: error: host list is empty")
+                raise CommandError("scontrol: error: host list is empty")
             names = [n for part in rest[0].split(",") for n in slurm.expand_hostlist(part)]
             if what == "hostlist":
                 self.out.write(_ordered_hostlist(names) + "\n")
@@ -105,19 +99,14 @@ class Scontrol:
         if ident is not None:
             head = ident.split("_")[0].split(".")[0]
             if not head.isdigit():
-                raise ScontrolError("slurm_load_jobs error: Invalid job id specified")
+                raise CommandError("slurm_load_jobs error: Invalid job id specified")
             ids = [int(head)]
-        try:
+        with controller_errors("slurm_load_jobs error: ",
+                               not_found="slurm_load_jobs error: Invalid job id specified"):
             reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=ids, all_states=True))
-        except ControllerUnreachable:
-            raise ScontrolError(f"slurm_load_jobs error: {CONNECT_FAILURE}") from None
-        except grpc.RpcError as e:
-            if is_not_found(e):
-                raise ScontrolError("slurm_load_jobs error: Invalid job id specified") from None
-            raise ScontrolError(f"slurm_load_jobs error: {details(e)}") from None
         jobs = [j for j in reply.jobs if not ids or j.job_id in ids]
         if ids and not jobs:
-            raise ScontrolError("slurm_load_jobs error: Invalid job id specified")
+            raise CommandError("slurm_load_jobs error: Invalid job id specified")
         if not jobs:
             self.out.write("No jobs in the system\n")
             return 0
@@ -141,19 +130,13 @@ class Scontrol:
 
     def show_node(self, name: str | None) -> int:
         names = slurm.expand_hostlist(name) if name else []
-        try:
+        with controller_errors("slurm_load_node error: ", not_found=f"Node {name} not found"):
             reply = self.api.call("GetNodes", api_pb2.GetNodesRequest(names=names))
-        except ControllerUnreachable:
-            raise ScontrolError(f"slurm_load_node error: {CONNECT_FAILURE}") from None
-        except grpc.RpcError as e:
-            if is_not_found(e):
-                raise ScontrolError(f"Node {name} not found") from None
-            raise ScontrolError(f"slurm_load_node error: {details(e)}") from None
         nodes = sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))
         if names:
             nodes = [n for n in nodes if n.name in names]
             if not nodes:
-                raise ScontrolError(f"Node {name} not found")
+                raise CommandError(f"Node {name} not found")
         elif not nodes:
             self.out.write("No nodes in the system\n")
             return 0
@@ -161,32 +144,23 @@ class Scontrol:
         return 0
 
     def show_partition(self, name: str | None) -> int:
-        try:
+        with controller_errors("slurm_load_partitions error: ",
+                               not_found=f"Partition {name} not found"):
             reply = self.api.call("GetPartitions",
                                   api_pb2.GetPartitionsRequest(names=[name] if name else []))
-        except ControllerUnreachable:
-            raise ScontrolError(f"slurm_load_partitions error: {CONNECT_FAILURE}") from None
-        except grpc.RpcError as e:
-            if is_not_found(e):
-                raise ScontrolError(f"Partition {name} not found") from None
-            raise ScontrolError(f"slurm_load_partitions error: {details(e)}") from None
         parts = [p for p in reply.partitions if not name or p.name == name]
         if not parts:
             if name:
-                raise ScontrolError(f"Partition {name} not found")
+                raise CommandError(f"Partition {name} not found")
             self.out.write("No partitions in the system\n")
             return 0
         self.out.write(formats.scontrol_show_partition(parts, self.oneliner))
         return 0
 
     def show_config(self) -> int:
-        try:
+        with controller_errors("slurm_load_ctl_conf error: "):
             conf = self.api.call("GetConfig", api_pb2.GetConfigRequest())
             ping = self.api.call("Ping", api_pb2.PingRequest())
-        except ControllerUnreachable:
-            raise ScontrolError(f"slurm_load_ctl_conf error: {CONNECT_FAILURE}") from None
-        except grpc.RpcError as e:
-            raise ScontrolError(f"slurm_load_ctl_conf error: {details(e)}") from None
         self.out.write(formats.scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
         self.out.write("\n" + formats.scontrol_ping_line(ping.controller_host or "localhost", True))
         return 0
@@ -208,16 +182,16 @@ class Scontrol:
         for word in args:
             key, eq, value = word.partition("=")
             if not eq:
-                raise ScontrolError(f"scontrol: error: Invalid input: {word}\n"
+                raise CommandError(f"scontrol: error: Invalid input: {word}\n"
                                     "Request aborted")
             pairs[key.lower()] = value
         if "nodename" in pairs:
             return self.update_node(pairs)
         if "jobid" in pairs or "job" in pairs:
-            raise ScontrolError("scontrol: error: job updates are not supported yet")
+            raise CommandError("scontrol: error: job updates are not supported yet")
         if "partitionname" in pairs:
-            raise ScontrolError("scontrol: error: partition updates are not supported yet")
-        raise ScontrolError("scontrol: error: No valid entity in update command\n"
+            raise CommandError("scontrol: error: partition updates are not supported yet")
+        raise CommandError("scontrol: error: No valid entity in update command\n"
                             'Input line must include "NodeName", "PartitionName", '
                             '"Reservation/ReservationName", "JobId", "SuspendExcNodes", '
                             '"SuspendExcParts" or "SuspendExcStates"')
@@ -226,24 +200,20 @@ class Scontrol:
         try:
             names = slurm.expand_hostlist(pairs["nodename"])
         except ValueError:
-            raise ScontrolError("slurm_update error: Invalid node name specified") from None
+            raise CommandError("slurm_update error: Invalid node name specified") from None
         state = pairs.get("state", "").upper()
         reason = pairs.get("reason", "")
         if not state and not reason:
-            raise ScontrolError("scontrol: error: No changes specified for the node")
+            raise CommandError("scontrol: error: No changes specified for the node")
         if state and state not in NODE_STATES:
-            raise ScontrolError(f"scontrol: error: Invalid node state specified: {pairs['state']}")
+            raise CommandError(f"scontrol: error: Invalid node state specified: {pairs['state']}")
         if state in ("DRAIN", "DOWN") and not reason:
-            raise ScontrolError(REASON_REQUIRED)
+            raise CommandError(REASON_REQUIRED)
         user = current_user()[0]
         req = api_pb2.UpdateNodeRequest(names=names, state=state, reason=reason,
                                         requester_uid=os.getuid(), requester=user)
-        try:
+        with controller_errors("slurm_update error: "):
             self.api.call("UpdateNode", req)
-        except ControllerUnreachable:
-            raise ScontrolError(f"slurm_update error: {CONNECT_FAILURE}") from None
-        except grpc.RpcError as e:
-            raise ScontrolError(f"slurm_update error: {details(e)}") from None
         return 0
 
 
@@ -282,18 +252,15 @@ def _ordered_hostlist(names: list[str]) -> str:
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
+    return run(_scontrol, argv, api, out, err)
+
+
+def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     # Options may precede the command; "-o" also comes after "show job".
-    try:
-        opts, words = getopt(PROG, argv, OPTIONS)
-    except UsageError as e:
-        print(f'{e}\nTry "scontrol --help" for more information', file=err)
-        return 1
+    opts, words = parse_options(PROG, argv, OPTIONS)
     keys = {k for k, _, _ in opts}
     if "version" in keys:
-        out.write("slurm 22.05.8\n")
+        out.write(VERSION)
         return 0
     if "help" in keys or "usage" in keys or not words:
         out.write(__doc__.split("\n\n", 1)[1])
@@ -303,23 +270,18 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
                             "suspend", "resume", "uhold", "top", "reconfigure", "shutdown",
                             "abort", "takeover", "listpids", "notify", "wait_job", "create",
                             "delete", "reboot"), minimum=2)
-    try:
-        if cmd == "show":
-            return tool.show(words[1:])
-        if cmd == "ping":
-            return tool.ping()
-        if cmd == "update":
-            return tool.update(words[1:])
-        if cmd == "version":
-            out.write("slurm 22.05.8\n")
-            return 0
-        if cmd is not None:
-            raise ScontrolError(f"scontrol: error: {cmd} is not supported yet")
-        raise ScontrolError(f"invalid keyword: {words[0]}")
-    except ScontrolError as e:
-        print(e.message, file=err)
-        return e.rc
-
+    if cmd == "show":
+        return tool.show(words[1:])
+    if cmd == "ping":
+        return tool.ping()
+    if cmd == "update":
+        return tool.update(words[1:])
+    if cmd == "version":
+        out.write(VERSION)
+        return 0
+    if cmd is not None:
+        raise CommandError(f"scontrol: error: {cmd} is not supported yet")
+    raise CommandError(f"invalid keyword: {words[0]}")
 
 if __name__ == "__main__":
     sys.exit(main())

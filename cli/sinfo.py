@@ -6,13 +6,10 @@ import sys
 import time
 from typing import TextIO
 
-import grpc
-
 from cli import formats
-from cli.common import CONNECT_FAILURE, details, make_api
-from cli.options import NO, REQUIRED, Opt, UsageError, getopt
+from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
+from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
-from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
 
 PROG = "sinfo"
@@ -32,6 +29,9 @@ OPTIONS = [
     Opt("unsupported", ("reservation",), "T", NO), Opt("unsupported", ("json",), "", NO),
     Opt("unsupported", ("yaml",), "", NO),
 ]
+USAGE = ("Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
+         "             [-S fields] [-o format] [-O Format] [--federation] [--local]\n"
+         "             [--cluster=names]\n")
 
 # -t words -> a test on a node
 _STATE_TESTS = {
@@ -52,31 +52,17 @@ _STATE_TESTS = {
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        opts, positional = getopt(PROG, argv, OPTIONS)
-    except UsageError as e:
-        print(f'{e}\nTry "sinfo --help" for more information', file=err)
-        return 1
+    return run(_sinfo, argv, api, out, err)
+
+
+def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
+    opts, positional = parse_options(PROG, argv, OPTIONS)
     header, long_, node_mode, summarize, reasons = True, False, False, False, False
     fmt = os.environ.get("SINFO_FORMAT", "")
     partitions: list[str] = []
     names: set[str] = set()
     tests = []
-    for key, value, spelled in opts:
-        if key == "unsupported":
-            print(f"sinfo: error: {spelled} is not supported yet", file=err)
-            return 1
-        if key in ("help", "usage"):
-            out.write("Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
-                      "             [-S fields] [-o format] [-O Format] [--federation] [--local]\n"
-                      "             [--cluster=names]\n")
-            return 0
-        if key == "version":
-            out.write("slurm 22.05.8\n")
-            return 0
+    for key, value, spelled in own_options(PROG, opts, USAGE):
         if key == "noheader":
             header = False
         elif key == "long":
@@ -90,34 +76,26 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
         elif key == "format":
             fmt = value
         elif key == "partition":
-            partitions += [p for p in value.split(",") if p]
+            partitions += comma_list(value)
         elif key == "nodes":
             try:
                 names |= set(slurm.expand_hostlist(value))
             except ValueError:
-                print(f"sinfo: error: Invalid node name specified: {value}", file=err)
-                return 1
+                raise CommandError(f"sinfo: error: Invalid node name specified: {value}") from None
         elif key == "dead":
             tests.append(lambda n: n.not_responding or n.state == "DOWN")
         elif key == "responding":
             tests.append(lambda n: not n.not_responding)
         elif key == "states":
-            words = [w.lower() for w in value.split(",") if w]
+            words = [w.lower() for w in comma_list(value)]
             for w in words:
                 if w not in _STATE_TESTS:
-                    print(f"sinfo: error: Invalid node state specified: {w}", file=err)
-                    return 1
+                    raise CommandError(f"sinfo: error: Invalid node state specified: {w}")
             tests.append(lambda n, ws=words: any(_STATE_TESTS[w](n) for w in ws))
-    try:
+    with controller_errors("slurm_load_partitions: "):
         api = api or make_api()
         parts = list(api.call("GetPartitions", api_pb2.GetPartitionsRequest()).partitions)
         nodes = list(api.call("GetNodes", api_pb2.GetNodesRequest()).nodes)
-    except ControllerUnreachable:
-        print(f"slurm_load_partitions: {CONNECT_FAILURE}", file=err)
-        return 1
-    except grpc.RpcError as e:
-        print(f"slurm_load_partitions: {details(e)}", file=err)
-        return 1
     if names:
         nodes = [n for n in nodes if n.name in names]
     for t in tests:

@@ -10,13 +10,11 @@ import os
 import sys
 from typing import TextIO
 
-import grpc
-
 from cli import formats
-from cli.common import CONNECT_FAILURE, current_user, details, is_not_found, make_api, resolve_user
-from cli.options import NO, REQUIRED, OPTIONAL, Opt, UsageError, getopt
+from cli.common import (CommandError, bad_values, controller_errors, current_user, make_api,
+                        own_options, parse_job_ids, parse_options, resolve_user, run, select_jobs)
+from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list
 from lingjun import slurm
-from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
 
 PROG = "squeue"
@@ -38,47 +36,34 @@ OPTIONS = [
     Opt("unsupported", ("steps",), "s", OPTIONAL), Opt("unsupported", ("licenses",), "L", REQUIRED),
     Opt("unsupported", ("reservation",), "R", REQUIRED),
 ]
-
-
-class SqueueError(Exception):
-    def __init__(self, message: str, rc: int = 1):
-        super().__init__(message)
-        self.message, self.rc = message, rc
+USAGE = ("Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
+         "              [-n name] [-o format] [-O fields] [-p partitions] [--qos qos]\n"
+         "              [--reservation reservation] [--sort fields] [--start]\n"
+         "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
+         "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
+         "              [-ahjlrsv]\n")
 
 
 def parse_states(text: str) -> set[str] | None:
     """-t "PD,running" -> {"PENDING", "RUNNING"}; "all" -> None (every state)."""
     out: set[str] = set()
-    for word in (w for w in text.split(",") if w):
+    for word in comma_list(text):
         if word.lower() == "all":
             return None
         try:
             out.add(slurm.parse_job_state(word))
         except ValueError:
-            raise SqueueError(f"squeue: error: Invalid job state specified: {word}") from None
+            raise CommandError(f"squeue: error: Invalid job state specified: {word}") from None
     return out
-
-
-def parse_job_ids(text: str) -> list[int]:
-    ids = []
-    for word in (w for w in text.split(",") if w):
-        head = word.split("_")[0].split(".")[0]
-        if not head.isdigit():
-            raise SqueueError(f"squeue: error: Invalid job id: {word}")
-        ids.append(int(head))
-    return ids
 
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        opts, positional = getopt(PROG, argv, OPTIONS)
-    except UsageError as e:
-        print(f'{e}\nTry "squeue --help" for more information', file=err)
-        return 1
+    return run(_squeue, argv, api, out, err)
+
+
+def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
+    opts, positional = parse_options(PROG, argv, OPTIONS)
     header, long_, fmt, fmt_O = True, False, os.environ.get("SQUEUE_FORMAT", ""), ""
     job_ids: list[int] = []
     users: list[str] = []
@@ -88,21 +73,8 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
     accounts: list[str] = []
     nodelist: set[str] = set()
     bad_user = False
-    try:
-        for key, value, spelled in opts:
-            if key == "unsupported":
-                raise SqueueError(f"squeue: error: {spelled} is not supported yet")
-            if key in ("help", "usage"):
-                out.write("Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
-                          "              [-n name] [-o format] [-O fields] [-p partitions] [--qos qos]\n"
-                          "              [--reservation reservation] [--sort fields] [--start]\n"
-                          "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
-                          "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
-                          "              [-ahjlrsv]\n")
-                return 0
-            if key == "version":
-                out.write("slurm 22.05.8\n")
-                return 0
+    with bad_values(PROG):
+        for key, value, spelled in own_options(PROG, opts, USAGE):
             if key == "noheader":
                 header = False
             elif key == "long":
@@ -112,22 +84,22 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
             elif key == "Format":
                 fmt_O = value
             elif key == "jobs":
-                job_ids += parse_job_ids(value)
+                job_ids += parse_job_ids(PROG, value)
             elif key == "states":
                 s = parse_states(value)
                 states = None if s is None or states is None else states | s
             elif key == "partition":
-                partitions += [p for p in value.split(",") if p]
+                partitions += comma_list(value)
             elif key == "name":
-                names += [n for n in value.split(",") if n]
+                names += comma_list(value)
             elif key == "account":
-                accounts += [a for a in value.split(",") if a]
+                accounts += comma_list(value)
             elif key == "nodelist":
                 nodelist |= set(slurm.expand_hostlist(value))
             elif key == "me":
                 users.append(current_user()[0])
             elif key == "user":
-                for u in (u for u in value.split(",") if u):
+                for u in comma_list(value):
                     name = resolve_user(u)
                     if name is None:
                         print(f"squeue: error: Invalid user: {u}\n", file=err)
@@ -135,18 +107,9 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
                     else:
                         users.append(name)
         for p in positional:   # "squeue -j 1 2" style job ids
-            job_ids += parse_job_ids(p)
+            job_ids += parse_job_ids(PROG, p)
         if fmt_O:
             formats.parse_squeue_O(fmt_O)
-    except SqueueError as e:
-        print(e.message, file=err)
-        return e.rc
-    except formats.FormatError as e:
-        print(f"squeue: error: {e}", file=err)
-        return 1
-    except ValueError as e:
-        print(f"squeue: error: {e}", file=err)
-        return 1
 
     jobs: list[api_pb2.JobInfo] = []
     now = 0
@@ -154,36 +117,14 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
         request = api_pb2.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
             states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states))
-        try:
-            api = api or make_api()
-            reply = api.call("GetJobs", request)
-        except ControllerUnreachable:
-            print(f"slurm_load_jobs error: {CONNECT_FAILURE}", file=err)
-            return 1
-        except grpc.RpcError as e:
-            if is_not_found(e):
-                print("slurm_load_jobs error: Invalid job id specified", file=err)
-            else:
-                print(f"slurm_load_jobs error: {details(e)}", file=err)
-            return 1
+        with controller_errors("slurm_load_jobs error: ",
+                               not_found="slurm_load_jobs error: Invalid job id specified"):
+            reply = (api or make_api()).call("GetJobs", request)
         now = reply.now
         wanted = slurm.DEFAULT_SQUEUE_STATES if states == set() else states
-        for j in reply.jobs:
-            if wanted is not None and j.state not in wanted:
-                continue
-            if job_ids and j.job_id not in job_ids:
-                continue
-            if users and j.user not in users:
-                continue
-            if partitions and j.partition not in partitions:
-                continue
-            if names and j.name not in names:
-                continue
-            if accounts and j.account not in accounts:
-                continue
-            if nodelist and not nodelist & set(slurm.expand_hostlist(j.nodes)):
-                continue
-            jobs.append(j)
+        jobs = select_jobs((j for j in reply.jobs if wanted is None or j.state in wanted),
+                           job_ids=job_ids, users=users, partitions=partitions, names=names,
+                           accounts=accounts, nodes=nodelist)
     if not now:
         import time
         now = int(time.time())

@@ -1,0 +1,75 @@
+"""The endings every command shares (cli.common): the options answered alike,
+in their place in the order, and controller failures in Slurm's words."""
+from __future__ import annotations
+
+import io
+
+import grpc
+import pytest
+
+from cli import sacct, scancel, sinfo, squeue
+from cli.common import CommandError, controller_errors
+from lingjun.client import ControllerUnreachable
+from tests.cli.test_commands import RpcFailure
+
+
+def run(main, argv):
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(argv, api=None, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+COMMANDS = [squeue.main, sinfo.main, scancel.main, sacct.main]
+NAMES = ["squeue", "sinfo", "scancel", "sacct"]
+
+
+@pytest.mark.parametrize("main", COMMANDS, ids=NAMES)
+def test_version_is_slurms_and_exits_0(main):
+    assert run(main, ["-V"]) == (0, "slurm 22.05.8\n", "")
+
+
+@pytest.mark.parametrize("main,prog,option", [
+    (squeue.main, "squeue", "--json"), (sinfo.main, "sinfo", "--json"),
+    (scancel.main, "scancel", "-i"), (sacct.main, "sacct", "--json"),
+], ids=NAMES)
+def test_an_unsupported_option_is_refused_as_spelled_before_a_later_help(main, prog, option):
+    assert run(main, [option, "--help"]) == (
+        1, "", f"{prog}: error: {option} is not supported yet\n")
+
+
+@pytest.mark.parametrize("main,argv,want", [
+    (sinfo.main, ["-t", "sleepy", "--help"], (1, "", "sinfo: error: Invalid node state specified: sleepy\n")),
+    (scancel.main, ["-s", "BOGUS", "--usage"], (1, "", "scancel: error: Invalid job signal: BOGUS\n")),
+    (sacct.main, ["-s", "bogus", "-V"], (1, "", "sacct: error: Invalid state: bogus\n")),
+], ids=["sinfo: a bad -t before --help is the error",
+        "scancel: a bad -s before --usage is the error",
+        "sacct: a bad -s before -V is the error"])
+def test_options_are_answered_in_order(main, argv, want):
+    assert run(main, argv) == want
+
+
+@pytest.mark.parametrize("main", COMMANDS, ids=NAMES)
+def test_help_before_a_bad_value_is_the_help(main):
+    rc, out, err = run(main, ["--help", "-t", "bogus"] if main is not sacct.main
+                       else ["--help", "-s", "bogus"])
+    assert (rc, err) == (0, "") and out.startswith("Usage: ")
+
+
+@pytest.mark.parametrize("raised,not_found,want", [
+    (ControllerUnreachable("x"), None,
+     "slurm_load_node error: Unable to contact slurm controller (connect failure)"),
+    (RpcFailure(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied"), "Node n not found",
+     "slurm_load_node error: Access/permission denied"),
+    (RpcFailure(grpc.StatusCode.NOT_FOUND, "Invalid node name specified"), "Node n not found",
+     "Node n not found"),
+    (RpcFailure(grpc.StatusCode.NOT_FOUND, "Invalid node name specified"), None,
+     "slurm_load_node error: Invalid node name specified"),
+], ids=["an unreachable controller is the connect failure",
+        "a refusal is the controller's own text after the prefix",
+        "NOT_FOUND is the command's own sentence when it has one",
+        "NOT_FOUND is the controller's text when the command has none"])
+def test_controller_errors_speak_slurm(raised, not_found, want):
+    with pytest.raises(CommandError) as got:
+        with controller_errors("slurm_load_node error: ", not_found=not_found):
+            raise raised
+    assert (got.value.message, got.value.rc) == (want, 1)
