@@ -679,6 +679,16 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
 
 # --- accounting: sacct ---------------------------------------------------------------
 
+def _sacct_job_exit(job) -> str:
+    """The allocation row's ExitCode: Slurm's accounting keeps the script's exit
+    status but not the signal it sent itself when it cancelled or timed the job
+    out (golden sacct_cancelled_running / sacct_timeout: job 0:0, batch 0:15),
+    while scontrol still shows 0:15."""
+    if job.state in ("CANCELLED", "TIMEOUT") and not job.exit_code:
+        return slurm.format_exit_code(0, 0)
+    return slurm.format_exit_code(job.exit_code, job.exit_signal)
+
+
 SACCT_DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 SACCT_BRIEF_FIELDS = "JobID,State,ExitCode"
 
@@ -782,7 +792,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
     row.update({
         "jobid": str(job.job_id), "jobidraw": str(job.job_id), "jobname": job.name,
         "state": _sacct_state(job.state, job.cancelled_by),
-        "exitcode": slurm.format_exit_code(job.exit_code, job.exit_signal),
+        "exitcode": _sacct_job_exit(job),
         "derivedexitcode": slurm.format_exit_code(job.derived_exit_code, job.derived_exit_signal),
         "nodelist": job.nodes or "None assigned",
         "nnodes": str(job.num_nodes), "allocnodes": str(job.num_nodes if job.nodes else 0),

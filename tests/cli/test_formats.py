@@ -330,12 +330,13 @@ def done_jobs() -> dict[int, api_pb2.JobInfo]:
     end = at("10:06:00")
     return {
         5: job(5, "tlimit", "TIMEOUT", "TimeLimit", nodes="node1", limit=1, start="10:04:03",
-               end="10:05:25", now=end, steps=[step("batch", "batch", "CANCELLED", "node1", 0, 15)]),
+               end="10:05:25", now=end, exit_signal=15,  # as the controller records it
+               steps=[step("batch", "batch", "CANCELLED", "node1", 0, 15)]),
         6: job(6, "exit3", "FAILED", "NonZeroExitCode", nodes="node1", start="10:04:03",
                end="10:04:03", exit_code=3, now=end,
                steps=[step("batch", "batch", "FAILED", "node1", 3)]),
         8: job(8, "wrap", "CANCELLED", nodes="node2", start="10:04:06", end="10:04:09",
-               cancelled_by="0", now=end, steps=[step("batch", "batch", "CANCELLED", "node2", 0, 15)]),
+               cancelled_by="0", now=end, exit_signal=15, steps=[step("batch", "batch", "CANCELLED", "node2", 0, 15)]),
         9: job(9, "golden", "CANCELLED", nodes="node[2-3]", num_nodes=2, cpus=2,
                start="10:04:06", end="10:05:00", cancelled_by="0", now=end,
                steps=[step("batch", "batch", "CANCELLED", "node2", 0, 15),
