@@ -137,7 +137,6 @@ def _opt_time(ts: int) -> str:
 def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str]:
     """Every squeue % letter's text for one job."""
     state = job.state or slurm.PENDING
-    pending = state == slurm.PENDING
     reason = job.reason or slurm.REASON_NONE
     used = job_used_seconds(job, now)
     if job.time_limit_min < 0:

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 rc = ev.done.exit_code
     except grpc.RpcError as e:
         if got_signal:
-            sys.stderr.write(f"srun: forcing job termination\n")
+            sys.stderr.write("srun: forcing job termination\n")
             return 128 + got_signal[0]
         if e.code() in (grpc.StatusCode.UNAVAILABLE,):
             sys.stderr.write("srun: error: Unable to contact slurm controller (connect failure)\n")

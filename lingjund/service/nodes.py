@@ -139,7 +139,7 @@ def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
             elif state == "UNDRAIN":
                 st.put_node(name, drain=False, reason="", reason_user="", reason_time=0)
             else:
-                raise errors.InvalidRequest(f"Invalid node state specified")
+                raise errors.InvalidRequest("Invalid node state specified")
     log.info("nodes %s set %s by %s: %s", ",".join(req.names), state, req.requester, req.reason)
     ctl.wake_scheduler()
 

@@ -13,7 +13,7 @@ import socket
 import grpc
 
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import errors, jobs, nodes, scheduling, steps
+from lingjund.service import errors, jobs, nodes, steps
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.api")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 
-import psutil
 import pytest
 
 from tests.e2e.conftest import Cluster
