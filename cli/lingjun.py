@@ -14,6 +14,7 @@ PID (checked against each process's start time), and the jobs' processes.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import signal
 import socket
@@ -137,8 +138,10 @@ def cmd_up(args) -> int:
                 _stop(info)
                 return 1
             time.sleep(0.1)
+    info["agent_state_dirs"] = {n: str(state / "agents" / n) for n in info["nodes"]}
     for node in info["nodes"]:
         procs[node] = _spawn([py, "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
+                              "--state-dir", info["agent_state_dirs"][node],
                               "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
                               "--own-hostname"], state / "logs" / f"{node}.log")
     (state / "cluster.json").write_text(json.dumps(info, indent=2))
@@ -181,12 +184,12 @@ def _stop(info: dict) -> int:
             pass
     # The jobs' processes outlive agents by design; `down` ends them too.
     from lingjun_agent.launcher import procs as jobprocs
-    for node in info.get("nodes", []):
-        for jid in jobprocs.running_jobs(node):
+    for node, state_dir in info.get("agent_state_dirs", {}).items():
+        mark = jobprocs.node_identity(node, state_dir)
+        for jid in jobprocs.running_jobs(mark):
             try:
-                import asyncio
-                asyncio.run(jobprocs.terminate_job(node, jid, 2.0))
-            except Exception:
+                asyncio.run(jobprocs.terminate_job(mark, jid, 2.0))
+            except Exception:  # noqa: BLE001 - best effort while stopping
                 pass
     return len(live)
 

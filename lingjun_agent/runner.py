@@ -44,6 +44,9 @@ class Agent:
         self.node = node
         self.controller = controller
         self.state_dir = Path(state_dir)
+        # What marks this agent's job processes: the node name alone is not unique
+        # when several clusters' agents share a host (tests, a laptop).
+        self.mark = procs.node_identity(node, self.state_dir)
         self.inv_args = (cpus, memory_mb, gpus)
         self.reconnect = (reconnect_min_s, reconnect_max_s)
         self.started_at = int(time.time())
@@ -88,7 +91,7 @@ class Agent:
                 ("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
-            running = procs.running_jobs(self.node) | set(self.batches)
+            running = procs.running_jobs(self.mark) | set(self.batches)
             await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
                 node_name=self.node, inventory=inventory.collect(*self.inv_args),
                 running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
@@ -182,7 +185,7 @@ class Agent:
                 job_id=jid, pid=self.batches[jid].pid)))
             return
         spec = batch.BatchSpec(
-            job_id=jid, node=self.node, script=lb.script, argv=tuple(lb.argv),
+            job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
             env=dict(lb.environment), work_dir=lb.work_dir, stdout=lb.stdout_path,
             stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
             append=lb.append)
@@ -236,7 +239,7 @@ class Agent:
             self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
                 job_id=jid, step_id=sid, rank=rank, stream=stream, data=data)))
         try:
-            res = await tasks.run_task(node=self.node, job_id=jid, step_id=sid, rank=rank,
+            res = await tasks.run_task(node=self.mark, job_id=jid, step_id=sid, rank=rank,
                                        argv=list(lt.argv), env=env, cwd=lt.work_dir,
                                        uid=lt.uid, gid=lt.gid, on_output=on_output)
         except asyncio.CancelledError:
@@ -266,7 +269,7 @@ class Agent:
             for t in list(self.steps.get((sj.job_id, sj.step_id), [])):
                 t.cancel()
             return
-        n = procs.signal_job(self.node, sj.job_id, sj.signal, batch_only=sj.batch_only)
+        n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only)
         log.info("job=%d: signal %d sent to %d process(es)", sj.job_id, sj.signal, n)
 
     def _terminate(self, jid: int, grace_s: float, report: bool) -> None:
@@ -281,7 +284,7 @@ class Agent:
 
         async def go() -> None:
             try:
-                await procs.terminate_job(self.node, jid, grace_s)
+                await procs.terminate_job(self.mark, jid, grace_s)
             finally:
                 self.terminating.pop(jid, None)
             if report:

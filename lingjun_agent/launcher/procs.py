@@ -126,6 +126,18 @@ def _as_processes(pids: set[int]) -> list[psutil.Process]:
     return procs
 
 
+def node_identity(node: str, state_dir: str | Path) -> str:
+    """The ``node`` that marks one agent's job processes: its node name plus a
+    short digest of its state dir, e.g. ``node1@3f9c2a1b``.
+
+    Two local clusters on one host both have a node1 running a job 1; the
+    digest keeps one cluster's agent from killing the other's processes.
+    """
+    import hashlib
+    digest = hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:8]
+    return f"{node}@{digest}"
+
+
 def job_processes(node: str, job_id: int) -> list[psutil.Process]:
     """The live processes of ``job_id`` on ``node`` (see the module doc)."""
     pids, _ = _job_pids(node, job_id)

@@ -15,6 +15,7 @@ import pytest
 
 from lingjun_agent.launcher.procs import (
     job_processes,
+    node_identity,
     running_jobs,
     signal_job,
     terminate_job,
@@ -174,3 +175,10 @@ def test_the_calling_process_is_never_included(node, monkeypatch):
         env=env, capture_output=True, text=True, timeout=30,
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.stdout.strip() == "0", out.stderr
+
+
+def test_two_agents_named_alike_in_different_clusters_mark_their_jobs_apart(tmp_path):
+    a = node_identity("node1", tmp_path / "clusterA" / "agents" / "node1")
+    b = node_identity("node1", tmp_path / "clusterB" / "agents" / "node1")
+    assert a != b and a.startswith("node1@") and b.startswith("node1@")
+    assert a == node_identity("node1", str(tmp_path / "clusterA" / "agents" / "node1"))

@@ -103,7 +103,9 @@ class Cluster:
     def job_processes(self, job_id: int) -> list[psutil.Process]:
         """Every live process of the job on any node (by the launcher's marker)."""
         out = []
-        marks = {f"node{i}:{job_id}" for i in range(1, self.nodes + 1)}
+        from lingjun_agent.launcher.procs import node_identity
+        dirs = self.info()["agent_state_dirs"]
+        marks = {f"{node_identity(n, d)}:{job_id}" for n, d in dirs.items()}
         for p in psutil.process_iter():
             try:
                 if p.environ().get("LINGJUN_JOB_MARK") in marks and p.status() != psutil.STATUS_ZOMBIE:
