@@ -10,7 +10,7 @@ from tests.e2e.conftest import Cluster
 
 @pytest.fixture
 def fresh(tmp_path):
-    c = Cluster(tmp_path, heartbeat_timeout=6)
+    c = Cluster(tmp_path, heartbeat_timeout=8)
     c.up()
     try:
         yield c
