@@ -8,12 +8,17 @@ import psutil
 
 
 def test_four_node_job_runs_srun_on_every_node(cluster):
+    gate = cluster.work / "four-gate"
     script = cluster.work / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH -J fournode\n#SBATCH -o four-%j.out\n"
-                      "srun hostname\nsrun env\nsleep 1\n")
+                      f"srun hostname\nsrun env\nwhile [ ! -e {gate} ]; do sleep 0.1; done\n")
     jid = cluster.sbatch("-N", "4", str(script))
-    cluster.wait_state(jid, ("RUNNING", "COMPLETING", "COMPLETED"))
-    seen_running = cluster.run(["squeue", "-h", "-j", str(jid), "-o", "%T %N"]).stdout.strip()
+    try:
+        cluster.wait_state(jid, "RUNNING")
+        assert cluster.run(["squeue", "-h", "-j", str(jid), "-o", "%T %N"]).stdout.strip() \
+            == "RUNNING node[1-4]"
+    finally:
+        gate.touch()
     cluster.wait_state(jid, "COMPLETED", timeout=60)
     out = (cluster.work / f"four-{jid}.out").read_text()
     hostnames = out.splitlines()[:4]
@@ -22,7 +27,6 @@ def test_four_node_job_runs_srun_on_every_node(cluster):
     assert procids == [0, 1, 2, 3], out
     assert set(re.findall(r"^SLURM_JOB_NODELIST=(.*)$", out, re.M)) == {"node[1-4]"}
     assert set(re.findall(r"^SLURM_NTASKS=(.*)$", out, re.M)) == {"4"}
-    assert seen_running in ("RUNNING node[1-4]", "COMPLETING node[1-4]", ""), seen_running
     acct = cluster.run(["sacct", "-j", str(jid), "--parsable2", "-o", "JobID,State,ExitCode"]).stdout
     assert f"{jid}|COMPLETED|0:0" in acct.splitlines(), acct
 
