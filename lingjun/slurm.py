@@ -125,36 +125,40 @@ def node_state_long(state: str, drain: bool = False, not_responding: bool = Fals
     return out
 
 
+# sinfo's two vocabularies for the same node states: %T / -l and %t.
+_NODE_LONG = {
+    NODE_IDLE: "idle", NODE_MIXED: "mixed", NODE_ALLOCATED: "allocated", NODE_DOWN: "down",
+    NODE_UNKNOWN: "unknown", NODE_FUTURE: "future",
+    "draining": "draining", "drained": "drained", "completing": "completing",
+}
+_NODE_SHORT_FLAGS = {"draining": "drng", "drained": "drain", "completing": "comp"}
+
+
+def _node_word(words: dict[str, str], fallback, state: str, drain: bool,
+               not_responding: bool, completing: bool) -> str:
+    """DRAIN on a node still running jobs reads 'draining'; on an idle (or
+    down) node 'drained', as node_state_string() in slurm_protocol_defs.c."""
+    base = (state or NODE_UNKNOWN).upper()
+    if drain:
+        key = "draining" if base in (NODE_ALLOCATED, NODE_MIXED) or completing else "drained"
+    elif completing:
+        key = "completing"
+    else:
+        key = base
+    return words.get(key, fallback(base)) + ("*" if not_responding else "")
+
+
 def node_state_sinfo_long(state: str, drain: bool = False, not_responding: bool = False,
                           completing: bool = False) -> str:
-    """sinfo %T / -l word: idle, allocated, mixed, down, draining, drained, completing.
-
-    DRAIN on a node still running jobs reads 'draining'; on an idle (or down)
-    node 'drained', as node_state_string() in slurm_protocol_defs.c.
-    """
-    base = (state or NODE_UNKNOWN).upper()
-    star = "*" if not_responding else ""
-    if drain:
-        busy = base in (NODE_ALLOCATED, NODE_MIXED) or completing
-        return ("draining" if busy else "drained") + star
-    if completing:
-        return "completing" + star
-    word = {NODE_IDLE: "idle", NODE_MIXED: "mixed", NODE_ALLOCATED: "allocated",
-            NODE_DOWN: "down", NODE_UNKNOWN: "unknown", NODE_FUTURE: "future"}.get(base, base.lower())
-    return word + star
+    """sinfo %T / -l word: idle, allocated, mixed, down, draining, drained, completing."""
+    return _node_word(_NODE_LONG, str.lower, state, drain, not_responding, completing)
 
 
 def node_state_short(state: str, drain: bool = False, not_responding: bool = False,
                      completing: bool = False) -> str:
     """sinfo %t word: idle alloc mix down drain drng comp unk, '*' when not responding."""
-    base = (state or NODE_UNKNOWN).upper()
-    star = "*" if not_responding else ""
-    if drain:
-        busy = base in (NODE_ALLOCATED, NODE_MIXED) or completing
-        return ("drng" if busy else "drain") + star
-    if completing:
-        return "comp" + star
-    return _NODE_SHORT.get(base, base.lower()[:5]) + star
+    return _node_word({**_NODE_SHORT, **_NODE_SHORT_FLAGS}, lambda b: b.lower()[:5],
+                      state, drain, not_responding, completing)
 
 
 def node_state_drain_word(state: str, drain: bool, completing: bool = False) -> str:

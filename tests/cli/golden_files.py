@@ -5,6 +5,7 @@ directory comes from LINGJUN_GOLDEN when set, else from beside the repository.
 """
 from __future__ import annotations
 
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,3 +54,4 @@ def without_arrays(text: str) -> str:
         first = line.split()[0] if line.split() else ""
         return first.split("_")[0] in ARRAY_JOBS
     return "".join(l for l in text.splitlines(keepends=True) if not is_array(l))
+

@@ -8,20 +8,10 @@ import grpc
 import pytest
 
 from cli import sacct, scancel, scontrol, sinfo, squeue
+from tests.cli.fakes import RpcFailure
 from tests.cli.golden_files import load
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
-
-
-class RpcFailure(grpc.RpcError):
-    def __init__(self, code, text):
-        self._code, self._text = code, text
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._text
 
 
 NOT_FOUND = RpcFailure(grpc.StatusCode.NOT_FOUND, "Invalid job id specified")

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from cli import sbatch
+from tests.cli.fakes import RpcFailure
 from tests.cli.golden_files import load
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
@@ -54,17 +55,6 @@ class FakeApi:
         if self.failures:
             raise self.failures.pop(0)
         return api_pb2.SubmitJobResponse(job_id=42)
-
-
-class RpcFailure(grpc.RpcError):
-    def __init__(self, code, text):
-        self._code, self._text = code, text
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._text
 
 
 def run(argv, workdir, api=None, stdin=None, env=ENV):
