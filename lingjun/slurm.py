@@ -234,10 +234,7 @@ def format_elapsed(seconds: int, style: str = "squeue") -> str:
     """
     if style in ("sacct", "scontrol"):
         return format_duration(seconds)
-    seconds = max(0, int(seconds))
-    days, rem = divmod(seconds, 86400)
-    hours, rem = divmod(rem, 3600)
-    mins, secs = divmod(rem, 60)
+    days, hours, mins, secs = _split_seconds(seconds)
     if days:
         return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
     if hours:
@@ -245,12 +242,16 @@ def format_elapsed(seconds: int, style: str = "squeue") -> str:
     return f"{mins}:{secs:02d}"
 
 
+def _split_seconds(seconds: int) -> tuple[int, int, int, int]:
+    """(days, hours, minutes, seconds) of a non-negative duration."""
+    days, rem = divmod(max(0, int(seconds)), 86400)
+    hours, rem = divmod(rem, 3600)
+    return (days, hours, *divmod(rem, 60))
+
+
 def format_duration(seconds: int) -> str:
     """sacct Elapsed / scontrol RunTime style: "00:00:03", "1-00:00:00"."""
-    seconds = max(0, int(seconds))
-    days, rem = divmod(seconds, 86400)
-    hours, rem = divmod(rem, 3600)
-    mins, secs = divmod(rem, 60)
+    days, hours, mins, secs = _split_seconds(seconds)
     if days:
         return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
     return f"{hours:02d}:{mins:02d}:{secs:02d}"

@@ -25,7 +25,6 @@ class Controller:
     steps: dict = field(default_factory=dict)
     # node name -> the last heartbeat's numbers (memory, load), not persisted
     live: dict = field(default_factory=dict)
-    started_at: float = field(default_factory=time.time)
     _wake: asyncio.Event | None = None
 
     @property

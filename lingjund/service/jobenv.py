@@ -84,7 +84,7 @@ def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
 
 def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
              step_nodes: tuple[str, ...], tasks_per_node: list[int],
-             base_env: dict[str, str], submit_host: str) -> dict[str, dict[str, str]]:
+             base_env: dict[str, str]) -> dict[str, dict[str, str]]:
     """Environment common to a step's tasks, per node (keyed by node name)."""
     ntasks = sum(tasks_per_node)
     step_nodelist = slurm.compress_hostlist(list(step_nodes))

@@ -79,8 +79,8 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
             raise errors.NodeConfigUnavailable()
         if spec.num_tasks and spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
             raise errors.NodeConfigUnavailable()
-    if part.max_time_min != -1 and spec.time_limit_min > part.max_time_min:
-        pass  # accepted, pends with PartitionTimeLimit (Slurm's EnforcePartLimits=NO)
+    # Over the partition's MaxTime is accepted and pends with PartitionTimeLimit
+    # (Slurm's default EnforcePartLimits=NO); the scheduling core says so.
     return part, min_nodes
 
 

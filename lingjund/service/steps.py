@@ -75,8 +75,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         step_id = job.next_step_id
         st.update_job(job.job_id, next_step_id=step_id + 1)
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=step_id, step_nodes=nodes,
-                           tasks_per_node=tasks, base_env=dict(req.environment),
-                           submit_host=req.submit_host)
+                           tasks_per_node=tasks, base_env=dict(req.environment))
     run = StepRun(job.job_id, step_id, nodes, {})
     ctl.steps[(job.job_id, step_id)] = run
     start = ctl.clock()

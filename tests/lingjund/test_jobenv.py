@@ -55,7 +55,7 @@ def test_srun_task_sees_what_slurm_sets(rank):
     j = job(job_id=24, name="bash", nodes=("node1", "node2"), cpus_per_node=(1, 1),
             tasks_per_node=(1, 1))
     per_node = jobenv.step_env(j, "anchor", "127.0.0.1:6917", step_id=0, step_nodes=j.nodes,
-                               tasks_per_node=[1, 1], base_env={}, submit_host="vm")
+                               tasks_per_node=[1, 1], base_env={})
     got = dict(per_node[j.nodes[rank]])
     got.update(jobenv.task_env(rank, 0))
     keys = COMPARED + ["SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",
