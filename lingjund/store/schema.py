@@ -11,6 +11,12 @@ Tables:
   columns are what the controller changes or filters on.
 - ``steps``: accounting for ``ID.batch`` and ``ID.0``, ``ID.1``...
 - ``nodes``: what each agent reported and what people said of it (drain).
+
+Arrays: ``array_job_id`` is 0 for a plain job, else the array's id (the
+meta record's job id). ``array_task_id`` is the task index of a row that is
+one task, -1 for a plain job or for the meta record, whose
+``array_task_str`` holds the tasks not yet split off ("4-9,12"), and whose
+``array_max_running`` is the ``%N`` throttle (0 = none).
 """
 
 MIGRATIONS: list[str] = [
@@ -80,5 +86,14 @@ MIGRATIONS: list[str] = [
         last_seen REAL NOT NULL DEFAULT 0,
         last_busy_time REAL NOT NULL DEFAULT 0
     );
+    """,
+    # 2: job arrays (Slurm's model: one meta record holds the pending remainder;
+    # each task is split off into its own row, with its own job id, when it starts)
+    """
+    ALTER TABLE jobs ADD COLUMN array_job_id INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN array_task_id INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE jobs ADD COLUMN array_task_str TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN array_max_running INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX jobs_array ON jobs(array_job_id)
     """,
 ]

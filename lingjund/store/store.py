@@ -60,6 +60,10 @@ class JobRecord:
     next_step_id: int = 0
     stdout_path: str = ""
     stderr_path: str = ""
+    array_job_id: int = 0             # 0 = not part of an array
+    array_task_id: int = -1           # -1 = a plain job, or the array's meta record
+    array_task_str: str = ""          # meta record: the tasks still pending ("4-9,12")
+    array_max_running: int = 0        # meta record: the %N throttle (0 = none)
 
 
 @dataclass(frozen=True)
