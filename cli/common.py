@@ -123,6 +123,16 @@ def controller_errors(prefix: str, not_found: str | None = None) -> Iterator[Non
         raise CommandError(prefix + details(e)) from None
 
 
+def cluster_name(api) -> str:
+    """The cluster's name for --json/--yaml documents ("" when the controller
+    does not say: the document is still complete without it)."""
+    from lingjun.v1 import api_pb2
+    try:
+        return api.call("GetConfig", api_pb2.GetConfigRequest()).cluster
+    except (ControllerUnreachable, grpc.RpcError, AttributeError):
+        return ""
+
+
 def make_api() -> Api:
     return Api()
 

@@ -703,7 +703,8 @@ SACCT_WIDTHS = {
     "submitline": -20, "timelimit": 10, "timelimitraw": 10, "uid": 6, "user": 9,
     "workdir": -20, "stdout": -20, "stderr": -20, "stdin": -20, "batchhost": 10,
     "flags": 6, "suspended": 10, "totalcpu": 10, "usercpu": 10, "systemcpu": 10,
-    "planned": 10, "reserved": 10,
+    "planned": 10, "reserved": 10, "averss": 10, "maxrssnode": 10, "maxrsstask": 10,
+    "avecpu": 10, "mincpu": 10, "reqcpufreq": 13,
 }
 SACCT_NAMES = {
     "account": "Account", "alloccpus": "AllocCPUS", "allocnodes": "AllocNodes",
@@ -720,7 +721,9 @@ SACCT_NAMES = {
     "uid": "UID", "user": "User", "workdir": "WorkDir", "stdout": "StdOut", "stderr": "StdErr",
     "stdin": "StdIn", "batchhost": "BatchHost", "flags": "Flags", "suspended": "Suspended",
     "totalcpu": "TotalCPU", "usercpu": "UserCPU", "systemcpu": "SystemCPU",
-    "planned": "Planned", "reserved": "Reserved",
+    "planned": "Planned", "reserved": "Reserved", "averss": "AveRSS",
+    "maxrssnode": "MaxRSSNode", "maxrsstask": "MaxRSSTask", "avecpu": "AveCPU",
+    "mincpu": "MinCPU", "reqcpufreq": "ReqCPUFreq",
 }
 
 
@@ -759,8 +762,52 @@ def _elapsed(start: int, end: int, state: str, now: int) -> int:
     return 0
 
 
-def _rss(kb: int) -> str:
-    return f"{kb}K" if kb else ""
+_UNITS = "KMGTP"
+
+
+def format_rss(kb: int) -> str:
+    """A memory figure as sacct prints it (convert_num_unit with sacct's
+    CONVERT_NUM_UNIT_EXACT): scaled up only while it divides exactly by 1024,
+    so 204800 KiB reads "200M" but 205464 KiB stays "205464K"; 0 is "0"."""
+    if kb <= 0:
+        return "0"
+    unit = 0
+    while kb % 1024 == 0 and unit < len(_UNITS) - 1:
+        kb //= 1024
+        unit += 1
+    return f"{kb}{_UNITS[unit]}"
+
+
+def format_cpu_time(ms: int) -> str:
+    """sacct's TotalCPU/UserCPU/SystemCPU (_elapsed_time): [D-]HH:MM:SS once
+    an hour is reached, else MM:SS.mmm, or 00:MM:SS without a fraction."""
+    secs, msec = divmod(max(0, ms), 1000)
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if hours:
+        return f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if msec:
+        return f"{minutes:02d}:{seconds:02d}.{msec:03d}"
+    return f"00:{minutes:02d}:{seconds:02d}"
+
+
+def _step_usage(st: api_pb2.StepInfo, el: int) -> dict[str, str]:
+    """The usage columns of a step row. A step that ran has statistics (0 is
+    printed as "0"); one that never started has none (blank), as in Slurm."""
+    if not st.start_time:
+        return {k: "" for k in ("maxrss", "averss", "maxrssnode", "maxrsstask", "avecpu",
+                                "mincpu")}
+    total = st.user_cpu_ms + st.system_cpu_ms
+    per_task = total // max(1, st.num_tasks)
+    return {
+        "maxrss": format_rss(st.max_rss_kb), "averss": format_rss(st.ave_rss_kb),
+        "maxrssnode": st.max_rss_node or (slurm.expand_hostlist(st.nodes)[0] if st.nodes else ""),
+        "maxrsstask": str(st.max_rss_task), "avecpu": slurm.format_duration(per_task // 1000),
+        "mincpu": slurm.format_duration(per_task // 1000),
+    }
 
 
 def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
@@ -802,8 +849,13 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "cputime": slurm.format_duration(job_elapsed * cpus),
         "cputimeraw": str(job_elapsed * cpus),
         "start": ts(job.start_time), "end": ts(job.end_time),
-        "maxrss": "", "maxvmsize": "", "totalcpu": "00:00:00", "usercpu": "00:00:00",
-        "systemcpu": "00:00:00",
+        "maxrss": "", "maxvmsize": "",
+        # the allocation's CPU time is what its steps used
+        "totalcpu": format_cpu_time(sum(s.user_cpu_ms + s.system_cpu_ms for s in job.steps)),
+        "usercpu": format_cpu_time(sum(s.user_cpu_ms for s in job.steps)),
+        "systemcpu": format_cpu_time(sum(s.system_cpu_ms for s in job.steps)),
+        "averss": "", "maxrssnode": "", "maxrsstask": "", "avecpu": "", "mincpu": "",
+        "reqcpufreq": "Unknown",
     })
     rows = [row]
     if allocations_only:
@@ -821,13 +873,16 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
             "ncpus": str(st.num_cpus), "alloctres": "", "reqtres": "",
             "elapsed": slurm.format_duration(el), "elapsedraw": str(el),
             "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
-            "start": ts(st.start_time), "end": ts(st.end_time), "maxrss": _rss(st.max_rss_kb),
+            "start": ts(st.start_time), "end": ts(st.end_time),
             "maxvmsize": "", "partition": "", "user": "", "uid": "", "group": "", "gid": "",
             "submit": ts(job.submit_time), "timelimit": "", "timelimitraw": "", "qos": "",
             "priority": "", "reqmem": req_mem, "reason": "", "restarts": "", "workdir": "",
             "stdout": "", "stderr": "", "stdin": "", "comment": "", "batchhost": "",
-            "totalcpu": "00:00:00", "usercpu": "00:00:00", "systemcpu": "00:00:00",
+            "totalcpu": format_cpu_time(st.user_cpu_ms + st.system_cpu_ms),
+            "usercpu": format_cpu_time(st.user_cpu_ms),
+            "systemcpu": format_cpu_time(st.system_cpu_ms), "reqcpufreq": "Unknown",
         })
+        r.update(_step_usage(st, el))
         rows.append(r)
     return rows
 

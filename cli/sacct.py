@@ -1,6 +1,8 @@
 """sacct: accounting data for jobs and their steps (RPC GetAccounting).
 
-Rows are each job, then its steps (ID.batch, ID.0, ...) unless -X. Without
+Rows are each job, then its steps (ID.batch, ID.0, ...) unless -X. --json
+and --yaml dump the same selection in slurmdbd's dbv0.0.38 shape, each job
+with its steps inside it. Without
 -j, a user sees their own jobs since midnight (root and -a: everyone's).
 """
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import TextIO
 
 import grpc
 
-from cli import formats
-from cli.common import (CONNECT_FAILURE, CommandError, bad_values, current_user, details,
+from cli import formats, formats_json
+from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
                         is_not_found, make_api, own_options, parse_job_ids, parse_options,
                         resolve_user, run, select_jobs)
 from cli.options import NO, REQUIRED, Opt, comma_list
@@ -40,7 +42,7 @@ OPTIONS = [
     Opt("version", ("version",), "V", NO), Opt("allocations", ("allocations",), "X", NO),
     Opt("delimiter", ("delimiter",), "", REQUIRED), Opt("units", ("units",), "", REQUIRED),
     Opt("truncate", ("truncate",), "T", NO), Opt("local", ("local",), "", NO),
-    Opt("unsupported", ("json",), "", NO), Opt("unsupported", ("yaml",), "", NO),
+    Opt("json", ("json",), "", NO), Opt("yaml", ("yaml",), "", NO),
     Opt("unsupported", ("qos",), "q", REQUIRED), Opt("unsupported", ("wckeys",), "W", REQUIRED),
 ]
 LONG_FIELDS = ("JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,AllocCPUS,Elapsed,"
@@ -107,8 +109,12 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     accounts: list[str] = []
     nodes: set[str] = set()
     start = end = None
+    dump = ""
     with bad_values(PROG):
         for key, value, spelled in own_options(PROG, opts, USAGE):
+            if key in ("json", "yaml"):
+                dump = key
+                continue
             if key == "helpformat":
                 names_ = sorted(formats.SACCT_NAMES.values(), key=str.lower)
                 for i in range(0, len(names_), 4):
@@ -183,6 +189,11 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                                    names=names, accounts=accounts, nodes=nodes)
             if not (start is not None and j.end_time and j.end_time < start)
             and not (end is not None and j.submit_time and j.submit_time > end)]
+    if dump:
+        doc = formats_json.sacct_document(keep, cluster_name(api), int(now),
+                                          with_steps=not allocs)
+        out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
+        return 0
     text = formats.sacct_table(keep, fields, header=header, parsable=parsable,
                                allocations_only=allocs)
     if parsable and delimiter != "|":

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from cli import formats
+from cli import formats, formats_json
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
@@ -26,8 +26,8 @@ OPTIONS = [
     Opt("local", ("local",), "", NO), Opt("federation", ("federation",), "", NO),
     Opt("hide", ("hide",), "", NO), Opt("future", ("future",), "F", NO),
     Opt("unsupported", ("Format",), "O", REQUIRED), Opt("unsupported", ("iterate",), "i", REQUIRED),
-    Opt("unsupported", ("reservation",), "T", NO), Opt("unsupported", ("json",), "", NO),
-    Opt("unsupported", ("yaml",), "", NO),
+    Opt("unsupported", ("reservation",), "T", NO), Opt("json", ("json",), "", NO),
+    Opt("yaml", ("yaml",), "", NO),
 ]
 USAGE = ("Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
          "             [-S fields] [-o format] [-O Format] [--federation] [--local]\n"
@@ -62,8 +62,11 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     partitions: list[str] = []
     names: set[str] = set()
     tests = []
+    dump = ""
     for key, value, spelled in own_options(PROG, opts, USAGE):
-        if key == "noheader":
+        if key in ("json", "yaml"):
+            dump = key
+        elif key == "noheader":
             header = False
         elif key == "long":
             long_ = True
@@ -98,6 +101,15 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         nodes = list(api.call("GetNodes", api_pb2.GetNodesRequest()).nodes)
     if names:
         nodes = [n for n in nodes if n.name in names]
+    if dump:  # the node and partition filters apply; formatting options do not
+        for t in tests:
+            nodes = [n for n in nodes if t(n)]
+        if partitions:
+            parts = [p for p in parts if p.name in partitions]
+            nodes = [n for n in nodes if set(n.partitions) & set(partitions)]
+        doc = formats_json.sinfo_document(nodes, parts)
+        out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
+        return 0
     for t in tests:
         nodes = [n for n in nodes if t(n)]
     text = ""

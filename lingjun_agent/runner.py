@@ -222,7 +222,9 @@ class Agent:
     def _result_msg(r: batch.BatchResult) -> agent_pb2.BatchFinished:
         return agent_pb2.BatchFinished(job_id=r.job_id, exit_code=r.exit_code, signal=r.signal,
                                        start_time=r.start_time, end_time=r.end_time,
-                                       max_rss_kb=r.max_rss_kb, error=r.error)
+                                       max_rss_kb=r.max_rss_kb, error=r.error,
+                                       ave_rss_kb=r.ave_rss_kb, user_cpu_ms=r.user_cpu_ms,
+                                       system_cpu_ms=r.system_cpu_ms)
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
@@ -262,7 +264,8 @@ class Agent:
     def _exit_msg(jid, sid, rank, res) -> agent_pb2.AgentMessage:
         return agent_pb2.AgentMessage(task_exit=agent_pb2.AgentTaskExit(
             job_id=jid, step_id=sid, rank=rank, exit_code=res.exit_code, signal=res.signal,
-            error=res.error, max_rss_kb=res.max_rss_kb))
+            error=res.error, max_rss_kb=res.max_rss_kb, ave_rss_kb=res.ave_rss_kb,
+            user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms))
 
     def _signal(self, sj: agent_pb2.SignalJob) -> None:
         if sj.step_id >= 0 and sj.signal == signal.SIGKILL:

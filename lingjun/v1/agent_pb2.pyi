@@ -39,7 +39,7 @@ class Inventory(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
-    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error")
+    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,9 @@ class BatchFinished(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    AVE_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     exit_code: int
     signal: int
@@ -54,7 +57,10 @@ class BatchFinished(_message.Message):
     end_time: int
     max_rss_kb: int
     error: str
-    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    ave_rss_kb: int
+    user_cpu_ms: int
+    system_cpu_ms: int
+    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
     __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version")
@@ -109,7 +115,7 @@ class AgentTaskOutput(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class AgentTaskExit(_message.Message):
-    __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb")
+    __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +123,9 @@ class AgentTaskExit(_message.Message):
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    AVE_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     step_id: int
     rank: int
@@ -124,7 +133,10 @@ class AgentTaskExit(_message.Message):
     signal: int
     error: str
     max_rss_kb: int
-    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
+    ave_rss_kb: int
+    user_cpu_ms: int
+    system_cpu_ms: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobCleaned(_message.Message):
     __slots__ = ("job_id",)

@@ -110,7 +110,7 @@ class SubmitJobResponse(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., duplicate: _Optional[bool] = ..., cluster: _Optional[str] = ...) -> None: ...
 
 class StepInfo(_message.Message):
-    __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb")
+    __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb", "ave_rss_kb", "max_rss_node", "max_rss_task", "user_cpu_ms", "system_cpu_ms")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,11 @@ class StepInfo(_message.Message):
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    AVE_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_NODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_TASK_FIELD_NUMBER: _ClassVar[int]
+    USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     name: str
     state: str
@@ -133,7 +138,12 @@ class StepInfo(_message.Message):
     start_time: int
     end_time: int
     max_rss_kb: int
-    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ...) -> None: ...
+    ave_rss_kb: int
+    max_rss_node: str
+    max_rss_task: int
+    user_cpu_ms: int
+    system_cpu_ms: int
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running")

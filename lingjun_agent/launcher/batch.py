@@ -92,6 +92,9 @@ class BatchResult:
     end_time: int
     max_rss_kb: int
     error: str = ""
+    ave_rss_kb: int = 0               # mean of the supervisor's samples of the tree
+    user_cpu_ms: int = 0
+    system_cpu_ms: int = 0
 
 
 class LaunchError(Exception):

@@ -25,10 +25,12 @@ What it does, in the order Slurm's stepd does it:
    an ``execve`` failure is written to the job's stderr as Slurm words it and
    becomes exit code ``errno`` (Slurm's ``exit(errno)``);
 4. tell the agent the script's pid on the handshake fd, wait for the script
-   with ``wait4`` (reaping adopted orphans on the way), and write the result.
+   (reaping adopted orphans on the way) while sampling the memory of every
+   process below us (``usage``: the peak of the tree's summed RSS is the
+   batch step's MaxRSS), and write the result.
 
-This module is deliberately standard-library only and quick to import: it
-starts once per batch job. The marker names and the process identity helper
+This module is deliberately standard-library only (but for psutil, through
+``usage``) and quick to import: it starts once per batch job. The marker names and the process identity helper
 live here so that the agent side (procs, batch) and this side agree.
 """
 from __future__ import annotations
@@ -37,12 +39,15 @@ import ctypes
 import json
 import os
 import pwd
+import select
 import signal
 import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from lingjun_agent.launcher import usage
 
 MARK_VAR = "LINGJUN_JOB_MARK"
 STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
@@ -164,10 +169,12 @@ class _Handshake:
 
 
 def _result(job_id: int, start: int, *, exit_code: int = 0, sig: int = 0,
-            max_rss_kb: int = 0, error: str = "") -> dict:
+            max_rss_kb: int = 0, ave_rss_kb: int = 0, user_cpu_ms: int = 0,
+            system_cpu_ms: int = 0, error: str = "") -> dict:
     return {"job_id": job_id, "exit_code": exit_code, "signal": sig,
             "start_time": start, "end_time": int(time.time()),
-            "max_rss_kb": max_rss_kb, "error": error}
+            "max_rss_kb": max_rss_kb, "ave_rss_kb": ave_rss_kb, "user_cpu_ms": user_cpu_ms,
+            "system_cpu_ms": system_cpu_ms, "error": error}
 
 
 def supervise(job_dir: Path, handshake: _Handshake) -> dict:
@@ -243,6 +250,8 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
         _stderr_line(fds["stderr"], msg)
         handshake.send(0)
         return _result(job_id, start, exit_code=errno_, error=msg)
+    rss = usage.RssSampler()
+    rss.add(usage.tree_rss_kb(proc.pid))  # now, before a quick script is gone
     for fd in set(fds.values()):
         os.close(fd)
 
@@ -250,20 +259,44 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
                       {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
     handshake.send(proc.pid)
 
-    while True:  # reap adopted orphans too; the script's status ends the job
-        try:
-            pid, status, rusage = os.wait4(-1, 0)
-        except InterruptedError:
-            continue
-        if pid == proc.pid:
-            break
+    status = _wait_sampling(proc.pid, rss)
+    user_ms, sys_ms = usage.children_cpu_ms()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if os.WIFSIGNALED(status):
         code, sig = 0, os.WTERMSIG(status)
     else:
         code, sig = os.WEXITSTATUS(status), 0
-    return _result(job_id, start, exit_code=code, sig=sig,
-                   max_rss_kb=int(rusage.ru_maxrss))
+    return _result(job_id, start, exit_code=code, sig=sig, max_rss_kb=rss.peak_kb,
+                   ave_rss_kb=rss.average_kb, user_cpu_ms=user_ms, system_cpu_ms=sys_ms)
+
+
+def _wait_sampling(script_pid: int, rss: usage.RssSampler) -> int:
+    """Wait for the script, reaping adopted orphans, and sample the memory of
+    everything below this supervisor (the script and whatever it left behind:
+    we are their subreaper) until the script ends. Returns its wait status.
+
+    The script's pidfd wakes us at once when it exits; an orphan's exit is
+    reaped at the next tick.
+    """
+    pidfd = os.pidfd_open(script_pid)
+    ticks = usage.intervals()
+    try:
+        while True:
+            try:
+                pid, status, _ = os.wait4(-1, os.WNOHANG)
+            except InterruptedError:
+                continue
+            if pid == script_pid:
+                return status
+            if pid:
+                continue  # an orphan: look again before sleeping
+            try:
+                rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
+            except Exception:  # accounting must never lose the exit status
+                traceback.print_exc()
+            select.select([pidfd], [], [], next(ticks))
+    finally:
+        os.close(pidfd)
 
 
 def main(argv: list[str]) -> int:

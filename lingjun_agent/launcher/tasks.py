@@ -4,7 +4,9 @@
 job's marker in its environment, and hands each chunk of stdout (1) and
 stderr (2) to ``on_output`` as soon as the pipe yields it. Everything is
 driven by the event loop: the pipes and a pidfd of the task are loop
-readers, and ``wait4`` on the pidfd's exit gives the status and max RSS.
+readers, and ``wait4`` on the pidfd's exit gives the status and CPU time.
+While it runs, the memory of its process tree is sampled (``usage``): the
+peak of the summed RSS is the task's MaxRSS.
 
 What the user sees mirrors slurmstepd:
 
@@ -35,6 +37,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
+from lingjun_agent.launcher import usage
 from lingjun_agent.launcher.stepd import MARK_VAR, job_mark, user_groups
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,9 @@ class TaskResult:
     signal: int
     max_rss_kb: int = 0
     error: str = ""
+    ave_rss_kb: int = 0
+    user_cpu_ms: int = 0
+    system_cpu_ms: int = 0
 
 
 def _error_line(text: str) -> bytes:
@@ -141,6 +147,9 @@ async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
     loop.add_reader(pidfd, on_exit)
     log.info("%s: started pid %d: %s", who, proc.pid, argv[0])
 
+    rss = usage.RssSampler()
+    rss.add(usage.tree_rss_kb(proc.pid))  # now, before a quick task is gone
+    sampler = asyncio.create_task(_sample(proc.pid, rss, exited))
     reaped = False
     try:
         await exited
@@ -174,6 +183,7 @@ async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
         log.info("%s: cancelled, process group killed", who)
         raise
     finally:
+        sampler.cancel()
         for fd in list(open_fds):
             loop.remove_reader(fd)
         proc.stdout.close()
@@ -190,7 +200,23 @@ async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
     else:
         code, sig = os.WEXITSTATUS(status), 0
     log.info("%s: ended %d:%d", who, code, sig)
-    return TaskResult(exit_code=code, signal=sig, max_rss_kb=int(rusage.ru_maxrss))
+    user_ms, sys_ms = usage.cpu_ms(rusage)
+    return TaskResult(exit_code=code, signal=sig, max_rss_kb=rss.peak_kb,
+                      ave_rss_kb=rss.average_kb, user_cpu_ms=user_ms, system_cpu_ms=sys_ms)
+
+
+async def _sample(pid: int, rss: usage.RssSampler, exited: asyncio.Future) -> None:
+    """Sample the task's tree until it exits. The /proc scan is a few
+    milliseconds: done on the loop, as other agent work is."""
+    for interval in usage.intervals():
+        if exited.done():
+            return
+        try:
+            rss.add(usage.tree_rss_kb(pid))
+        except Exception:  # accounting must never break the task
+            log.exception("sampling task pid %d failed", pid)
+            return
+        await asyncio.sleep(interval)
 
 
 def _reap_later(loop: asyncio.AbstractEventLoop, proc: subprocess.Popen,

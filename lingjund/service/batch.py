@@ -65,7 +65,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
             exit_code=res.exit_code, exit_signal=res.signal, nodes=(node,), num_tasks=1,
             num_cpus=job.cpus_per_node[0] if job.cpus_per_node else 1,
             start_time=res.start_time or job.start_time, end_time=res.end_time or now,
-            max_rss_kb=res.max_rss_kb))
+            max_rss_kb=res.max_rss_kb, ave_rss_kb=res.ave_rss_kb, max_rss_node=node,
+            user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms))
         for n in job.nodes:
             st.put_node(n, last_busy_time=now)
     log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id, state, res.exit_code,

@@ -240,7 +240,9 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
             step_id=s.step_id, name=s.name, state=s.state, exit_code=s.exit_code,
             exit_signal=s.exit_signal, nodes=slurm.compress_hostlist(list(s.nodes)),
             num_tasks=s.num_tasks, num_cpus=s.num_cpus, start_time=int(s.start_time),
-            end_time=int(s.end_time), max_rss_kb=s.max_rss_kb))
+            end_time=int(s.end_time), max_rss_kb=s.max_rss_kb, ave_rss_kb=s.ave_rss_kb,
+            max_rss_node=s.max_rss_node, max_rss_task=s.max_rss_task,
+            user_cpu_ms=s.user_cpu_ms, system_cpu_ms=s.system_cpu_ms))
         if s.step_id != "batch" and s.exit_code > derived_code:
             derived_code, derived_sig = s.exit_code, s.exit_signal
     info.derived_exit_code, info.derived_exit_signal = derived_code, derived_sig

@@ -31,6 +31,8 @@ class StepRun:
     rank_node: dict[int, str]
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     exits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # rank -> the task's AgentTaskExit, for the step's accounting (MaxRSS...)
+    usage: dict[int, agent_pb2.AgentTaskExit] = field(default_factory=dict)
 
 
 def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int]]:
@@ -118,13 +120,29 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
             st.put_step(StepRecord(
                 job_id=job.job_id, step_id=str(step_id), name=name, state=state,
                 exit_code=worst[0], exit_signal=worst[1], nodes=nodes, num_tasks=rank,
-                num_cpus=sum(tasks), start_time=start, end_time=ctl.clock()))
+                num_cpus=sum(tasks), start_time=start, end_time=ctl.clock(),
+                **step_usage(run)))
         yield api_pb2.StepEvent(done=api_pb2.StepDone(exit_code=rc))
     finally:
         ctl.steps.pop((job.job_id, step_id), None)
         if not finished:
             log.info("job=%d step=%d: srun went away, killing its tasks", job.job_id, step_id)
             _kill_step(ctl, run)
+
+
+def step_usage(run: StepRun) -> dict:
+    """A step's accounting from its tasks' reports, as sacct shows it: the
+    highest peak RSS and where it was, the mean of the tasks' means, CPU summed."""
+    reports = run.usage
+    if not reports:
+        return {}
+    top_rank = max(reports, key=lambda r: (reports[r].max_rss_kb, -r))
+    return dict(
+        max_rss_kb=reports[top_rank].max_rss_kb,
+        max_rss_node=run.rank_node.get(top_rank, ""), max_rss_task=top_rank,
+        ave_rss_kb=sum(t.ave_rss_kb for t in reports.values()) // len(reports),
+        user_cpu_ms=sum(t.user_cpu_ms for t in reports.values()),
+        system_cpu_ms=sum(t.system_cpu_ms for t in reports.values()))
 
 
 def _kill_step(ctl: Controller, run: StepRun) -> None:
@@ -144,6 +162,7 @@ def task_output(ctl: Controller, node: str, msg: agent_pb2.AgentTaskOutput) -> N
 def task_exit(ctl: Controller, node: str, msg: agent_pb2.AgentTaskExit) -> None:
     run = ctl.steps.get((msg.job_id, msg.step_id))
     if run is not None and run.rank_node.get(msg.rank) == node:
+        run.usage[msg.rank] = msg
         run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
             rank=msg.rank, node=node, exit_code=msg.exit_code, signal=msg.signal, error=msg.error)))
 

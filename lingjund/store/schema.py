@@ -96,4 +96,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN array_max_running INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX jobs_array ON jobs(array_job_id)
     """,
+    """
+    -- wp-formats: step usage for sacct (AveRSS, MaxRSSNode/Task, TotalCPU)
+    ALTER TABLE steps ADD COLUMN ave_rss_kb INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN max_rss_node TEXT NOT NULL DEFAULT '';
+    ALTER TABLE steps ADD COLUMN max_rss_task INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN user_cpu_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN system_cpu_ms INTEGER NOT NULL DEFAULT 0
+    """,
 ]

@@ -80,6 +80,11 @@ class StepRecord:
     start_time: float = 0.0
     end_time: float = 0.0
     max_rss_kb: int = 0
+    ave_rss_kb: int = 0               # mean over tasks of each task's mean sampled RSS
+    max_rss_node: str = ""            # node of the task with the highest peak
+    max_rss_task: int = 0             # that task's rank
+    user_cpu_ms: int = 0              # summed over tasks
+    system_cpu_ms: int = 0
 
 
 @dataclass(frozen=True)

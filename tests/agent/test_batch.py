@@ -65,7 +65,6 @@ echo "mark=$LINGJUN_JOB_MARK"
     result = run(tmp_path / "state", spec)
     assert (result.exit_code, result.signal, result.error) == (0, 0, "")
     assert result.start_time <= result.end_time
-    assert result.max_rss_kb > 0
     want = (f"job=1 args=a b c\n{tmp_path}\nfrom stdin\nto stderr\n"
             f"mark={node}:1\n")
     got = (tmp_path / "slurm-1.out").read_text()
