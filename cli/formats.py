@@ -860,7 +860,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
     rows = [row]
     if allocations_only:
         return rows
-    for st in job.steps:
+    for st in step_order(job.steps):
         el = _elapsed(st.start_time, st.end_time, st.state, now)
         r = dict(base)
         nn = len(slurm.expand_hostlist(st.nodes)) if st.nodes else 0
@@ -885,6 +885,17 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         r.update(_step_usage(st, el))
         rows.append(r)
     return rows
+
+
+def step_order(steps: Iterable[api_pb2.StepInfo]) -> list[api_pb2.StepInfo]:
+    """Steps as sacct lists them: ID.batch, ID.extern, then ID.0, ID.1, ...
+    (the batch step is recorded last, when the job ends, but is listed first)."""
+    def key(st: api_pb2.StepInfo) -> tuple[int, int, str]:
+        special = {"batch": 0, "extern": 1, "interactive": 2}
+        if st.step_id in special:
+            return (special[st.step_id], 0, "")
+        return (3, int(st.step_id), "") if st.step_id.isdigit() else (4, 0, st.step_id)
+    return sorted(steps, key=key)
 
 
 def _alloc_tres(cpus: int, mem_mb: int, nodes: int) -> str:

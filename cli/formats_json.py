@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from cli.formats import step_order
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 
@@ -304,7 +305,7 @@ def sacct_job_dict(job: api_pb2.JobInfo, cluster: str = "", now: int | None = No
     started = _started(job)
     total_u = sum(s.user_cpu_ms for s in job.steps)
     total_s = sum(s.system_cpu_ms for s in job.steps)
-    steps = [sacct_step_dict(job, s, now) for s in job.steps] if with_steps else []
+    steps = [sacct_step_dict(job, s, now) for s in step_order(job.steps)] if with_steps else []
     task_id = job.array_task_id if job.array_job_id and job.array_task_id >= 0 else None
     return {
         "account": job.account,
