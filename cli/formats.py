@@ -134,6 +134,15 @@ def _opt_time(ts: int) -> str:
     return slurm.format_timestamp(ts, unknown="N/A")
 
 
+def _array_task(job: api_pb2.JobInfo) -> str:
+    """%K: the task index, the pending remainder's tasks ("1-3"), or N/A."""
+    if not job.array_job_id:
+        return "N/A"
+    if job.array_task_str:
+        return job.array_task_str
+    return str(job.array_task_id) if job.array_task_id >= 0 else "N/A"
+
+
 def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str]:
     """Every squeue % letter's text for one job."""
     state = job.state or slurm.PENDING
@@ -162,7 +171,8 @@ def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str
         "Q": str(job.priority), "y": str(job.nice), "Z": job.work_dir,
         "k": job.comment or "(null)", "o": job.command or "(null)",
         "h": "NO" if job.exclusive else "OK", "B": job.batch_host or "n/a",
-        "E": "(null)", "f": "(null)", "F": str(job.job_id), "K": "N/A", "O": "0",
+        "E": "(null)", "f": "(null)", "F": str(job.array_job_id or job.job_id),
+        "K": _array_task(job), "O": "0",
         "x": "", "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
         "H": "*", "I": "*", "J": "*", "s": "(null)", "W": "(null)", "X": "N/A",
         "Y": "(null)",
@@ -221,6 +231,76 @@ SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] =
     "submithost": ("ALLOC_NODE", lambda j: j.submit_host),  # header per squeue.1 "AllocNodes"
     "schednodes": ("SCHEDNODES", "Y"), "reservation": ("RESERVATION", "v"),
     "wckey": ("WCKEY", "w"),
+    # the rest of squeue(1)'s -O list; "not set" reads as Slurm prints it
+    "accruetime": ("ACCRUE_TIME", lambda j: _opt_time(j.eligible_time)),
+    "admin_comment": ("ADMIN_COMMENT", lambda j: "(null)"),
+    "allocnodes": ("ALLOC_NODES", lambda j: j.submit_host or "(null)"),
+    "allocsid": ("ALLOC_SID", lambda j: "0"),
+    "associd": ("ASSOC_ID", lambda j: "0"),
+    "batchflag": ("BATCH_FLAG", lambda j: str(int(j.batch))),
+    "boardspernode": ("BOARDS_PER_NODE", lambda j: "N/A"),
+    "burstbuffer": ("BURST_BUFFER", lambda j: "(null)"),
+    "burstbufferstate": ("BURST_BUFFER_STATE", lambda j: "(null)"),
+    "cluster": ("CLUSTER", lambda j: "(null)"),
+    "clusterfeature": ("CLUSTER_FEATURES", lambda j: "(null)"),
+    "container": ("CONTAINER", lambda j: "(null)"),
+    "cores": ("CORES", "I"), "corespec": ("CORE_SPEC", "X"),
+    "cpufreq": ("CPU_FREQ", lambda j: "Unknown"),
+    "cpus-per-tres": ("CPUS_PER_TRES", lambda j: "(null)"),
+    "deadline": ("DEADLINE", lambda j: "N/A"),
+    "delayboot": ("DELAY_BOOT", lambda j: "00:00:00"),
+    "derivedec": ("DERIVED_EC", lambda j: slurm.format_exit_code(j.derived_exit_code,
+                                                                 j.derived_exit_signal)),
+    "excnodes": ("EXC_NODES", "x"),
+    "hetjobid": ("HET_JOB_ID", lambda j: "N/A"),
+    "hetjobidset": ("HET_JOB_ID_SET", lambda j: "N/A"),
+    "hetjoboffset": ("HET_JOB_OFFSET", lambda j: "N/A"),
+    "lastschedeval": ("LAST_SCHED_EVAL",
+                      lambda j: _opt_time(j.start_time or j.eligible_time or j.submit_time)),
+    "licenses": ("LICENSES", "W"),
+    "maxcpus": ("MAX_CPUS", lambda j: "0"),
+    "maxnodes": ("MAX_NODES", lambda j: str(j.max_nodes or 0)),
+    "mcslabel": ("MCSLABEL", lambda j: "N/A"),
+    "mem-per-tres": ("MEM_PER_TRES", lambda j: "(null)"),
+    "mintime": ("MIN_TIME", lambda j: "0:00"),
+    "mintmpdisk": ("MIN_TMP_DISK", "d"),
+    "network": ("NETWORK", lambda j: "(null)"),
+    "nodes": ("NODES", "D"),
+    "ntperboard": ("NTASKS_PER_BOARD", lambda j: "0"),
+    "ntpercore": ("NTASKS_PER_CORE", lambda j: "0"),
+    "ntpernode": ("NTASKS_PER_NODE", lambda j: str(j.ntasks_per_node or 0)),
+    "ntpersocket": ("NTASKS_PER_SOCKET", lambda j: "0"),
+    "origin": ("ORIGIN", lambda j: "N/A"), "originraw": ("ORIGIN_RAW", lambda j: "N/A"),
+    "pendingtime": ("PENDING_TIME", lambda j: str(
+        max(0, (j.start_time or j.now) - (j.eligible_time or j.submit_time))
+        if j.eligible_time or j.submit_time else 0)),
+    "preempttime": ("PREEMPT_TIME", lambda j: "N/A"),
+    "prefer": ("PREFER", lambda j: "(null)"),
+    "profile": ("PROFILE", lambda j: "NotSet"),
+    "reboot": ("REBOOT", lambda j: "0"),
+    "reqnodes": ("REQ_NODES", "n"),
+    "reqswitch": ("REQ_SWITCH", lambda j: "0"),
+    "resizetime": ("RESIZE_TIME", lambda j: "0"),
+    "resvport": ("RESV_PORT", lambda j: "N/A"),
+    "sct": ("S:C:T", "z"), "selectjobinfo": ("SELECT_JOBINFO", "s"),
+    "siblingsactive": ("ACTIVE_SIBLINGS", lambda j: "(null)"),
+    "siblingsactiveraw": ("ACTIVE_SIBLINGS_RAW", lambda j: "(null)"),
+    "siblingsviable": ("VIABLE_SIBLINGS", lambda j: "(null)"),
+    "siblingsviableraw": ("VIABLE_SIBLINGS_RAW", lambda j: "(null)"),
+    "sockets": ("SOCKETS", "H"), "sperboard": ("SOCKETS_PER_BOARD", lambda j: "0"),
+    "stepid": ("STEPID", "i"), "stepname": ("STEPNAME", "j"), "stepstate": ("STEPSTATE", "T"),
+    "system_comment": ("SYSTEM_COMMENT", lambda j: "(null)"),
+    "threads": ("THREADS", "J"),
+    "tres-alloc": ("TRES_ALLOC", lambda j: _alloc_tres(j.num_cpus, j.mem_per_node_mb,
+                                                        j.num_nodes) if j.nodes else "(null)"),
+    "tres-bind": ("TRES_BIND", lambda j: "(null)"),
+    "tres-freq": ("TRES_FREQ", lambda j: "(null)"),
+    "tres-per-job": ("TRES_PER_JOB", lambda j: f"gres:gpu:{j.gpus}"
+                     if j.gpus and not j.gpus_per_node else "N/A"),
+    "tres-per-socket": ("TRES_PER_SOCKET", lambda j: "N/A"),
+    "tres-per-step": ("TRES_PER_STEP", lambda j: "N/A"),
+    "tres-per-task": ("TRES_PER_TASK", lambda j: "N/A"),
+    "wait4switch": ("WAIT4SWITCH", lambda j: "0"),
 }
 
 
@@ -547,10 +627,47 @@ SINFO_HEADERS = {
     "s": "JOB_SIZE", "h": "OVERSUBSCRIBE", "g": "GROUPS", "r": "ROOT", "z": "S:C:T",
     "d": "TMP_DISK", "w": "WEIGHT", "X": "SOCKETS", "Y": "CORES", "Z": "THREADS",
     "B": "MAX_CPUS_PER_NODE", "S": "ALLOCNODES", "V": "CLUSTER", "x": "EXTRA",
-    "p": "PRIO_TIER", "k": "OVERSUBSCRIBE",
+    "p": "PRIO_TIER", "k": "OVERSUBSCRIBE", "A": "NODES(A/I)", "I": "PRIO_JOB_FACTOR",
+    "M": "PREEMPT_MODE", "v": "VERSION",
+    # -O fields without a % letter
+    "allocmem": "ALLOCMEM", "port": "PORT", "comment": "COMMENT", "gresused": "GRES_USED",
+    "statecomplete": "STATECOMPLETE",
 }
+
+# sinfo -O / --Format: field name -> the key of sinfo_node_values (a % letter
+# where sinfo has one). Default width 20, as squeue's -O.
+SINFO_O_FIELDS = {
+    "allocmem": "allocmem", "allocnodes": "S", "available": "a", "cluster": "V",
+    "comment": "comment", "cores": "Y", "cpus": "c", "cpusload": "O", "cpusstate": "C",
+    "defaulttime": "L", "disk": "d", "extra": "x", "features": "f", "features_act": "b",
+    "freemem": "e", "gres": "G", "gresused": "gresused", "groups": "g",
+    "maxcpuspernode": "B", "memory": "m", "nodeaddr": "o", "nodeai": "A", "nodeaiot": "F",
+    "nodehost": "n", "nodelist": "N", "nodes": "D", "oversubscribe": "h", "partition": "P",
+    "partitionname": "R", "port": "port", "preemptmode": "M", "priorityjobfactor": "I",
+    "prioritytier": "p", "reason": "E", "root": "r", "size": "s", "socketcorethread": "z",
+    "sockets": "X", "statecompact": "t", "statelong": "T", "statecomplete": "statecomplete",
+    "threads": "Z", "time": "l", "timestamp": "H", "user": "u", "userlong": "U",
+    "version": "v", "weight": "w",
+}
+
+
+def parse_sinfo_O(spec: str) -> list[Field]:
+    """"NodeList:10,StateLong:.12" -> Fields keyed as sinfo_node_values is."""
+    out = []
+    for token in (t for t in spec.split(",") if t):
+        name, _, size = token.partition(":")
+        key = SINFO_O_FIELDS.get(name.strip().lower())
+        if key is None:
+            raise FormatError(f"Invalid node format specification: {name}")
+        right = size.startswith(".")
+        try:
+            width = int(size.lstrip(".")) if size.lstrip(".") else 20
+        except ValueError:
+            raise FormatError(f"Invalid node format specification: {token}") from None
+        out.append(Field(key, width, right))
+    return out
 # Letters summed over the nodes of a row rather than part of what groups them.
-_SINFO_AGGREGATE = frozenset("NnoDCF")
+_SINFO_AGGREGATE = frozenset("NnoDCFA")
 # sinfo's default order puts busier states first (node state enum, descending).
 _STATE_RANK = {"MIXED": 0, "ALLOCATED": 1, "COMPLETING": 2, "IDLE": 3, "DOWN": 4, "UNKNOWN": 5}
 MIN_FIELD_SIZE = 9
@@ -590,6 +707,11 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
         "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
+        "I": "1", "M": "OFF", "v": n.version or SLURM_VERSION,
+        "allocmem": str(n.alloc_memory_mb), "port": _node_port(n)[1], "comment": "(null)",
+        "gresused": f"gpu:{n.gpus_alloc}" if n.gpus else "gpu:0",
+        "statecomplete": slurm.node_state_long(n.state, n.drain, n.not_responding,
+                                               n.completing).lower(),
     }
 
 
@@ -614,16 +736,19 @@ def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
         "o": slurm.compress_hostlist([(_node_port(n)[0]) for n in nodes]),
         "C": f"{a}/{t - a - o}/{o}/{t}",
         "F": f"{na}/{len(nodes) - na - no}/{no}/{len(nodes)}",
+        "A": f"{na}/{len(nodes) - na - no}",
     }
 
 
 def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.PartitionInfo],
                 fmt: str = SINFO_DEFAULT_FORMAT, header: bool = True, node_oriented: bool = False,
-                reasons_only: bool = False, partitions: Sequence[str] = ()) -> str:
-    """sinfo: one row per group of nodes that print the same (or per node with -N)."""
-    fields, trailer = parse_format(fmt)
+                reasons_only: bool = False, partitions: Sequence[str] = (),
+                fields_O: list[Field] | None = None) -> str:
+    """sinfo: one row per group of nodes that print the same (or per node with -N).
+    ``fields_O`` (from parse_sinfo_O) replaces ``fmt`` for -O."""
+    fields, trailer = (fields_O, "") if fields_O is not None else parse_format(fmt)
     letters = {f.letter for f in fields}
-    by_part = bool(letters & set("PRalLshgkpSB")) or node_oriented
+    by_part = bool(letters & set("PRalLshgkpSBIM")) or node_oriented
     part_by_name = {p.name: p for p in parts}
     order = [p.name for p in parts]
     if partitions:
@@ -727,13 +852,80 @@ SACCT_NAMES = {
 }
 
 
+# The step statistics sacct -l shows that no Lingjun agent gathers (virtual
+# memory, pages, disk I/O, energy, CPU frequency): each reads as Slurm prints
+# an unmeasured figure on a step that has statistics, blank on the allocation.
+# name -> (header, default width, kind): kind "size" -> "0", "node" -> the
+# step's first node, "task" -> "0", "freq" -> "Unknown", "num" -> "0".
+_UNGATHERED = {
+    "maxvmsize": ("MaxVMSize", 10, "size"), "maxvmsizenode": ("MaxVMSizeNode", 13, "node"),
+    "maxvmsizetask": ("MaxVMSizeTask", 13, "task"), "avevmsize": ("AveVMSize", 10, "size"),
+    "maxpages": ("MaxPages", 8, "size"), "maxpagesnode": ("MaxPagesNode", 12, "node"),
+    "maxpagestask": ("MaxPagesTask", 12, "task"), "avepages": ("AvePages", 10, "size"),
+    "mincpunode": ("MinCPUNode", 10, "node"), "mincputask": ("MinCPUTask", 10, "task"),
+    "avecpufreq": ("AveCPUFreq", 12, "num"), "reqcpufreqmin": ("ReqCPUFreqMin", 13, "freq"),
+    "reqcpufreqmax": ("ReqCPUFreqMax", 13, "freq"), "reqcpufreqgov": ("ReqCPUFreqGov", 13, "freq"),
+    "consumedenergy": ("ConsumedEnergy", 14, "num"),
+    "consumedenergyraw": ("ConsumedEnergyRaw", 17, "num"),
+    "maxdiskread": ("MaxDiskRead", 13, "size"), "maxdiskreadnode": ("MaxDiskReadNode", 15, "node"),
+    "maxdiskreadtask": ("MaxDiskReadTask", 15, "task"), "avediskread": ("AveDiskRead", 14, "size"),
+    "maxdiskwrite": ("MaxDiskWrite", 14, "size"),
+    "maxdiskwritenode": ("MaxDiskWriteNode", 16, "node"),
+    "maxdiskwritetask": ("MaxDiskWriteTask", 16, "task"),
+    "avediskwrite": ("AveDiskWrite", 15, "size"),
+}
+# TRES usage strings, built from what we do gather (CPU time, RSS).
+_TRES_USAGE = {
+    "tresusageinave": ("TRESUsageInAve", -14), "tresusageinmax": ("TRESUsageInMax", -14),
+    "tresusageinmaxnode": ("TRESUsageInMaxNode", -18),
+    "tresusageinmaxtask": ("TRESUsageInMaxTask", -18),
+    "tresusageinmin": ("TRESUsageInMin", -14), "tresusageinminnode": ("TRESUsageInMinNode", -18),
+    "tresusageinmintask": ("TRESUsageInMinTask", -18), "tresusageintot": ("TRESUsageInTot", -14),
+    "tresusageoutave": ("TRESUsageOutAve", -15), "tresusageoutmax": ("TRESUsageOutMax", -15),
+    "tresusageoutmaxnode": ("TRESUsageOutMaxNode", -19),
+    "tresusageoutmaxtask": ("TRESUsageOutMaxTask", -19),
+    "tresusageoutmin": ("TRESUsageOutMin", -15),
+    "tresusageoutminnode": ("TRESUsageOutMinNode", -19),
+    "tresusageoutmintask": ("TRESUsageOutMinTask", -19), "tresusageouttot": ("TRESUsageOutTot", -15),
+}
+for _k, (_name, _w, _kind) in _UNGATHERED.items():
+    SACCT_WIDTHS[_k], SACCT_NAMES[_k] = _w, _name
+for _k, (_name, _w) in _TRES_USAGE.items():
+    SACCT_WIDTHS[_k], SACCT_NAMES[_k] = _w, _name
+
+# sacct -l (LONG_FIELDS of Slurm 22.05's sacct.h), abbreviations resolved.
+SACCT_LONG_FIELDS = (
+    "JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxVMSizeNode,MaxVMSizeTask,AveVMSize,"
+    "MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS,MaxPages,MaxPagesNode,MaxPagesTask,AvePages,"
+    "MinCPU,MinCPUNode,MinCPUTask,AveCPU,NTasks,AllocCPUS,Elapsed,State,ExitCode,"
+    "AveCPUFreq,ReqCPUFreqMin,ReqCPUFreqMax,ReqCPUFreqGov,ReqMem,ConsumedEnergy,"
+    "MaxDiskRead,MaxDiskReadNode,MaxDiskReadTask,AveDiskRead,MaxDiskWrite,"
+    "MaxDiskWriteNode,MaxDiskWriteTask,AveDiskWrite,ReqTRES,AllocTRES,TRESUsageInAve,"
+    "TRESUsageInMax,TRESUsageInMaxNode,TRESUsageInMaxTask,TRESUsageInMin,"
+    "TRESUsageInMinNode,TRESUsageInMinTask,TRESUsageInTot,TRESUsageOutMax,"
+    "TRESUsageOutMaxNode,TRESUsageOutMaxTask,TRESUsageOutAve,TRESUsageOutTot")
+
+
+def _sacct_key(name: str) -> str | None:
+    """A field name as sacct matches it: exactly, else as the start of a field
+    name (sacct compares only as many letters as given: "jobn" is JobName),
+    the first in alphabetical order winning, as in sacct's fields[] table."""
+    key = name.lower()
+    if key in SACCT_WIDTHS:
+        return key
+    for cand in sorted(SACCT_WIDTHS):
+        if key and cand.startswith(key):
+            return cand
+    return None
+
+
 def parse_sacct_fields(spec: str) -> list[tuple[str, int]]:
     """"JobID,JobName%30" -> [("jobid", -12), ("jobname", 30)]. FormatError when unknown."""
     out = []
     for token in (t.strip() for t in spec.split(",") if t.strip()):
         name, _, width = token.partition("%")
-        key = name.lower()
-        if key not in SACCT_WIDTHS:
+        key = _sacct_key(name)
+        if key is None:
             raise FormatError(f'Invalid field requested: "{name}"')
         w = SACCT_WIDTHS[key]
         if width:
@@ -794,20 +986,49 @@ def format_cpu_time(ms: int) -> str:
     return f"00:{minutes:02d}:{seconds:02d}"
 
 
+_STAT_KEYS = ("maxrss", "averss", "maxrssnode", "maxrsstask", "avecpu", "mincpu",
+              *_UNGATHERED, *_TRES_USAGE)
+
+
 def _step_usage(st: api_pb2.StepInfo, el: int) -> dict[str, str]:
     """The usage columns of a step row. A step that ran has statistics (0 is
     printed as "0"); one that never started has none (blank), as in Slurm."""
     if not st.start_time:
-        return {k: "" for k in ("maxrss", "averss", "maxrssnode", "maxrsstask", "avecpu",
-                                "mincpu")}
+        return {k: "" for k in _STAT_KEYS}
     total = st.user_cpu_ms + st.system_cpu_ms
     per_task = total // max(1, st.num_tasks)
-    return {
+    first = slurm.expand_hostlist(st.nodes)[0] if st.nodes else ""
+    node = st.max_rss_node or first
+    cpu = slurm.format_duration(per_task // 1000)
+    out = {
         "maxrss": format_rss(st.max_rss_kb), "averss": format_rss(st.ave_rss_kb),
-        "maxrssnode": st.max_rss_node or (slurm.expand_hostlist(st.nodes)[0] if st.nodes else ""),
-        "maxrsstask": str(st.max_rss_task), "avecpu": slurm.format_duration(per_task // 1000),
-        "mincpu": slurm.format_duration(per_task // 1000),
+        "maxrssnode": node, "maxrsstask": str(st.max_rss_task), "avecpu": cpu, "mincpu": cpu,
     }
+    for key, (_, _, kind) in _UNGATHERED.items():
+        out[key] = {"size": "0", "node": first, "task": "0", "freq": "Unknown",
+                    "num": "0"}[kind]
+
+    def tres_in(cpu_text: str, mem: str) -> str:
+        return f"cpu={cpu_text},energy=0,fs/disk=0,mem={mem},pages=0,vmem=0"
+
+    def same(text: str) -> str:
+        return ",".join(f"{t}={text}" for t in ("cpu", "energy", "fs/disk", "mem", "pages",
+                                                  "vmem"))
+    out.update({
+        "tresusageinave": tres_in(cpu, format_rss(st.ave_rss_kb)),
+        "tresusageinmax": tres_in(cpu, format_rss(st.max_rss_kb)),
+        "tresusageinmaxnode": same(node), "tresusageinmaxtask": same(str(st.max_rss_task)),
+        "tresusageinmin": tres_in(cpu, format_rss(st.ave_rss_kb)),
+        "tresusageinminnode": same(first), "tresusageinmintask": same("0"),
+        "tresusageintot": tres_in(slurm.format_duration(total // 1000),
+                                  format_rss(st.ave_rss_kb * max(1, st.num_tasks))),
+        "tresusageoutave": "energy=0,fs/disk=0", "tresusageoutmax": "energy=0,fs/disk=0",
+        "tresusageoutmaxnode": f"energy={first},fs/disk={first}",
+        "tresusageoutmaxtask": "energy=0,fs/disk=0", "tresusageoutmin": "energy=0,fs/disk=0",
+        "tresusageoutminnode": f"energy={first},fs/disk={first}",
+        "tresusageoutmintask": "energy=0,fs/disk=0", "tresusageouttot": "energy=0,fs/disk=0",
+    })
+    return out
 
 
 def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
@@ -870,7 +1091,8 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
             "exitcode": slurm.format_exit_code(st.exit_code, st.exit_signal),
             "derivedexitcode": "", "nodelist": st.nodes, "nnodes": str(nn),
             "allocnodes": str(nn), "ntasks": str(st.num_tasks), "alloccpus": str(st.num_cpus),
-            "ncpus": str(st.num_cpus), "alloctres": "", "reqtres": "",
+            "ncpus": str(st.num_cpus), "reqtres": "",
+            "alloctres": _alloc_tres(st.num_cpus, job.mem_per_node_mb, nn) if nn else "",
             "elapsed": slurm.format_duration(el), "elapsedraw": str(el),
             "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
             "start": ts(st.start_time), "end": ts(st.end_time),

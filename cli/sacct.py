@@ -45,9 +45,6 @@ OPTIONS = [
     Opt("json", ("json",), "", NO), Opt("yaml", ("yaml",), "", NO),
     Opt("unsupported", ("qos",), "q", REQUIRED), Opt("unsupported", ("wckeys",), "W", REQUIRED),
 ]
-LONG_FIELDS = ("JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,AllocCPUS,Elapsed,"
-               "State,ExitCode,DerivedExitCode,NNodes,NodeList,ReqMem,Submit,Start,End,"
-               "Timelimit,User,UID,Account,WorkDir")
 USAGE = "Usage: sacct [options]\n\tUse --help for help\n"
 
 
@@ -125,7 +122,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
             elif key == "brief":
                 fields = formats.SACCT_BRIEF_FIELDS
             elif key == "long":
-                fields = LONG_FIELDS
+                fields = formats.SACCT_LONG_FIELDS
             elif key == "format":
                 fields = value
             elif key == "noheader":

@@ -25,7 +25,7 @@ OPTIONS = [
     Opt("version", ("version",), "V", NO), Opt("clusters", ("clusters",), "M", REQUIRED),
     Opt("local", ("local",), "", NO), Opt("federation", ("federation",), "", NO),
     Opt("hide", ("hide",), "", NO), Opt("future", ("future",), "F", NO),
-    Opt("unsupported", ("Format",), "O", REQUIRED), Opt("unsupported", ("iterate",), "i", REQUIRED),
+    Opt("Format", ("Format",), "O", REQUIRED), Opt("unsupported", ("iterate",), "i", REQUIRED),
     Opt("unsupported", ("reservation",), "T", NO), Opt("json", ("json",), "", NO),
     Opt("yaml", ("yaml",), "", NO),
 ]
@@ -63,9 +63,15 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     names: set[str] = set()
     tests = []
     dump = ""
+    fields_O = None
     for key, value, spelled in own_options(PROG, opts, USAGE):
         if key in ("json", "yaml"):
             dump = key
+        elif key == "Format":
+            try:
+                fields_O = formats.parse_sinfo_O(value)
+            except formats.FormatError as e:
+                raise CommandError(f"sinfo: error: {e}") from None
         elif key == "noheader":
             header = False
         elif key == "long":
@@ -125,7 +131,8 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         text += formats.squeue_long_header(int(time.time()))
     text += formats.sinfo_table(nodes, parts, fmt, header=header, node_oriented=node_mode,
                                 reasons_only=reasons,
-                                partitions=partitions or [p.name for p in parts])
+                                partitions=partitions or [p.name for p in parts],
+                                fields_O=fields_O)
     out.write(text)
     return 0
 

@@ -226,3 +226,110 @@ def test_sacct_usage_columns_in_fixed_width_layout():
         "25.batch             4M      node1 ",
         "25.0            215692K      node2 ",
     ]
+
+
+# --- sacct -l and field names --------------------------------------------------------------
+
+
+def test_sacct_long_has_slurms_54_columns_and_stats_only_on_steps():
+    got = formats.sacct_table([usage_job()], formats.SACCT_LONG_FIELDS, parsable="parsable2")
+    header, alloc, batch, step0 = (line.split("|") for line in got.splitlines())
+    assert len(header) == 54 and header[:4] == ["JobID", "JobIDRaw", "JobName", "Partition"]
+    assert header[-1] == "TRESUsageOutTot"
+    col = dict(zip(header, step0))
+    assert (col["MaxRSS"], col["MaxRSSNode"], col["MaxRSSTask"], col["AveRSS"]) == \
+        ("215692K", "node2", "1", "150000K")
+    assert col["TRESUsageInMax"] == "cpu=00:00:00,energy=0,fs/disk=0,mem=215692K,pages=0,vmem=0"
+    assert dict(zip(header, alloc))["MaxRSS"] == ""
+    assert dict(zip(header, batch))["ReqCPUFreqMin"] == "Unknown"
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("jobn", [("jobname", 10)]), ("alloc", [("alloccpus", 10)]),
+    ("TRESUsageInMaxN", [("tresusageinmaxnode", -18)]), ("MaxRSS%20", [("maxrss", 20)]),
+    ("NodeList%30", [("nodelist", -30)]),
+], ids=["a prefix names the field it starts", "the first field in alphabetical order wins",
+        "sacct -l's own abbreviations resolve", "%N widens a right-justified column",
+        "%N widens a left-justified column and keeps it left"])
+def test_sacct_field_names(spec, want):
+    assert formats.parse_sacct_fields(spec) == want
+
+
+def test_sacct_unknown_field_names_the_field():
+    with pytest.raises(formats.FormatError, match='^Invalid field requested: "Bogus"$'):
+        formats.parse_sacct_fields("JobID,Bogus")
+
+
+# --- squeue letters and -O fields ----------------------------------------------------------
+
+
+def array_task() -> api_pb2.JobInfo:
+    return job(16, "arr", "RUNNING", nodes="node4", start="10:04:06", array_job_id=12,
+               array_task_id=2)
+
+
+@pytest.mark.parametrize("j,fmt,want", [
+    (lambda: busy_jobs()[4], "%F|%K|%A", "7|N/A|7"),
+    (array_task, "%F|%K|%A", "12|2|16"),
+    (lambda: job(12, "arr", array_job_id=12, array_task_id=-1, array_task_str="1-3"),
+     "%F|%K", "12|1-3"),
+], ids=["a plain job is its own array id and no task",
+        "an array task shows its array's id and its index",
+        "the pending remainder shows the tasks it still holds"])
+def test_squeue_array_letters(j, fmt, want):
+    assert formats.squeue_table([j()], fmt, header=False) == want + "\n"
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("ArrayJobID:6,ArrayTaskID:.6", "ARRAY_ARRAY_\n12         2\n"),
+    ("BatchFlag:11,DerivedEC:11", "BATCH_FLAG DERIVED_EC \n1          0:0        \n"),
+    ("NTPerNode:.16", " NTASKS_PER_NODE\n               0\n"),
+    ("tres-alloc:30", "TRES_ALLOC                    \ncpu=1,node=1                  \n"),
+], ids=["array fields, right-justified with :.N", "flags and the derived exit code",
+        "a right-justified count", "the allocated TRES"])
+def test_squeue_more_O_fields(spec, want):
+    assert formats.squeue_O_table([array_task()], spec) == want
+
+
+def test_every_squeue_O_field_renders_for_pending_and_running_jobs():
+    spec = ",".join(formats.SQUEUE_O_FIELDS)
+    lines = formats.squeue_O_table(busy_jobs(), spec).splitlines()
+    assert len(lines) == 1 + len(busy_jobs())
+    assert all(len(line) == 20 * len(formats.SQUEUE_O_FIELDS) for line in lines)
+
+
+def test_squeue_O_unknown_field_is_slurms_error():
+    with pytest.raises(formats.FormatError, match="^Invalid job format specification: bogus$"):
+        formats.parse_squeue_O("JobID,bogus")
+
+
+# --- sinfo letters and -O fields -------------------------------------------------------------
+
+from tests.cli.test_formats import PART, busy_nodes, idle_nodes  # noqa: E402
+
+
+@pytest.mark.parametrize("fmt,want", [
+    ("%R %A", ["PARTITION NODES(A/I)", "debug 3/1"]),
+    ("%P %I %M %v", ["PARTITION PRIO_JOB_FACTOR PREEMPT_MODE VERSION", "debug* 1 OFF 22.05.8"]),
+], ids=["%A counts allocated and idle nodes", "%I %M %v: job factor, preempt mode, version"])
+def test_sinfo_more_letters(fmt, want):
+    assert formats.sinfo_table(busy_nodes(), [PART], fmt).splitlines() == want
+
+
+@pytest.mark.parametrize("spec,nodes,want", [
+    ("PartitionName:10,NodeAIOT:.16,NodeList:12", idle_nodes,
+     ["PARTITION   NODES(A/I/O/T)NODELIST    ", "debug              0/4/0/4node[1-4]   "]),
+    ("StateLong:10,Nodes:6,CPUsState:14", busy_nodes,
+     ["STATE     NODES CPUS(A/I/O/T) ", "allocated 3     6/0/0/6       ",
+      "idle      1     0/2/0/2       "]),
+    ("NodeHost,Memory:7", idle_nodes, ["HOSTNAMES           MEMORY ", "vm                  2000   "]),
+], ids=["partition rows with A/I/O/T counts", "nodes grouped by state",
+        "fields default to 20 columns"])
+def test_sinfo_O_fields(spec, nodes, want):
+    got = formats.sinfo_table(nodes(), [PART], fields_O=formats.parse_sinfo_O(spec))
+    assert got.splitlines() == want
+
+
+def test_sinfo_O_unknown_field_is_an_error():
+    with pytest.raises(formats.FormatError, match="^Invalid node format specification: bogus$"):
+        formats.parse_sinfo_O("NodeList,bogus")
