@@ -29,9 +29,10 @@ What it does, in the order Slurm's stepd does it:
    process below us (``usage``: the peak of the tree's summed RSS is the
    batch step's MaxRSS), and write the result.
 
-This module is deliberately standard-library only (but for psutil, through
-``usage``) and quick to import: it starts once per batch job. The marker names and the process identity helper
-live here so that the agent side (procs, batch) and this side agree.
+This module is deliberately quick to import, the standard library and
+psutil (through ``usage``) only: it starts once per batch job. The marker
+names and the process identity helper live here so that the agent side
+(procs, batch) and this side agree.
 """
 from __future__ import annotations
 

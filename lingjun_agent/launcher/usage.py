@@ -15,14 +15,16 @@ we do the same, sooner and more often, because short jobs are common here:
     (5200, 2400)
 
 The first sample is taken as soon as the process has been started, so a
-script that ends within milliseconds still has one.
+script that runs only for a moment usually still has one; one that is gone
+before it (a millisecond's ``true``) reads 0, as an unsampled step does in
+Slurm.
 """
 from __future__ import annotations
 
 import resource
+from dataclasses import dataclass
 
 import psutil
-from dataclasses import dataclass, field
 
 # Sampling period in seconds: quick at first, so that a job of a few seconds
 # is seen at its peak, then once a second (the brief's and Slurm's cadence is
@@ -62,19 +64,22 @@ def tree_rss_kb(pid: int, include_root: bool = True) -> int:
 
 @dataclass
 class RssSampler:
-    """Peak and mean of the samples taken (KiB); samples of 0 (tree gone) are skipped."""
+    """Peak and mean of the samples taken (KiB); samples of 0 (tree gone) are
+    skipped. Keeps only a sum and a count: a job may run for weeks."""
     peak_kb: int = 0
-    samples: list[int] = field(default_factory=list)
+    total_kb: int = 0
+    count: int = 0
 
     def add(self, kb: int) -> None:
         if kb <= 0:
             return
-        self.samples.append(kb)
+        self.total_kb += kb
+        self.count += 1
         self.peak_kb = max(self.peak_kb, kb)
 
     @property
     def average_kb(self) -> int:
-        return sum(self.samples) // len(self.samples) if self.samples else 0
+        return self.total_kb // self.count if self.count else 0
 
 
 def cpu_ms(ru: resource.struct_rusage | None) -> tuple[int, int]:
