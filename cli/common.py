@@ -128,7 +128,7 @@ def cluster_name(api) -> str:
     does not say: the document is still complete without it)."""
     from lingjun.v1 import api_pb2
     try:
-        return api.call("GetConfig", api_pb2.GetConfigRequest()).cluster
+        return api.call("Ping", api_pb2.PingRequest()).cluster
     except (ControllerUnreachable, grpc.RpcError, AttributeError):
         return ""
 

@@ -34,6 +34,7 @@ class Field:
     right: bool = False
     prefix: str = ""          # literal text before the field
     computed: bool = False    # '#' width: computed from the data (sinfo)
+    suffix: str = ""          # literal text after the field (-O "Field:size<suffix>")
 
 
 _FIELD_RE = re.compile(r"%(\.)?(#|\d+)?([A-Za-z%])")
@@ -78,6 +79,7 @@ def render_rows(fields: list[Field], trailer: str, rows: Iterable[dict[str, str]
                 continue
             w = widths.get(f.letter, f.width) if f.computed else f.width
             out.append(pad(values.get(f.letter, ""), w, f.right))
+            out.append(f.suffix)
         out.append(trailer)
         return "".join(out)
 
@@ -308,37 +310,62 @@ class FormatError(ValueError):
     """A -o/-O/--format specification that the command cannot print."""
 
 
-def parse_squeue_O(spec: str) -> list[tuple[str, int, bool, str | Callable]]:
-    """"JobID:8,State:12" -> [(header, width, right, letter-or-fn)]; width 20 by default."""
+_O_SIZE = re.compile(r"(\.)?(\d*)(.*)", re.S)
+
+
+def split_O_token(token: str) -> tuple[str, int, bool, str]:
+    """One -O field, "type[:[.][size][suffix]]" -> (name, width, right, suffix).
+
+    No size means 20 columns; ":0" means the value's own width; the suffix is
+    printed after the field ("JobID:8|" ends each cell with a bar).
+    """
+    name, colon, rest = token.partition(":")
+    if not colon:
+        return name.strip(), 20, False, ""
+    dot, size, suffix = _O_SIZE.fullmatch(rest).groups()
+    return name.strip(), int(size) if size else 20, bool(dot), suffix
+
+
+def bad_O_fields(spec: str, known: dict) -> list[str]:
+    """The field names of a -O spec that the command does not know. squeue and
+    sinfo report each ("Invalid job format specification: <name>", both of
+    them) and print the rest, the unknown column left empty, with rc 0."""
+    names = (split_O_token(t)[0] for t in spec.split(",") if t)
+    return [n for n in names if n.lower() not in known]
+
+
+def parse_squeue_O(spec: str, strict: bool = True) -> list[tuple]:
+    """"JobID:8,State:12" -> [(header, width, right, letter-or-fn, suffix)].
+
+    An unknown name raises FormatError, or with ``strict=False`` becomes an
+    empty column of no width that prints only its suffix (Slurm's
+    _print_com_invalid)."""
     out = []
     for token in (t for t in spec.split(",") if t):
-        name, _, size = token.partition(":")
-        key = name.strip().lower()
+        name, width, right, suffix = split_O_token(token)
+        key = name.lower()
         if key not in SQUEUE_O_FIELDS:
-            raise FormatError(f"Invalid job format specification: {name}")
-        right = size.startswith(".")
-        size = size.lstrip(".")
-        try:
-            width = int(size) if size else 20
-        except ValueError:
-            raise FormatError(f"Invalid job format specification: {token}") from None
+            if strict:
+                raise FormatError(f"Invalid job format specification: {name}")
+            out.append(("", 0, False, lambda j: "", suffix))
+            continue
         header, src = SQUEUE_O_FIELDS[key]
-        out.append((header, width, right, src))
+        out.append((header, width, right, src, suffix))
     return out
 
 
 def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = True,
                    now: int | None = None) -> str:
-    cols = parse_squeue_O(spec)
+    cols = parse_squeue_O(spec, strict=False)
     lines = []
     if header:
-        lines.append("".join(pad(h, w, r) for h, w, r, _ in cols))
+        lines.append("".join(pad(h, w, r) + sfx for h, w, r, _, sfx in cols))
     for job in sort_jobs(jobs):
         vals = squeue_values(job, now)
         cells = []
-        for _, w, r, src in cols:
+        for _, w, r, src, sfx in cols:
             text = vals[src] if isinstance(src, str) else src(job)
-            cells.append(pad(text, w, r))
+            cells.append(pad(text, w, r) + sfx)
         lines.append("".join(cells))
     return "".join(line + "\n" for line in lines)
 
@@ -651,20 +678,21 @@ SINFO_O_FIELDS = {
 }
 
 
-def parse_sinfo_O(spec: str) -> list[Field]:
-    """"NodeList:10,StateLong:.12" -> Fields keyed as sinfo_node_values is."""
+def parse_sinfo_O(spec: str, strict: bool = True) -> list[Field]:
+    """"NodeList:10,StateLong:.12" -> Fields keyed as sinfo_node_values is.
+
+    An unknown name raises FormatError (sinfo's words are squeue's), or with
+    ``strict=False`` becomes a column that prints only its suffix."""
     out = []
     for token in (t for t in spec.split(",") if t):
-        name, _, size = token.partition(":")
-        key = SINFO_O_FIELDS.get(name.strip().lower())
+        name, width, right, suffix = split_O_token(token)
+        key = SINFO_O_FIELDS.get(name.lower())
         if key is None:
-            raise FormatError(f"Invalid node format specification: {name}")
-        right = size.startswith(".")
-        try:
-            width = int(size.lstrip(".")) if size.lstrip(".") else 20
-        except ValueError:
-            raise FormatError(f"Invalid node format specification: {token}") from None
-        out.append(Field(key, width, right))
+            if strict:
+                raise FormatError(f"Invalid job format specification: {name}")
+            out.append(Field("(invalid)", 0, False, suffix=suffix))
+            continue
+        out.append(Field(key, width, right, suffix=suffix))
     return out
 # Letters summed over the nodes of a row rather than part of what groups them.
 _SINFO_AGGREGATE = frozenset("NnoDCFA")

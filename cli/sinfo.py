@@ -68,10 +68,10 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         if key in ("json", "yaml"):
             dump = key
         elif key == "Format":
-            try:
-                fields_O = formats.parse_sinfo_O(value)
-            except formats.FormatError as e:
-                raise CommandError(f"sinfo: error: {e}") from None
+            for name in formats.bad_O_fields(value, formats.SINFO_O_FIELDS):
+                # Slurm reports it (in squeue's words) and prints the rest (rc 0)
+                print(f"sinfo: error: Invalid job format specification: {name}", file=err)
+            fields_O = formats.parse_sinfo_O(value, strict=False)
         elif key == "noheader":
             header = False
         elif key == "long":

@@ -331,5 +331,25 @@ def test_sinfo_O_fields(spec, nodes, want):
 
 
 def test_sinfo_O_unknown_field_is_an_error():
-    with pytest.raises(formats.FormatError, match="^Invalid node format specification: bogus$"):
+    with pytest.raises(formats.FormatError, match="^Invalid job format specification: bogus$"):
         formats.parse_sinfo_O("NodeList,bogus")
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("JobID:4|,bogus:3|,Name:0", ["JOBI||NAME", "5   ||tlimit"]),
+    ("JobID,Nonsense", ["JOBID               ", "5                   "]),
+], ids=["an unknown field prints only its suffix; :0 is the value's own width",
+        "an unknown field without a suffix prints nothing"])
+def test_squeue_O_unknown_field_leaves_an_empty_column(spec, want):
+    assert formats.squeue_O_table([busy_jobs()[3]], spec).splitlines() == want
+
+
+def test_squeue_O_suffix_and_natural_width():
+    got = formats.squeue_O_table([busy_jobs()[3]], "JobID:0|,State:.8|,Name:0")
+    assert got.splitlines() == ["JOBID|   STATE|NAME", "5| RUNNING|tlimit"]
+
+
+def test_sinfo_O_suffix_and_unknown_field():
+    fields = formats.parse_sinfo_O("NodeList:0|,Bogus:0|,StateLong:0", strict=False)
+    got = formats.sinfo_table(idle_nodes(), [PART], fields_O=fields)
+    assert got.splitlines() == ["NODELIST||STATE", "node[1-4]||idle"]

@@ -126,6 +126,7 @@ def test_squeue_json_lists_jobs_with_slurms_keys_and_types(cluster, jobs):
     assert job["end_time"] == job["start_time"] + 300
     assert isinstance(job["user_name"], str) and isinstance(job["user_id"], int)
     assert job["job_resources"]["allocated_hosts"] == 1
+    assert job["cluster"] != "", "the controller's cluster name"
     assert by_id[jobs["big"]]["job_state"] == "COMPLETED"  # finished jobs are listed too
     assert yaml_text.startswith("%YAML 1.1\n--- !!map\n!!str meta: !!map\n")
     assert f"  !!str job_id: !!int {jid}\n" in yaml_text
