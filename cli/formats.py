@@ -56,6 +56,18 @@ def parse_format(fmt: str) -> tuple[list[Field], str]:
     return fields, fmt[pos:]
 
 
+def bad_format_letters(fmt: str) -> list[str]:
+    """The type characters of a %-format that name no field ("%-10j" -> "-"):
+    squeue reports each and prints that piece of the format as it was typed,
+    which parse_format already does by leaving it as literal text."""
+    bad = []
+    for token in (t for t in fmt.split("%")[1:] if t):
+        m = re.match(r"\.?\d*(.)", token, re.S)
+        if m and not m.group(1).isalpha():
+            bad.append(m.group(1))
+    return bad
+
+
 def pad(value: str, width: int, right: bool) -> str:
     """Slurm's _print_str with cut_output: truncate to width, then justify."""
     if width <= 0:

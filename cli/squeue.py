@@ -115,6 +115,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                         users.append(name)
         for p in positional:   # "squeue -j 1 2" style job ids
             job_ids += parse_job_ids(PROG, p)
+        for letter in formats.bad_format_letters(fmt) if fmt and not fmt_O else ():
+            print(f"squeue: error: Invalid job format specification: {letter}", file=err)
         for name in formats.bad_O_fields(fmt_O, formats.SQUEUE_O_FIELDS) if fmt_O else ():
             # Slurm reports it and prints the other columns (rc 0)
             print(f"squeue: error: Invalid job format specification: {name}", file=err)

@@ -64,3 +64,9 @@ def test_sacct_json_nests_steps_and_X_leaves_them_out():
     assert got["time"]["elapsed"] == 10
     rc, out, _ = run(sacct.main, ["-j", "7", "-X", "--json"], jobs_api(job))
     assert json.loads(out)["jobs"][0]["steps"] == []
+
+
+def test_squeue_o_with_a_spec_that_names_no_field_reports_it_and_prints_it_as_typed():
+    rc, out, err = run(squeue.main, ["-h", "-o", "%i %-10j|%T"], jobs_api(running(7)))
+    assert (rc, err) == (0, "squeue: error: Invalid job format specification: -\n")
+    assert out == "7 %-10j|RUNNING\n"
