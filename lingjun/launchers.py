@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Callable
+
+Slots = list[tuple[str, int]]  # (host, tasks there) in allocation order
 
 ENV_VAR = "LINGJUN_LAUNCHER"
 # Services run as a step of the job that srun never sees: Slurm's "extern"
@@ -86,12 +89,12 @@ _MPI = {
 }
 
 
-def openmpi_hostfile(slots: list[tuple[str, int]]) -> str:
+def openmpi_hostfile(slots: Slots) -> str:
     """Open MPI's --hostfile and DeepSpeed's hostfile: ``node1 slots=2``."""
     return "".join(f"{host} slots={n}\n" for host, n in slots)
 
 
-def mpich_machinefile(slots: list[tuple[str, int]]) -> str:
+def mpich_machinefile(slots: Slots) -> str:
     """MPICH/Hydra's -f machinefile: ``node1:2``."""
     return "".join(f"{host}:{n}\n" for host, n in slots)
 
@@ -102,15 +105,18 @@ class Launcher:
     env: dict[str, str]                 # name -> template over Place's fields
     port_env: dict[str, str]            # name -> template over {addr} and {port}
     # env var -> (file name in the job's directory, renderer over (host, slots))
-    files: dict[str, tuple[str, object]] = field(default_factory=dict)
+    files: dict[str, tuple[str, Callable[[Slots], str]]] = field(default_factory=dict)
     head: tuple[str, ...] = ()          # argv run on the first node before the script
     worker: tuple[str, ...] = ()        # argv run on every other node (blocking)
 
 
 LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher for launcher in (
     Launcher("torchrun", env=_TORCH, port_env=_TORCH_PORT),
+    # DLTS_HOSTFILE: the name DeepSpeed's runner gives its default hostfile,
+    # which Slurm recipes export for `deepspeed --hostfile=$DLTS_HOSTFILE`.
     Launcher("deepspeed", env=_TORCH, port_env=_TORCH_PORT,
-             files={"LINGJUN_HOSTFILE": ("hostfile", openmpi_hostfile)}),
+             files={"LINGJUN_HOSTFILE": ("hostfile", openmpi_hostfile),
+                    "DLTS_HOSTFILE": ("hostfile", openmpi_hostfile)}),
     Launcher("mpi", env={**_TORCH, **_MPI}, port_env=_TORCH_PORT,
              files={"LINGJUN_HOSTFILE": ("hostfile", openmpi_hostfile),
                     "LINGJUN_MACHINEFILE": ("machinefile", mpich_machinefile)}),
@@ -155,7 +161,7 @@ def port_environment(name: str, addr: str, port: int) -> dict[str, str]:
     return {k: v.format(addr=addr, port=port) for k, v in get(name).port_env.items()}
 
 
-def host_files(name: str, slots: list[tuple[str, int]]) -> dict[str, tuple[str, str]]:
+def host_files(name: str, slots: Slots) -> dict[str, tuple[str, str]]:
     """env var -> (file name, contents) of the launcher's host files."""
     return {var: (fname, render(slots)) for var, (fname, render) in get(name).files.items()}
 

@@ -87,7 +87,7 @@ def test_batch_script_gets_the_first_nodes_address_and_the_whole_world():
 @pytest.mark.parametrize("name, want_env, want_files", [
     ("torchrun", {"MASTER_PORT": "{port}", "PET_MASTER_PORT": "{port}"}, {}),
     ("deepspeed", {"MASTER_PORT": "{port}", "PET_MASTER_PORT": "{port}",
-                   "LINGJUN_HOSTFILE": "{dir}/hostfile"},
+                   "LINGJUN_HOSTFILE": "{dir}/hostfile", "DLTS_HOSTFILE": "{dir}/hostfile"},
      {"hostfile": "node1 slots=2\nnode2 slots=2\nnode3 slots=1\n"}),
     ("mpi", {"MASTER_PORT": "{port}", "PET_MASTER_PORT": "{port}",
              "LINGJUN_HOSTFILE": "{dir}/hostfile", "LINGJUN_MACHINEFILE": "{dir}/machinefile"},

@@ -17,7 +17,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.service import jobenv
 from lingjund.service.context import Controller
 from lingjund.service.scheduling import node_address
-from lingjund.store.store import StepRecord
+from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
 
@@ -33,7 +33,7 @@ def batch_started(ctl: Controller, node: str, msg: agent_pb2.BatchStarted) -> No
         start_launcher_workers(ctl, job, msg.launcher_port)
 
 
-def start_launcher_workers(ctl: Controller, job, port: int) -> None:
+def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
     """--launcher services on the job's other nodes (Ray's workers), as the
     job's hidden service step: they end with the job, like its other processes."""
     name = job.spec.launcher

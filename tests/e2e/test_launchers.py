@@ -7,6 +7,7 @@ where a head would (the real one is too heavy for a 2-core test machine).
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -171,6 +172,19 @@ def test_ray_head_and_workers_start_with_the_job_and_stop_at_its_end(cluster):
         time.sleep(0.2)
     left = cluster.job_processes(jid)
     assert not left, f"want no Ray process left after the job, got {[p.cmdline() for p in left]}"
+
+
+def test_ray_head_that_cannot_start_fails_the_job_before_its_script_runs(cluster):
+    """No `ray` on PATH: the job fails as a launch failure; the script never runs."""
+    marker = cluster.work / "ray-script-ran"
+    assert not shutil.which("ray", path=cluster.env["PATH"]), "this test wants no ray on PATH"
+    p = cluster.run(["sbatch", "--parsable", "-N", "2", "--launcher=ray", "--wrap",
+                     f"touch {marker}"], check=True)
+    jid = int(p.stdout.strip())
+    state = cluster.wait_state(jid, ("COMPLETED", "FAILED", "CANCELLED"), timeout=60)
+    reason = cluster.run(["scontrol", "show", "job", str(jid)]).stdout
+    assert (state, marker.exists()) == ("FAILED", False), f"got {state}, ran={marker.exists()}"
+    assert "Reason=JobLaunchFailure" in reason, f"want Reason=JobLaunchFailure, got:\n{reason}"
 
 
 @pytest.mark.parametrize("args, env, want_err", [
