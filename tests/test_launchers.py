@@ -76,6 +76,13 @@ def test_without_a_launcher_srun_tasks_get_only_slurms_variables():
     assert [k for k in TORCH_KEYS if k in got] == []
 
 
+def test_a_job_without_launcher_does_not_inherit_its_submitters():
+    j = job("")
+    j.spec.environment["LINGJUN_LAUNCHER"] = "torchrun"  # sbatch run inside a launcher job
+    got = jobenv.batch_env(j, "c", "ctl:1", master_addr="10.0.0.1")
+    assert "LINGJUN_LAUNCHER" not in got and "RANK" not in got
+
+
 def test_batch_script_gets_the_first_nodes_address_and_the_whole_world():
     got = jobenv.batch_env(job("deepspeed"), "c", "ctl:1", master_addr="10.0.0.1")
     assert {k: got.get(k) for k in ("MASTER_ADDR", "WORLD_SIZE", "NNODES", "NODE_RANK", "RANK",

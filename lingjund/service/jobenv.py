@@ -77,6 +77,9 @@ def batch_env(job: JobRecord, cluster: str, controller: str,
     env.update(_node_part(job, 0))
     env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0",
                 "ENVIRONMENT": "BATCH", "SLURM_NODE_ALIASES": "(null)", "LINGJUN_CONTROLLER": controller})
+    # A job submitted from inside a launcher job inherits LINGJUN_LAUNCHER with
+    # the rest of the environment; only its own --launcher may put srun in that mode.
+    env.pop(launchers.ENV_VAR, None)
     if job.spec.launcher in launchers.LAUNCHERS:
         tasks = list(job.tasks_per_node) or [1]
         env.update(launchers.environment(job.spec.launcher, launchers.Place(
