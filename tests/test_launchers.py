@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 
+import grpc
 import pytest
 
 from lingjun import launchers
@@ -10,6 +11,8 @@ from lingjun.v1 import api_pb2
 from lingjun_agent.launcher import distributed
 from lingjund.service import jobenv
 from lingjund.store.store import JobRecord
+from tests.lingjund.test_api import api  # noqa: F401  (the controller-on-a-socket fixture)
+from tests.lingjund.test_api import spec as api_spec
 
 
 def job(launcher: str, nodes=("node1", "node2"), tasks=(2, 2)) -> JobRecord:
@@ -133,3 +136,15 @@ def test_every_launcher_sets_only_what_its_templates_can_fill():
         assert env[launchers.ENV_VAR] == name
     with pytest.raises(launchers.UnknownLauncher):
         launchers.get("horovod")
+
+
+
+def test_controller_refuses_an_unknown_launcher_and_changes_nothing(api):
+    """A client other than our sbatch (grpcurl, an SDK) gets the same word."""
+    stub, store = api
+    before = store.dump()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.SubmitJob(api_pb2.SubmitJobRequest(spec=api_spec(launcher="horovod")))
+    assert (e.value.code(), e.value.details()) == \
+        (grpc.StatusCode.INVALID_ARGUMENT, "Invalid --launcher argument: horovod")
+    assert store.dump() == before

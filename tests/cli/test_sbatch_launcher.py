@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.test_sbatch_args import ENV, run, spec_of, workdir  # noqa: F401 (fixture)
+from tests.cli.test_sbatch_args import ENV, run, spec_of
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "launch.sh").write_text("#!/bin/sh\n#SBATCH --launcher=torchrun\nsrun true\n")
+    return tmp_path
 
 
 @pytest.mark.parametrize("argv, env, want", [
@@ -16,7 +22,6 @@ from tests.cli.test_sbatch_args import ENV, run, spec_of, workdir  # noqa: F401 
 ], ids=["--launcher=NAME", "--launcher NAME", "SBATCH_LAUNCHER", "the command line beats SBATCH_LAUNCHER",
         "#SBATCH --launcher in the script", "no launcher unless asked"])
 def test_launcher_reaches_the_spec(argv, env, want, workdir):
-    (workdir / "launch.sh").write_text("#!/bin/sh\n#SBATCH --launcher=torchrun\nsrun true\n")
     got = spec_of(argv, workdir, env={**ENV, **env}).launcher
     assert got == want, f"want {want!r}, got {got!r}"
 
