@@ -29,7 +29,7 @@ import grpc
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_options, run)
 from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
-from lingjun import slurm
+from lingjun import launchers, slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
 
@@ -55,6 +55,7 @@ OPTIONS = [
     _O("hold", ("hold",), "H", NO),
     _O("input", ("input",), "i", REQUIRED),
     _O("job-name", ("job-name",), "J", REQUIRED),
+    _O("launcher", ("launcher",), "", REQUIRED),
     _O("mem", ("mem",), "", REQUIRED),
     _O("nice", ("nice",), "", OPTIONAL),
     _O("no-requeue", ("no-requeue",), "", NO),
@@ -112,7 +113,7 @@ ALL_OPTIONS = (OPTIONS
 ENV_OPTIONS = {
     "SBATCH_ACCOUNT": "account", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
     "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node", "SBATCH_GRES": "gres",
-    "SBATCH_JOB_NAME": "job-name", "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_JOB_NAME": "job-name", "SBATCH_LAUNCHER": "launcher", "SBATCH_MEM_PER_NODE": "mem",
     "SBATCH_NO_REQUEUE": "no-requeue", "SBATCH_OPEN_MODE": "open-mode",
     "SBATCH_PARTITION": "partition", "SBATCH_QOS": "qos", "SBATCH_REQUEUE": "requeue",
     "SBATCH_TIMELIMIT": "time", "SBATCH_WAIT": "wait",
@@ -138,6 +139,7 @@ Parallel run options:
   -H, --hold                  submit job in held state
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
+      --launcher=name         torchrun|deepspeed|mpi|ray rendezvous environment
       --mem=MB                minimum amount of real memory
       --nice[=value]          decrease scheduling priority by value
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
@@ -463,6 +465,10 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         parsed.wait = True
     elif key == "wrap":
         pass  # handled before the script is read
+    elif key == "launcher":
+        if value not in launchers.LAUNCHERS:
+            raise _err(f"Invalid --launcher argument: {value} (one of {', '.join(launchers.NAMES)})")
+        spec.launcher = value
     return export
 
 

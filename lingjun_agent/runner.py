@@ -25,9 +25,10 @@ from pathlib import Path
 
 import grpc
 
+from lingjun import launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
-from lingjun_agent.launcher import batch, procs, tasks
+from lingjun_agent.launcher import batch, distributed, procs, tasks
 
 log = logging.getLogger("lingjun_agent")
 VERSION = "lingjun-0.1.0"
@@ -184,13 +185,18 @@ class Agent:
             self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
                 job_id=jid, pid=self.batches[jid].pid)))
             return
-        spec = batch.BatchSpec(
-            job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
-            env=dict(lb.environment), work_dir=lb.work_dir, stdout=lb.stdout_path,
-            stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
-            append=lb.append)
         self.launching.add(jid)
+        port = 0
         try:
+            env = dict(lb.environment)
+            files: dict[str, str] = {}
+            if lb.launcher:
+                port, files = await self._prepare_launcher(lb, env)
+            spec = batch.BatchSpec(
+                job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
+                env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
+                stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
+                append=lb.append, files=files)
             # The supervisor takes ~0.1 s to report the script's pid: off the loop.
             handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
         except batch.LaunchError as e:
@@ -204,8 +210,38 @@ class Agent:
         finally:
             self.launching.discard(jid)
         log.info("job=%d: batch script started, pid %d", jid, handle.pid)
-        self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(job_id=jid, pid=handle.pid)))
+        self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
+            job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
+
+    async def _prepare_launcher(self, lb: agent_pb2.LaunchBatch,
+                                env: dict[str, str]) -> tuple[int, dict[str, str]]:
+        """--launcher on the first node: port, host files, and the head service
+        (running before the script, so the script finds it listening)."""
+        jid = lb.job_id
+        try:
+            port, files = distributed.prepare(lb.launcher, env, batch.job_dir(self.state_dir, jid))
+        except (OSError, ValueError) as e:
+            raise batch.LaunchError(f"job {jid}: launcher {lb.launcher}: {e}") from e
+        addr = env.get("MASTER_ADDR", "127.0.0.1")
+        cpus = int(env.get("SLURM_CPUS_ON_NODE", "1") or 1)
+        head = launchers.head_argv(lb.launcher, addr, port, cpus)
+        if head:
+            key = (jid, launchers.SERVICE_STEP_ID)
+            self._launch_tasks(agent_pb2.LaunchTasks(
+                job_id=jid, step_id=launchers.SERVICE_STEP_ID, argv=head, environment=env,
+                work_dir=lb.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
+                uid=lb.uid, gid=lb.gid))
+            up = await distributed.wait_listening(addr, port, launchers.HEAD_START_TIMEOUT_S,
+                                                  alive=lambda: key in self.steps)
+            if not up:
+                for t in list(self.steps.get(key, [])):
+                    t.cancel()
+                raise batch.LaunchError(
+                    f"job {jid}: launcher {lb.launcher}: {head[0]} head did not listen on "
+                    f"{addr}:{port}")
+            log.info("job=%d: %s head listening on %s:%d", jid, lb.launcher, addr, port)
+        return port, files
 
     def _watch(self, handle: batch.BatchHandle) -> None:
         self.batches[handle.job_id] = handle

@@ -93,12 +93,14 @@ class Heartbeat(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BatchStarted(_message.Message):
-    __slots__ = ("job_id", "pid")
+    __slots__ = ("job_id", "pid", "launcher_port")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHER_PORT_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     pid: int
-    def __init__(self, job_id: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+    launcher_port: int
+    def __init__(self, job_id: _Optional[int] = ..., pid: _Optional[int] = ..., launcher_port: _Optional[int] = ...) -> None: ...
 
 class AgentTaskOutput(_message.Message):
     __slots__ = ("job_id", "step_id", "rank", "stream", "data")
@@ -179,7 +181,7 @@ class RegisterReply(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LaunchBatch(_message.Message):
-    __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append")
+    __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +201,7 @@ class LaunchBatch(_message.Message):
     GID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     APPEND_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHER_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -211,7 +214,8 @@ class LaunchBatch(_message.Message):
     gid: int
     user: str
     append: bool
-    def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ...) -> None: ...
+    launcher: str
+    def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ..., launcher: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
     __slots__ = ("rank", "local_id", "environment")

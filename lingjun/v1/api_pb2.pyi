@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class JobSpec(_message.Message):
     BATCH_FIELD_NUMBER: _ClassVar[int]
     OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHER_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -87,7 +88,8 @@ class JobSpec(_message.Message):
     batch: bool
     open_mode: str
     array: str
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ...) -> None: ...
+    launcher: str
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "client_token", "test_only")

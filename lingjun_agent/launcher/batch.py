@@ -74,6 +74,7 @@ class BatchSpec:
     uid: int
     gid: int
     append: bool = False  # --open-mode=append
+    files: dict[str, str] | None = None  # --launcher's host files: name -> contents
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,9 @@ def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
         d.mkdir(mode=0o711)
         os.chmod(d, 0o711)
         _write_script(d, spec)
+        for name, text in (spec.files or {}).items():
+            (d / name).write_text(text)
+            os.chmod(d / name, 0o644)  # the job's user reads it through the 0711 dir
         spec_json = asdict(spec)
         spec_json["argv"] = list(spec.argv)
         write_json_atomic(d / SPEC, spec_json)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 
-from lingjun import slurm
+from lingjun import launchers, slurm
 from lingjun.v1 import agent_pb2
+from lingjund.service import jobenv
 from lingjund.service.context import Controller
-from lingjund.store.store import StepRecord
+from lingjund.service.scheduling import node_address
+from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
 
@@ -23,8 +25,36 @@ log = logging.getLogger("lingjund.batch")
 def batch_started(ctl: Controller, node: str, msg: agent_pb2.BatchStarted) -> None:
     with ctl.store.transaction() as st:
         job = st.job(msg.job_id)
-        if job is not None and job.state == slurm.RUNNING and job.batch_host == node:
-            st.update_job(job.job_id, launched=True)
+        if job is None or job.state != slurm.RUNNING or job.batch_host != node:
+            return
+        first_report = not job.launched
+        st.update_job(job.job_id, launched=True)
+    if first_report and msg.launcher_port and job.spec.launcher in launchers.LAUNCHERS:
+        start_launcher_workers(ctl, job, msg.launcher_port)
+
+
+def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
+    """--launcher services on the job's other nodes (Ray's workers), as the
+    job's hidden service step: they end with the job, like its other processes."""
+    name = job.spec.launcher
+    if not launchers.get(name).worker or len(job.nodes) < 2:
+        return
+    addr = node_address(ctl, job.batch_host)
+    base = dict(job.spec.environment)
+    base.update(launchers.port_environment(name, addr, port))
+    base["MASTER_ADDR"] = addr
+    others = job.nodes[1:]
+    envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=launchers.SERVICE_STEP_ID,
+                           step_nodes=others, tasks_per_node=[1] * len(others), base_env=base)
+    for node in others:
+        cpus = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else 1
+        ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
+            job_id=job.job_id, step_id=launchers.SERVICE_STEP_ID,
+            argv=launchers.worker_argv(name, addr, port, cpus), environment=envs[node],
+            work_dir=job.spec.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
+            uid=job.spec.uid, gid=job.spec.gid)))
+    log.info("job=%d: %s workers started on %s (head %s:%d)", job.job_id, name,
+             slurm.compress_hostlist(list(others)), addr, port)
 
 
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:

@@ -7,7 +7,7 @@ SLURM_TASKS_PER_NODE=2(x2), SLURM_NODEID=1, SLURM_PROCID=3, SLURM_LOCALID=1.
 """
 from __future__ import annotations
 
-from lingjun import slurm
+from lingjun import launchers, slurm
 from lingjund.store.store import JobRecord
 
 
@@ -65,13 +65,27 @@ def _node_part(job: JobRecord, index: int) -> dict[str, str]:
     return env
 
 
-def batch_env(job: JobRecord, cluster: str, controller: str) -> dict[str, str]:
-    """The complete environment of the batch script on the first node."""
+def batch_env(job: JobRecord, cluster: str, controller: str,
+              master_addr: str = "") -> dict[str, str]:
+    """The complete environment of the batch script on the first node.
+
+    ``master_addr`` is the first node's registered address, for --launcher;
+    the port is the first node's agent's to add.
+    """
     env = dict(job.spec.environment)
     env.update(_job_common(job, cluster))
     env.update(_node_part(job, 0))
     env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0",
                 "ENVIRONMENT": "BATCH", "SLURM_NODE_ALIASES": "(null)", "LINGJUN_CONTROLLER": controller})
+    # A job submitted from inside a launcher job inherits LINGJUN_LAUNCHER with
+    # the rest of the environment; only its own --launcher may put srun in that mode.
+    env.pop(launchers.ENV_VAR, None)
+    if job.spec.launcher in launchers.LAUNCHERS:
+        tasks = list(job.tasks_per_node) or [1]
+        env.update(launchers.environment(job.spec.launcher, launchers.Place(
+            master_addr=master_addr or job.nodes[0], nnodes=len(job.nodes), node_rank=0,
+            nproc_per_node=tasks[0], world_size=sum(tasks), rank=0, local_rank=0,
+            local_world_size=tasks[0])))
     return env
 
 
@@ -113,9 +127,25 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
         })
         first = sum(tasks_per_node[:i])
         env["SLURM_GTIDS"] = ",".join(str(first + k) for k in range(tasks_per_node[i]))
+        name = base_env.get(launchers.ENV_VAR) or job.spec.launcher
+        if name in launchers.LAUNCHERS:
+            # MASTER_ADDR and MASTER_PORT come with srun's environment from the
+            # batch script, where the first node's agent set the port.
+            job_index = job.nodes.index(node)
+            env.update(launchers.environment(name, launchers.Place(
+                master_addr=base_env.get("MASTER_ADDR") or job.nodes[0],
+                nnodes=len(step_nodes), node_rank=i,
+                nproc_per_node=job.tasks_per_node[job_index] if job.tasks_per_node else 1,
+                world_size=ntasks, rank=first, local_rank=0,
+                local_world_size=tasks_per_node[i])))
         out[node] = env
     return out
 
 
-def task_env(rank: int, local_id: int) -> dict[str, str]:
-    return {"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local_id)}
+def task_env(rank: int, local_id: int, node_env: dict[str, str] | None = None) -> dict[str, str]:
+    """Per-task additions: Slurm's ranks, and the launcher's names for them."""
+    env = {"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local_id)}
+    name = (node_env or {}).get(launchers.ENV_VAR, "")
+    if name in launchers.LAUNCHERS:
+        env.update(launchers.rank_environment(name, rank, local_id))
+    return env

@@ -97,10 +97,17 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
         if spec.stderr_pattern else ""
     return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
         job_id=job.job_id, script=spec.script, argv=list(spec.argv),
-        environment=jobenv.batch_env(job, ctl.cluster, ctl.address),
+        environment=jobenv.batch_env(job, ctl.cluster, ctl.address,
+                                     master_addr=node_address(ctl, node)),
         work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
         stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
-        user=spec.user, append=spec.open_mode == "append"))
+        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
+
+
+def node_address(ctl: Controller, node: str) -> str:
+    """The address the node's agent registered: what other nodes reach it at."""
+    rec = ctl.store.node(node)
+    return (rec.inventory.address if rec is not None else "") or "127.0.0.1"
 
 
 def apply_plan(ctl: Controller, plan: Plan, now: float) -> list[JobRecord]:

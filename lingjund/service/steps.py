@@ -86,7 +86,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         specs = []
         for local in range(tasks[i]):
             specs.append(agent_pb2.TaskSpec(rank=rank, local_id=local,
-                                            environment=jobenv.task_env(rank, local)))
+                                            environment=jobenv.task_env(rank, local, envs[node])))
             run.rank_node[rank] = node
             rank += 1
         ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(

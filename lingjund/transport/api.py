@@ -12,6 +12,7 @@ import socket
 
 import grpc
 
+from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import errors, jobs, nodes, steps
 from lingjund.service.context import Controller
@@ -36,6 +37,8 @@ def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
             raise errors.InvalidRequest("Invalid path")
     if not spec.work_dir.startswith("/"):
         raise errors.InvalidRequest("The working directory must be an absolute path")
+    if spec.launcher and spec.launcher not in launchers.LAUNCHERS:
+        raise errors.InvalidRequest(f"Invalid --launcher argument: {spec.launcher}")
 
 
 def unary(fn):
