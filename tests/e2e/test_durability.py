@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import psutil
+
 import pytest
 
 from tests.e2e.conftest import Cluster
@@ -19,8 +21,14 @@ def fresh(tmp_path):
 
 
 def _shells(c: Cluster, job_id: int) -> list[int]:
-    """Pids of a job's long-lived processes (its loops' `sleep 0.1` come and go)."""
-    return sorted(p.pid for p in c.job_processes(job_id) if p.name() != "sleep")
+    """Pids of a job's long-lived processes (its loops' `sleep 0.1` come and go,
+    and may be gone between listing and naming them)."""
+    def short_lived(p) -> bool:
+        try:
+            return p.name() == "sleep"
+        except psutil.Error:
+            return True
+    return sorted(p.pid for p in c.job_processes(job_id) if not short_lived(p))
 
 
 def _states(c: Cluster, ids: list[int]) -> dict[int, str]:
