@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb")
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class Inventory(_message.Message):
     CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     cpus: int
     real_memory_mb: int
@@ -36,7 +37,8 @@ class Inventory(_message.Message):
     cpu_load: float
     address: str
     tmp_disk_mb: int
-    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ...) -> None: ...
+    gpu_type: str
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
     __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error")

@@ -96,4 +96,9 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN array_max_running INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX jobs_array ON jobs(array_job_id)
     """,
+    # 3
+    """
+    -- wp-sbopts: the --signal warning was sent for this run (cleared on requeue)
+    ALTER TABLE jobs ADD COLUMN warn_signal_sent INTEGER NOT NULL DEFAULT 0
+    """,
 ]
