@@ -178,3 +178,17 @@ def test_signal_reaches_the_batch_shell_before_the_time_limit(fcluster):
     # Due 10 s after the start (60 s limit - 50 s); the controller checks at least every 2 s.
     assert 5 <= waited <= 20, f"USR1 after {waited:.1f}s, want ~10 s"
     fcluster.wait_state(jid, "COMPLETED", timeout=30)
+
+
+def test_open_mode_append_keeps_the_earlier_output(fcluster):
+    out = fcluster.work / "append.out"
+    out.write_text("before\n")
+    jid = fcluster.sbatch("--open-mode=append", "-o", str(out), "--wrap", "echo after")
+    fcluster.wait_state(jid, "COMPLETED", timeout=60)
+    assert out.read_text() == "before\nafter\n"
+
+
+def test_wait_returns_the_jobs_exit_code(fcluster):
+    p = fcluster.run(["sbatch", "-W", "-o", "/dev/null", "--wrap", "exit 3"], timeout=90)
+    assert p.returncode == 3, p
+    assert re.fullmatch(r"Submitted batch job \d+\n", p.stdout), p.stdout
