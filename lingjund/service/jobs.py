@@ -44,12 +44,14 @@ def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
     return cfg.features if cfg else ()
 
 
-def node_gpu_type(ctl: Controller, name: str) -> str:
-    """A node's GPU type: configured, else what its agent reported ("" = untyped)."""
+def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
+    """A node's GPU type: configured, else what its agent reported ("" = untyped).
+
+    ``rec`` is the node's store record when the caller already has it."""
     cfg = ctl.config.node(name)
     if cfg and cfg.gpu_type:
         return cfg.gpu_type
-    rec = ctl.store.node(name)
+    rec = rec or ctl.store.node(name)
     return rec.inventory.gpu_type if rec else ""
 
 
@@ -62,7 +64,8 @@ def _hostlist(expr: str) -> list[str]:
 
 def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, nodes: list[str]) -> list[str]:
     """The partition's nodes this job may use at all (-w/-x/-C/GPU type), refusing
-    what no node can give in Slurm's words; the order of checks is Slurm's."""
+    what no node of the cluster can give in Slurm's words (an unknown node, a
+    feature or GPU type no node has), and what this partition cannot."""
     known = set(ctl.known_nodes())
     required = _hostlist(spec.req_nodes) if spec.req_nodes else []
     excluded = set(_hostlist(spec.exc_nodes)) if spec.exc_nodes else set()
@@ -108,7 +111,7 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     # -w nodes count toward -N, as in Slurm.
     min_nodes = max(spec.min_nodes or 1, len(_hostlist(spec.req_nodes)) if spec.req_nodes else 0)
     if spec.num_tasks and not spec.min_nodes and spec.ntasks_per_node:
-        min_nodes = math.ceil(spec.num_tasks / spec.ntasks_per_node)
+        min_nodes = max(min_nodes, math.ceil(spec.num_tasks / spec.ntasks_per_node))
     if spec.max_nodes and spec.max_nodes < min_nodes:
         raise errors.NodeConfigUnavailable()
     if nodes and min_nodes > len(nodes):

@@ -191,7 +191,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             cores_per_socket=inv.cores_per_socket or cap[0], threads_per_core=inv.threads_per_core or 1,
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
             job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
-            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name)))
+            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec)))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

@@ -63,7 +63,7 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
                              and ctl.agents.connected(name)),
             partitions=tuple(p.name for p in parts if p.nodes is None or name in p.nodes),
             weight=cfg.weight if cfg else 1,
-            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name)))
+            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec)))
     part_views = tuple(PartitionView(
         name=p.name, nodes=tuple(ctl.partition_nodes(p)), default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,

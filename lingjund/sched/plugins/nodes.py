@@ -25,7 +25,8 @@ from typing import Mapping
 from lingjun import slurm
 from lingjund.sched.snapshot import JobRequest, NodeView
 
-# Reasons a node is dropped (logged by nothing today; kept for plugins that score).
+# What check_node says of a node it drops (for logs and tests; the job's
+# pending reason stays Slurm's, e.g. Resources).
 EXCLUDED = "excluded"
 LACKS_FEATURES = "lacks features"
 WRONG_GPU_TYPE = "wrong gpu type"
