@@ -248,16 +248,18 @@ class LaunchTasks(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
 
 class SignalJob(_message.Message):
-    __slots__ = ("job_id", "signal", "batch_only", "step_id")
+    __slots__ = ("job_id", "signal", "batch_only", "step_id", "steps_only")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_ONLY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     batch_only: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    steps_only: bool
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ..., steps_only: _Optional[bool] = ...) -> None: ...
 
 class TerminateJob(_message.Message):
     __slots__ = ("job_id", "grace_s", "reason")

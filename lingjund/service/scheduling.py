@@ -5,8 +5,9 @@ one transaction that re-checks each job is still PENDING (a cancel may have
 raced the pass), and only after the commit are launches sent to agents.
 Time limits are enforced here too, on the same timer, and so are --signal
 warnings: sig_time seconds before a job's end the controller sends its
-signal once per run (to the batch shell only with "B:", else to every
-process of the job), as slurmctld does from its time-limit check.
+signal once per run, as slurmctld does from its time-limit check: with
+"B:" to the batch shell only, else to the job's steps only (never the batch
+shell, whose default action for USR1 would end the job).
 """
 from __future__ import annotations
 
@@ -192,7 +193,8 @@ def send_warning_signals(ctl: Controller, now: float) -> None:
         log.info("job=%d sending warning signal %d, %d s before its time limit%s",
                  job.job_id, spec.signal, spec.signal_time_s, " (batch shell)" if batch_only else "")
         msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
-            job_id=job.job_id, signal=spec.signal, batch_only=batch_only, step_id=-1))
+            job_id=job.job_id, signal=spec.signal, batch_only=batch_only, step_id=-1,
+            steps_only=not batch_only))
         for node in ([job.batch_host] if batch_only else job.nodes):
             ctl.agents.send(node, msg)
 

@@ -192,3 +192,21 @@ def test_wait_returns_the_jobs_exit_code(fcluster):
     p = fcluster.run(["sbatch", "-W", "-o", "/dev/null", "--wrap", "exit 3"], timeout=90)
     assert p.returncode == 3, p
     assert re.fullmatch(r"Submitted batch job \d+\n", p.stdout), p.stdout
+
+
+def test_signal_without_b_reaches_the_steps_but_not_the_batch_shell(fcluster):
+    got = fcluster.work / "step-got-usr1"
+    out = fcluster.work / "step-signal.out"
+    script = fcluster.work / "step-signal.sh"
+    # The batch shell has no trap: were it signalled, USR1 would end it (Slurm
+    # spares it for that reason); the step traps USR1 and finishes cleanly.
+    script.write_text("#!/bin/bash\n#SBATCH -t 1\n#SBATCH --signal=USR1@50\n"
+                      f"srun bash -c 'trap \"touch {got}; exit 0\" USR1; "
+                      "while true; do sleep 0.2; done'\n"
+                      "echo shell alive\n")
+    jid = fcluster.sbatch("-o", str(out), str(script))
+    fcluster.wait_state(jid, "RUNNING")
+    fcluster.wait_file(got, timeout=30)
+    assert fcluster.wait_state(jid, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"),
+                               timeout=30) == "COMPLETED", out.read_text()
+    assert "shell alive" in out.read_text()
