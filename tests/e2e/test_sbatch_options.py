@@ -210,3 +210,21 @@ def test_signal_without_b_reaches_the_steps_but_not_the_batch_shell(fcluster):
     assert fcluster.wait_state(jid, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"),
                                timeout=30) == "COMPLETED", out.read_text()
     assert "shell alive" in out.read_text()
+
+
+def test_nodes_show_their_features_and_gpu_type(fcluster):
+    sinfo = fcluster.run(["sinfo", "-h", "-N", "-o", "%N %f %G"], check=True).stdout
+    assert sinfo.splitlines() == ["node1 fast gpu:a100:1", "node2 fast gpu:a100:1",
+                                  "node3 (null) gpu:a100:1", "node4 slow gpu:a100:1"], sinfo
+    show = fcluster.run(["scontrol", "show", "node", "node4"], check=True).stdout
+    for token in ["AvailableFeatures=slow", "ActiveFeatures=slow", "Gres=gpu:a100:1"]:
+        assert token in show, f"want {token!r} in:\n{show}"
+
+
+def test_mem_per_cpu_reaches_the_job(fcluster):
+    out = fcluster.work / "mem-per-cpu.out"
+    jid = fcluster.sbatch("--mem-per-cpu=300", "-c", "2", "-o", str(out), "--wrap",
+                          "echo MEM=$SLURM_MEM_PER_CPU")
+    fcluster.wait_state(jid, "COMPLETED", timeout=60)
+    assert out.read_text() == "MEM=300\n"
+    assert "mem=600M" in _show(fcluster, jid)
