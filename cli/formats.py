@@ -136,8 +136,13 @@ def job_used_seconds(job: api_pb2.JobInfo, now: int | None = None) -> int:
     return max(0, (now or job.start_time) - job.start_time)
 
 
+def _gres_gpu(count: int, gpu_type: str = "") -> str:
+    """Slurm's TRES-per-x text: "gres:gpu:2", "gres:gpu:a100:2"."""
+    return f"gres:gpu:{gpu_type}:{count}" if gpu_type else f"gres:gpu:{count}"
+
+
 def _tres_per_node(job: api_pb2.JobInfo) -> str:
-    return f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A"
+    return _gres_gpu(job.gpus_per_node, job.gpu_type) if job.gpus_per_node else "N/A"
 
 
 def _min_cpus(job: api_pb2.JobInfo) -> int:
@@ -179,15 +184,15 @@ def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str
         "e": _opt_time(job.end_time), "C": str(job.num_cpus),
         "c": str(_min_cpus(job)),
         "m": slurm.format_size_mb(mem) if mem > 0 else "0",
-        "b": _tres_per_node(job), "n": "", "a": job.account or "(null)",
+        "b": _tres_per_node(job), "n": job.req_nodes, "a": job.account or "(null)",
         "q": job.qos or "(null)",
         "p": f"{job.priority / 4294967295:.14f}" if job.priority else "0.00000000000000",
         "Q": str(job.priority), "y": str(job.nice), "Z": job.work_dir,
         "k": job.comment or "(null)", "o": job.command or "(null)",
         "h": "NO" if job.exclusive else "OK", "B": job.batch_host or "n/a",
-        "E": "(null)", "f": "(null)", "F": str(job.array_job_id or job.job_id),
+        "E": "(null)", "f": job.features or "(null)", "F": str(job.array_job_id or job.job_id),
         "K": _array_task(job), "O": "0",
-        "x": "", "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
+        "x": job.exc_nodes, "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
         "H": "*", "I": "*", "J": "*", "s": "(null)", "W": "(null)", "X": "N/A",
         "Y": "(null)",
     }
@@ -414,7 +419,9 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     mem_node = job.mem_per_node_mb if job.mem_per_node_mb > 0 else 0
     tres = [f"cpu={cpus}"]
     tres_mem = mem_node or (default_mem_mb if pending or never_ran else 0)
-    if tres_mem:
+    if job.mem_per_cpu_mb:
+        tres.append(f"mem={job.mem_per_cpu_mb * cpus}M")
+    elif tres_mem:
         tres.append(f"mem={tres_mem * max(1, job.num_nodes)}M")
     tres.append(f"node={max(1, job.num_nodes)}")
     tres.append(f"billing={cpus}")
@@ -427,7 +434,9 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"UserId={job.user}({job.uid})", f"GroupId={job.group}({job.gid})", "MCS_label=N/A"],
         [f"Priority={job.priority}", f"Nice={job.nice}", f"Account={_null(job.account)}",
          f"QOS={_null(job.qos)}"],
-        [f"JobState={state}", f"Reason={job.reason or slurm.REASON_NONE}", "Dependency=(null)"],
+        # Slurm writes white space in a reason as "_" so the line stays Name=value tokens.
+        [f"JobState={state}", f"Reason={(job.reason or slurm.REASON_NONE).replace(' ', '_')}",
+         "Dependency=(null)"],
         [f"Requeue={int(job.requeue)}", f"Restarts={job.restarts}", f"BatchFlag={int(job.batch)}",
          "Reboot=0", f"ExitCode={slurm.format_exit_code(job.exit_code, job.exit_signal)}"],
         [f"RunTime={slurm.format_duration(used)}",
@@ -438,7 +447,7 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={ts(sched_eval)}",
          "Scheduler=Main"],
         [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
-        ["ReqNodeList=(null)", "ExcNodeList=(null)"],
+        [f"ReqNodeList={_null(job.req_nodes)}", f"ExcNodeList={_null(job.exc_nodes)}"],
         [f"NodeList={job.nodes}"],
     ]
     if job.batch_host and started:
@@ -449,9 +458,10 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"TRES={','.join(tres)}"],
         ["Socks/Node=*", f"NtasksPerN:B:S:C={job.ntasks_per_node}:0:*:*", "CoreSpec=*"],
         [f"MinCPUsNode={_min_cpus(job)}",
+         f"MinMemoryCPU={slurm.format_size_mb(job.mem_per_cpu_mb)}" if job.mem_per_cpu_mb else
          f"MinMemoryNode={slurm.format_size_mb(mem_node) if mem_node else 0}",
          "MinTmpDiskNode=0"],
-        ["Features=(null)", "DelayBoot=00:00:00"],
+        [f"Features={_null(job.features)}", "DelayBoot=00:00:00"],
         [f"OverSubscribe={'NO' if job.exclusive else 'OK'}", "Contiguous=0",
          "Licenses=(null)", "Network=(null)"],
         [f"Command={_null(job.command)}"],
@@ -466,9 +476,11 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         ["Power="],
     ]
     if job.gpus_per_node:
-        lines.insert(-1, [f"TresPerNode=gres:gpu:{job.gpus_per_node}"])
+        lines.insert(-1, [f"TresPerNode={_gres_gpu(job.gpus_per_node, job.gpu_type)}"])
     elif job.gpus:
-        lines.insert(-1, [f"TresPerJob=gres:gpu:{job.gpus}"])
+        lines.insert(-1, [f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
+    if job.mail_type and job.mail_user:
+        lines.insert(-1, [f"MailUser={job.mail_user}", f"MailType={job.mail_type}"])
     return lines
 
 
@@ -496,6 +508,13 @@ def _node_port(node: api_pb2.NodeInfo) -> tuple[str, str]:
     return addr, getattr(node, "port", 0) or "0"
 
 
+def _node_gres(n: api_pb2.NodeInfo) -> str:
+    """Gres= / sinfo %G: "gpu:2", "gpu:a100:2", "(null)"."""
+    if not n.gpus:
+        return "(null)"
+    return f"gpu:{n.gpu_type}:{n.gpus}" if n.gpu_type else f"gpu:{n.gpus}"
+
+
 def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False) -> str:
     ts = slurm.format_timestamp
     out = []
@@ -520,7 +539,7 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
             f"CPUAlloc={n.cpus_alloc} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad={n.cpu_load:.2f}",
             f"AvailableFeatures={','.join(n.features) or '(null)'}",
             f"ActiveFeatures={','.join(n.features) or '(null)'}",
-            f"Gres={f'gpu:{n.gpus}' if n.gpus else '(null)'}",
+            f"Gres={_node_gres(n)}",
             f"NodeAddr={addr} NodeHostName={n.hostname or n.name} Port={port} "
             f"Version={n.version or SLURM_VERSION}",
             f"OS={n.os} ",
@@ -742,7 +761,7 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "u": (n.reason_user or "root") if has_reason else "Unknown",
         "U": (n.reason_user or "root") if has_reason else "Unknown",
         "f": ",".join(n.features) or "(null)", "b": ",".join(n.features) or "(null)",
-        "G": f"gpu:{n.gpus}" if n.gpus else "(null)",
+        "G": _node_gres(n),
         "s": _job_size(part), "h": "NO", "k": "NO", "g": "all", "r": "no",
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",

@@ -1,6 +1,7 @@
 """lingjun: the cluster's own command.
 
     lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--state-dir DIR] [--port P]
+               [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
     lingjun down [--state-dir DIR]
     lingjun status
 
@@ -63,16 +64,46 @@ scheduler_interval_s = 2.0
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
 
-[[nodes]]
-names = "node[1-{args.nodes}]"
-cpus = {args.cpus}
-memory_mb = {args.memory_mb}
-
+{_nodes_text(args)}
 [[partitions]]
 name = "debug"
 nodes = "ALL"
 default = true
 """
+
+
+def _node_features(args) -> dict[str, tuple[str, ...]]:
+    """--features "node[1-2]=fast,ib" (repeatable) -> node -> features."""
+    import hostlist
+    out: dict[str, tuple[str, ...]] = {}
+    for item in args.features or ():
+        names, sep, feats = item.partition("=")
+        if not sep:
+            raise ValueError(f"--features {item!r}: want NODES=FEATURE[,FEATURE...]")
+        for name in hostlist.expand_hostlist(names):
+            out[name] = tuple(f for f in feats.split(",") if f)
+    return out
+
+
+def _nodes_text(args) -> str:
+    """One [[nodes]] table per group of nodes with the same features."""
+    import hostlist
+    features = _node_features(args)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for i in range(1, args.nodes + 1):
+        groups.setdefault(features.get(f"node{i}", ()), []).append(f"node{i}")
+    out = []
+    for feats, names in groups.items():
+        lines = ["[[nodes]]", f'names = "{hostlist.collect_hostlist(names)}"',
+                 f"cpus = {args.cpus}", f"memory_mb = {args.memory_mb}"]
+        if args.gpus:
+            lines.append(f"gpus = {args.gpus}")
+        if args.gpu_type:
+            lines.append(f'gpu_type = "{args.gpu_type}"')
+        if feats:
+            lines.append("features = [" + ", ".join(f'"{f}"' for f in feats) + "]")
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
 
 
 def _alive(entry: dict) -> psutil.Process | None:
@@ -117,7 +148,11 @@ def cmd_up(args) -> int:
     (state / "logs").mkdir(exist_ok=True)
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
-    conf.write_text(_config_text(args, port, state))
+    try:
+        conf.write_text(_config_text(args, port, state))
+    except ValueError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     address = f"127.0.0.1:{port}"
     py = sys.executable
     procs = {"lingjund": _spawn([py, "-m", "lingjund.daemon", "-c", str(conf)],
@@ -229,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--nodes", type=int, default=4)
     up.add_argument("--cpus", type=int, default=2)
     up.add_argument("--memory-mb", type=int, default=2000)
+    up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
+    up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
+    up.add_argument("--features", action="append", metavar="NODES=F1,F2",
+                    help="node features (-C), e.g. node[1-2]=fast,ib; repeatable")
     up.add_argument("--state-dir")
     up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
     up.add_argument("--cluster-name", default="local")

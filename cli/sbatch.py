@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import socket
 import sys
 import time
@@ -76,31 +75,38 @@ OPTIONS = [
     _O("version", ("version",), "V", NO),
     _O("wait", ("wait",), "W", NO),
     _O("wrap", ("wrap",), "", REQUIRED),
+    _O("nodelist", ("nodelist",), "w", REQUIRED),
+    _O("exclude", ("exclude",), "x", REQUIRED),
+    _O("constraint", ("constraint",), "C", REQUIRED),
+    _O("mem-per-cpu", ("mem-per-cpu",), "", REQUIRED),
+    _O("signal", ("signal",), "", REQUIRED),
+    _O("mail-type", ("mail-type",), "", REQUIRED),
+    _O("mail-user", ("mail-user",), "", REQUIRED),
 ]
 IGNORED = [
     ("acctg-freq", "", REQUIRED), ("contiguous", "", NO), ("cores-per-socket", "", REQUIRED),
     ("cpu-freq", "", REQUIRED), ("delay-boot", "", REQUIRED), ("distribution", "m", REQUIRED),
     ("get-user-env", "", OPTIONAL), ("gpu-bind", "", REQUIRED), ("gpu-freq", "", REQUIRED),
     ("gres-flags", "", REQUIRED), ("hint", "", REQUIRED), ("ignore-pbs", "", NO),
-    ("kill-on-invalid-dep", "", REQUIRED), ("mail-type", "", REQUIRED),
-    ("mail-user", "", REQUIRED), ("mcs-label", "", REQUIRED), ("mem-bind", "", REQUIRED),
+    ("kill-on-invalid-dep", "", REQUIRED),
+    ("mcs-label", "", REQUIRED), ("mem-bind", "", REQUIRED),
     ("mincpus", "", REQUIRED), ("network", "", REQUIRED), ("no-kill", "k", OPTIONAL),
     ("ntasks-per-core", "", REQUIRED), ("ntasks-per-socket", "", REQUIRED),
     ("overcommit", "O", NO), ("oversubscribe", "s", NO), ("power", "", REQUIRED),
     ("priority", "", REQUIRED), ("profile", "", REQUIRED), ("propagate", "", OPTIONAL),
-    ("signal", "", REQUIRED), ("sockets-per-node", "", REQUIRED), ("spread-job", "", NO),
+    ("sockets-per-node", "", REQUIRED), ("spread-job", "", NO),
     ("threads-per-core", "", REQUIRED), ("time-min", "", REQUIRED), ("tmp", "", REQUIRED),
     ("use-min-nodes", "", NO), ("wait-all-nodes", "", REQUIRED), ("wckey", "", REQUIRED),
 ]
 UNSUPPORTED = [
     ("array", "a", REQUIRED), ("batch", "", REQUIRED), ("bb", "", REQUIRED),
     ("bbf", "", REQUIRED), ("begin", "b", REQUIRED), ("cluster-constraint", "", REQUIRED),
-    ("clusters", "M", REQUIRED), ("constraint", "C", REQUIRED), ("container", "", REQUIRED),
+    ("clusters", "M", REQUIRED), ("container", "", REQUIRED),
     ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED), ("deadline", "", REQUIRED),
-    ("dependency", "d", REQUIRED), ("exclude", "x", REQUIRED), ("export-file", "", REQUIRED),
+    ("dependency", "d", REQUIRED), ("export-file", "", REQUIRED),
     ("extra-node-info", "B", REQUIRED), ("gid", "", REQUIRED), ("gpus-per-socket", "", REQUIRED),
-    ("gpus-per-task", "", REQUIRED), ("licenses", "L", REQUIRED), ("mem-per-cpu", "", REQUIRED),
-    ("mem-per-gpu", "", REQUIRED), ("nodefile", "F", REQUIRED), ("nodelist", "w", REQUIRED),
+    ("gpus-per-task", "", REQUIRED), ("licenses", "L", REQUIRED),
+    ("mem-per-gpu", "", REQUIRED), ("nodefile", "F", REQUIRED),
     ("ntasks-per-gpu", "", REQUIRED), ("prefer", "", REQUIRED), ("reboot", "", NO),
     ("reservation", "", REQUIRED), ("switches", "", REQUIRED), ("thread-spec", "", REQUIRED),
     ("uid", "", REQUIRED),
@@ -109,14 +115,25 @@ ALL_OPTIONS = (OPTIONS
                + [Opt("ignore:" + n, (n,), s, a) for n, s, a in IGNORED]
                + [Opt("unsupported:" + n, (n,), s, a) for n, s, a in UNSUPPORTED])
 
-# SBATCH_* input variables (sbatch.1 INPUT ENVIRONMENT VARIABLES) -> option
+# SBATCH_* input variables (sbatch.1 INPUT ENVIRONMENT VARIABLES, 22.05) -> option
+# name, for every option of ours (real or ignored) that Slurm reads from one.
 ENV_OPTIONS = {
-    "SBATCH_ACCOUNT": "account", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
-    "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node", "SBATCH_GRES": "gres",
-    "SBATCH_JOB_NAME": "job-name", "SBATCH_LAUNCHER": "launcher", "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_ACCOUNT": "account", "SBATCH_ACCTG_FREQ": "acctg-freq",
+    "SBATCH_CONSTRAINT": "constraint", "SBATCH_DELAY_BOOT": "delay-boot",
+    "SBATCH_DISTRIBUTION": "distribution", "SBATCH_EXCLUSIVE": "exclusive",
+    "SBATCH_EXPORT": "export", "SBATCH_GET_USER_ENV": "get-user-env",
+    "SBATCH_GPU_BIND": "gpu-bind", "SBATCH_GPU_FREQ": "gpu-freq", "SBATCH_GPUS": "gpus",
+    "SBATCH_GPUS_PER_NODE": "gpus-per-node", "SBATCH_GRES": "gres",
+    "SBATCH_GRES_FLAGS": "gres-flags", "SBATCH_HINT": "hint", "SBATCH_IGNORE_PBS": "ignore-pbs",
+    "SBATCH_JOB_NAME": "job-name", "SBATCH_LAUNCHER": "launcher", "SBATCH_MEM_BIND": "mem-bind",
+    "SBATCH_MEM_PER_CPU": "mem-per-cpu", "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_NETWORK": "network", "SBATCH_NO_KILL": "no-kill",
     "SBATCH_NO_REQUEUE": "no-requeue", "SBATCH_OPEN_MODE": "open-mode",
-    "SBATCH_PARTITION": "partition", "SBATCH_QOS": "qos", "SBATCH_REQUEUE": "requeue",
-    "SBATCH_TIMELIMIT": "time", "SBATCH_WAIT": "wait",
+    "SBATCH_OVERCOMMIT": "overcommit", "SBATCH_PARTITION": "partition",
+    "SBATCH_POWER": "power", "SBATCH_PROFILE": "profile", "SBATCH_QOS": "qos",
+    "SBATCH_REQUEUE": "requeue", "SBATCH_SIGNAL": "signal", "SBATCH_SPREAD_JOB": "spread-job",
+    "SBATCH_TIMELIMIT": "time", "SBATCH_USE_MIN_NODES": "use-min-nodes",
+    "SBATCH_WAIT": "wait", "SBATCH_WAIT_ALL_NODES": "wait-all-nodes", "SBATCH_WCKEY": "wckey",
 }
 
 WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"
@@ -130,6 +147,7 @@ Parallel run options:
   -A, --account=name          charge job to specified account
   -c, --cpus-per-task=ncpus   number of cpus required per task
       --comment=name          arbitrary comment
+  -C, --constraint=list       specify a list of constraints
   -D, --chdir=directory       set working directory for batch script
   -e, --error=err             file for batch script's standard error
       --export[=names]        specify environment variables to export
@@ -140,7 +158,13 @@ Parallel run options:
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
       --launcher=name         torchrun|deepspeed|mpi|ray rendezvous environment
+      --mail-type=type        notify on state change: BEGIN, END, FAIL or ALL
+      --mail-user=user        who to send email notification for job state
+                              changes
       --mem=MB                minimum amount of real memory
+      --mem-per-cpu=MB        maximum amount of real memory per allocated
+                              cpu required by the job.
+                              --mem >= --mem-per-cpu if --mem is specified.
       --nice[=value]          decrease scheduling priority by value
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
   -n, --ntasks=ntasks         number of tasks to run
@@ -153,11 +177,14 @@ Parallel run options:
   -q, --qos=qos               quality of service
   -Q, --quiet                 quiet mode (suppress informational messages)
       --requeue, --no-requeue permit (or not) the job to be requeued
+      --signal=[[R][B]:]num[@time] send signal when time limit within time seconds
   -t, --time=minutes          time limit
       --test-only             validate the request without submitting it
   -W, --wait                  wait for completion of submitted job
       --wrap[=command string] wrap command string in a sh script and submit
       --exclusive             allocate nodes in exclusive mode
+  -w, --nodelist=hosts...     request a specific list of hosts
+  -x, --exclude=hosts...      exclude a specific list of hosts
 
 Help options:
   -h, --help                  show this help message
@@ -214,30 +241,45 @@ def parse_nodes(value: str) -> tuple[int, int]:
     return a, b
 
 
-def parse_gpu_count(value: str, option: str) -> int:
-    """--gpus / --gpus-per-node "[type:]N" -> N (the type is not modelled yet)."""
-    count = value.rsplit(":", 1)[-1]
-    if not count.isdigit():
+def parse_gpu_count(value: str, option: str) -> tuple[str, int]:
+    """--gpus / --gpus-per-node "[type:]N" -> (type, N); type "" = any."""
+    gpu_type, _, count = value.strip().rpartition(":")
+    if not count.isdigit() or ":" in gpu_type:
         raise _err(f"Invalid {option} specification")
-    return int(count)
+    return gpu_type, int(count)
 
 
-def parse_gres_gpus(value: str) -> int:
-    """--gres "gpu[:type][:N][,...]" -> GPUs per node; only gpu is a resource here."""
-    total = 0
+_BAD_GRES = CommandError("sbatch: error: Batch job submission failed: "
+                         "Invalid generic resource (gres) specification", 1)
+
+
+def parse_gres_gpus(value: str) -> tuple[str, int]:
+    """--gres "gpu[:type][:N][,...]" -> (type, GPUs per node); only gpu is a resource here.
+
+    As in Slurm's gres parser, a second field that is not a number is a type
+    with a count of one: "gpu:x" asks for one GPU of type "x", which the
+    controller refuses when no node has that type.
+    """
+    total, types = 0, set()
     for item in (v for v in value.split(",") if v):
         parts = item.split(":")
-        if parts[0] != "gpu" or len(parts) > 3:
-            raise CommandError("sbatch: error: Batch job submission failed: "
-                              "Invalid generic resource (gres) specification", 1)
-        n = 1
-        if len(parts) >= 2 and parts[-1].isdigit():
-            n = int(parts[-1])
+        if parts[0] != "gpu" or len(parts) > 3 or not all(parts):
+            raise _BAD_GRES
+        gpu_type, n = "", 1
+        if len(parts) == 2:
+            if parts[1].isdigit():
+                n = int(parts[1])
+            else:
+                gpu_type = parts[1]
         elif len(parts) == 3:
-            raise CommandError("sbatch: error: Batch job submission failed: "
-                              "Invalid generic resource (gres) specification", 1)
+            if not parts[2].isdigit():
+                raise _BAD_GRES
+            gpu_type, n = parts[1], int(parts[2])
+        types.add(gpu_type)
         total += n
-    return total
+    if len(types) > 1:
+        raise _BAD_GRES      # one GPU type per job is what the scheduler models
+    return (types.pop() if types else ""), total
 
 
 def build_environment(export: str, env: Mapping[str, str]) -> dict[str, str]:
@@ -265,30 +307,83 @@ def build_environment(export: str, env: Mapping[str, str]) -> dict[str, str]:
 # --- #SBATCH lines ----------------------------------------------------------------
 
 
-def script_directives(script: str) -> list[str]:
-    """The option words of the #SBATCH lines before the first command line.
+def _directive_words(rest: str, file: str, lineno: int) -> list[str]:
+    """Split what follows "#SBATCH" the way sbatch's _get_argument() does.
 
-    A directive's words split like a shell's; a '#' starting a word ends it.
+    Words are separated by white space; ' and " group (and are removed), a
+    backslash takes the next character literally (inside quotes too), and an
+    unquoted, unescaped '#' ends the line (a comment, even mid-word). An
+    unmatched quote or a word starting with ':' is fatal, as in Slurm.
     """
     words: list[str] = []
-    for line in script.splitlines()[1:] if script.startswith("#!") else script.splitlines():
-        stripped = line.strip()
-        if not stripped:
+    i, n = 0, len(rest)
+    while True:
+        while i < n and rest[i].isspace():
+            i += 1
+        if i < n and rest[i] == ":":
+            raise CommandError(f"sbatch: fatal: {file}: line {lineno}: Unexpected `:` in "
+                               f"[{rest[i:]}]", 1)
+        if i >= n:
+            return words
+        start, word, quote, escaped = i, [], "", False
+        while i < n and (quote or not rest[i].isspace()):
+            c = rest[i]
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+                i += 1
+                continue
+            elif quote:
+                if c == quote:
+                    quote = ""
+                    i += 1
+                    continue
+            elif c in "\"'":
+                quote = c
+                i += 1
+                continue
+            elif c == "#":
+                break
+            word.append(c)
+            i += 1
+        if quote:
+            raise CommandError(f"sbatch: fatal: {file}: line {lineno}: Unmatched `{quote}` in "
+                               f"[{rest[start:]}]", 1)
+        if not word:             # Slurm stops the line at a comment or an empty word
+            return words
+        words.append("".join(word))
+
+
+def script_directives(script: str, file: str = "stdin",
+                      warnings: list[str] | None = None) -> list[str]:
+    """The option words of the #SBATCH lines before the first command line.
+
+    As sbatch: a directive starts in the first column ("#SBATCH" or the old
+    "#SLURM", which warns); any other line whose first non-blank character is
+    '#' is a comment (so an indented "#SBATCH" is ignored); a blank line is
+    skipped; the first other line is a command and ends the directives, so a
+    "#SBATCH" inside a heredoc after a command is never read.
+    """
+    words: list[str] = []
+    warned = False
+    for lineno, line in enumerate(script.split("\n"), start=1):
+        if line.startswith("#SBATCH"):
+            rest = line[len("#SBATCH"):]
+        elif line.startswith("#SLURM"):
+            rest = line[len("#SLURM"):]
+            if not warned and warnings is not None:
+                warnings.append("sbatch: error: Change from #SLURM to #SBATCH in your script "
+                                "and verify the options are valid in sbatch")
+            warned = True
+        else:
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                break
             continue
-        if not stripped.startswith("#"):
-            break
-        if not line.startswith("#SBATCH"):
-            continue
-        rest = line[len("#SBATCH"):]
         if rest and not rest[0].isspace():
-            continue
-        lexer = shlex.shlex(rest, posix=True)
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        try:
-            words.extend(list(lexer))
-        except ValueError:
-            words.extend(rest.split())
+            continue             # "#SBATCHX": not a directive of ours
+        words.extend(_directive_words(rest, file, lineno))
     return words
 
 
@@ -350,15 +445,20 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     if "\0" in script:
         raise _err("The SLURM controller does not allow scripts that contain a NULL character '\\0'.", 1)
 
-    script_opts, _ = _parse(script_directives(script), stop=False)
+    directive_warnings: list[str] = []
+    script_opts, _ = _parse(script_directives(script, positional[0] if positional and wrap is None
+                                              else "stdin", directive_warnings), stop=False)
     env_opts = []
-    for var, key in ENV_OPTIONS.items():
+    by_name = {o.long[0]: o for o in ALL_OPTIONS}
+    for var, name in ENV_OPTIONS.items():
         if var in env:
-            opt = next(o for o in OPTIONS if o.key == key)
+            opt = by_name[name]
             value = env[var] if opt.arg != NO else None
-            env_opts.append((key, value or None if opt.arg == OPTIONAL else value, var))
+            env_opts.append((opt.key, value or None if opt.arg == OPTIONAL else value, var))
+    script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
 
     parsed = Parsed(api_pb2.SubmitJobRequest(client_token=str(uuid.uuid4())))
+    parsed.warnings.extend(directive_warnings)
     spec = parsed.request.spec
     spec.name = default_name
     spec.script = script
@@ -376,6 +476,27 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     spec.submit_host = socket.gethostname().split(".")[0]
     spec.user, spec.uid, spec.gid, spec.group = current_user()
     return parsed
+
+
+_MEMORY_KEYS = ("mem", "mem-per-cpu")
+
+
+def _one_memory_option(script_opts, env_opts, cli_opts):
+    """--mem and --mem-per-cpu exclude each other, as in Slurm's
+    _validate_memory_options(): both on the command line is fatal; one on the
+    command line drops the other from the script and environment; both in
+    the environment is fatal too."""
+    on_cli = {k for k, _, _ in cli_opts if k in _MEMORY_KEYS}
+    if len(on_cli) > 1:
+        raise CommandError("sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are "
+                           "mutually exclusive.", 1)
+    if on_cli:
+        keep = lambda opts: [o for o in opts if o[0] not in _MEMORY_KEYS or o[0] in on_cli]
+        return keep(script_opts), keep(env_opts)
+    if len({k for k, _, _ in env_opts if k in _MEMORY_KEYS}) > 1:
+        raise CommandError("sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and "
+                           "SLURM_MEM_PER_NODE are mutually exclusive.", 1)
+    return script_opts, env_opts
 
 
 def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, spelled: str,
@@ -403,11 +524,14 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
     elif key == "export":
         export = value
     elif key == "gpus":
-        spec.gpus = parse_gpu_count(value, "--gpus")
+        gpu_type, spec.gpus = parse_gpu_count(value, "--gpus")
+        spec.gpu_type = gpu_type or spec.gpu_type
     elif key == "gpus-per-node":
-        spec.gpus_per_node = parse_gpu_count(value, "--gpus-per-node")
+        gpu_type, spec.gpus_per_node = parse_gpu_count(value, "--gpus-per-node")
+        spec.gpu_type = gpu_type or spec.gpu_type
     elif key == "gres":
-        spec.gpus_per_node = parse_gres_gpus(value)
+        gpu_type, spec.gpus_per_node = parse_gres_gpus(value)
+        spec.gpu_type = gpu_type or spec.gpu_type
     elif key == "hold":
         spec.hold = True
     elif key == "input":
@@ -419,6 +543,7 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
             spec.mem_per_node_mb = slurm.parse_size_mb(value)
         except ValueError:
             raise _err("Invalid --mem specification") from None
+        spec.ClearField("mem_per_cpu_mb")     # the later of the two wins within one source
     elif key == "nice":
         try:
             spec.nice = int(value) if value not in (None, "") else 100
@@ -469,7 +594,49 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         if value not in launchers.LAUNCHERS:
             raise _err(f"Invalid --launcher argument: {value} (one of {', '.join(launchers.NAMES)})")
         spec.launcher = value
+    elif key == "nodelist":
+        spec.req_nodes = _hostlist(value)
+    elif key == "exclude":
+        spec.exc_nodes = _hostlist(value)
+    elif key == "constraint":
+        try:
+            slurm.parse_constraint(value)
+        except ValueError:
+            raise CommandError("sbatch: error: Batch job submission failed: "
+                               "Invalid feature specification", 1) from None
+        spec.constraint = value
+    elif key == "mem-per-cpu":
+        try:
+            spec.mem_per_cpu_mb = slurm.parse_size_mb(value)
+        except ValueError:
+            raise _err(f"invalid memory constraint {value}") from None
+        spec.ClearField("mem_per_node_mb")
+    elif key == "signal":
+        try:
+            spec.signal, spec.signal_time_s, spec.signal_flags = slurm.parse_warn_signal(value)
+        except ValueError:
+            raise _err("Invalid --signal specification") from None
+    elif key == "mail-type":
+        try:
+            spec.mail_type = slurm.parse_mail_type(value)
+        except ValueError:
+            raise _err(f"--mail-type={value} invalid") from None
+    elif key == "mail-user":
+        spec.mail_user = value
     return export
+
+
+def _hostlist(value: str) -> str:
+    """-w / -x: a hostlist expression, kept compressed; Slurm's words when it is not one."""
+    try:
+        names = slurm.expand_hostlist(value)
+    except ValueError:
+        names = []
+    if not names:
+        # Slurm hands the text to the controller, which refuses it in these words.
+        raise CommandError("sbatch: error: Batch job submission failed: "
+                           "Invalid node name specified", 1)
+    return slurm.compress_hostlist(names)
 
 
 def build_request(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, str],
@@ -544,9 +711,11 @@ def _sbatch(argv: list[str], api, out: TextIO, err: TextIO, stdin: TextIO | None
                 print(f"sbatch: error: invalid partition specified: {spec.partition}", file=err)
             raise
     if parsed.request.test_only:
-        print(f"sbatch: Job {reply.job_id} to start at {slurm.format_timestamp(int(time.time()))} "
-              f"using {max(1, spec.num_tasks)} processors on nodes in partition "
-              f"{spec.partition or 'default'}", file=err)
+        # The controller's scheduling core estimated this; nothing was queued.
+        print(f"sbatch: Job {reply.job_id} to start at "
+              f"{slurm.format_timestamp(reply.test_start_time)} using {reply.test_cpus} "
+              f"processors on nodes {reply.test_nodes} in partition {reply.test_partition}",
+              file=err)
         return 0
     if parsed.parsable:
         print(str(reply.job_id), file=out)

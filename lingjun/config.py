@@ -45,6 +45,7 @@ class NodeConfig:
     gpus: int = 0
     features: tuple[str, ...] = ()
     weight: int = 1
+    gpu_type: str = ""               # GPU model ("a100") for --gres=gpu:TYPE:N; "" = untyped
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,14 @@ REASON_TIME_LIMIT = "TimeLimit"
 REASON_NON_ZERO_EXIT = "NonZeroExitCode"
 REASON_JOB_LAUNCH_FAILURE = "JobLaunchFailure"
 REASON_BAD_CONSTRAINTS = "BadConstraints"
+# A -w node is down, drained or not responding; Slurm appends the nodes:
+# "ReqNodeNotAvail, UnavailableNodes:node3" (see req_node_not_avail()).
+REASON_REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+
+
+def req_node_not_avail(nodes) -> str:
+    """The reason text Slurm shows for a job whose -w nodes cannot be used."""
+    return f"{REASON_REQ_NODE_NOT_AVAIL}, UnavailableNodes:{compress_hostlist(sorted(nodes))}"
 
 # --- node states --------------------------------------------------------------
 NODE_IDLE = "IDLE"
@@ -375,3 +383,143 @@ def parse_signal(s: str) -> int:
         return int(getattr(_signal.Signals, name))
     except AttributeError:
         raise ValueError(f"Invalid job signal: {s}") from None
+
+
+# --- --signal ---------------------------------------------------------------------
+DEFAULT_WARN_TIME_S = 60
+
+
+def parse_warn_signal(s: str) -> tuple[int, int, str]:
+    """sbatch --signal "[{R|B}:]<sig_num>[@sig_time]" -> (signal, seconds, flag).
+
+    flag is "B" (batch shell only), "R" (reservation; treated as plain) or "".
+    The time defaults to 60 s and may be 0..65535 (get_signal_opts()).
+
+    >>> parse_warn_signal("B:USR1@50")
+    (10, 50, 'B')
+    """
+    text = str(s).strip()
+    flag = ""
+    if text[:2].upper() in ("B:", "R:"):
+        flag, text = text[0].upper(), text[2:]
+    sig, at, when = text.partition("@")
+    number = parse_signal(sig)        # ValueError when unknown
+    if not at:
+        return number, DEFAULT_WARN_TIME_S, flag
+    if not when.isdigit() or int(when) > 0xFFFF:
+        raise ValueError(f"Invalid --signal specification: {s}")
+    return number, int(when), flag
+
+
+# --- --mail-type --------------------------------------------------------------------
+# Bits in the order print_mail_type() writes them; ALL is Slurm 22.05's set.
+_MAIL_TYPES = ("ARRAY_TASKS", "BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT",
+               "TIME_LIMIT_50", "TIME_LIMIT_80", "TIME_LIMIT_90", "TIME_LIMIT")
+_MAIL_ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT")
+
+
+def parse_mail_type(s: str) -> str:
+    """--mail-type "end,fail" -> "END,FAIL" as scontrol prints it; "" for NONE.
+
+    ValueError when a word is not one of Slurm's."""
+    chosen: set[str] = set()
+    none = False
+    for word in (w.strip().upper() for w in str(s).split(",") if w.strip()):
+        if word == "NONE":
+            none = True
+        elif word == "ALL":
+            chosen.update(_MAIL_ALL)
+        elif word in _MAIL_TYPES:
+            chosen.add(word)
+        else:
+            raise ValueError(f"--mail-type={s} invalid")
+    if not chosen and not none:
+        raise ValueError(f"--mail-type={s} invalid")
+    return ",".join(t for t in _MAIL_TYPES if t in chosen)
+
+
+# --- -C/--constraint ------------------------------------------------------------------
+# Slurm's node-feature expressions: names joined by & (AND; "," is the old
+# spelling of the same), | (OR), grouped by (...) or [...]. Slurm evaluates
+# left to right without precedence (each operator applies to the result so
+# far and the next term), and so do we. Counts ("a*2") and matching OR across
+# the nodes of a job ("[a|b]" meaning all nodes alike) are not modelled:
+# brackets group like parentheses.
+_FEATURE_TOKEN = re.compile(r"\s*([A-Za-z0-9_.:+=/@-]+|[&|,()\[\]*])")
+
+
+def _constraint_tokens(expr: str) -> list[str]:
+    pos, out = 0, []
+    text = expr.strip()
+    while pos < len(text):
+        m = _FEATURE_TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"Invalid feature specification: {expr}")
+        out.append(m.group(1))
+        pos = m.end()
+    return out
+
+
+def constraint_features(expr: str) -> list[str]:
+    """The feature names an expression mentions; ValueError on bad syntax."""
+    parse_constraint(expr)
+    return [t for t in _constraint_tokens(expr) if t not in "&|,()[]*"]
+
+
+def parse_constraint(expr: str) -> tuple:
+    """Parse into a nested tuple: ("f", name) | (op, left, right), op "&" or "|".
+
+    ValueError (Slurm: "Invalid feature specification") on bad syntax.
+    """
+    tokens = _constraint_tokens(expr)
+    if not tokens:
+        raise ValueError("Invalid feature specification")
+    pos = 0
+
+    def term():
+        nonlocal pos
+        if pos >= len(tokens):
+            raise ValueError("Invalid feature specification")
+        tok = tokens[pos]
+        pos += 1
+        if tok in "([":
+            closing = ")" if tok == "(" else "]"
+            node = sequence()
+            if pos >= len(tokens) or tokens[pos] != closing:
+                raise ValueError("Invalid feature specification")
+            pos += 1
+            return node
+        if tok in "&|,)]*":
+            raise ValueError("Invalid feature specification")
+        if pos < len(tokens) and tokens[pos] == "*":
+            raise ValueError("Invalid feature specification (feature counts are not supported)")
+        return ("f", tok)
+
+    def sequence():
+        nonlocal pos
+        node = term()
+        while pos < len(tokens) and tokens[pos] in "&|,":
+            op = "|" if tokens[pos] == "|" else "&"
+            pos += 1
+            node = (op, node, term())
+        return node
+
+    tree = sequence()
+    if pos != len(tokens):
+        raise ValueError("Invalid feature specification")
+    return tree
+
+
+def constraint_matches(expr: str | tuple, features) -> bool:
+    """Whether a node with ``features`` satisfies the -C expression ("" = any node)."""
+    if not expr:
+        return True
+    tree = parse_constraint(expr) if isinstance(expr, str) else expr
+    have = set(features)
+
+    def ev(node) -> bool:
+        if node[0] == "f":
+            return node[1] in have
+        left, right = ev(node[1]), ev(node[2])
+        return (left and right) if node[0] == "&" else (left or right)
+    return ev(tree)

@@ -10,7 +10,8 @@ import psutil
 from lingjun.v1 import agent_pb2
 
 
-def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0) -> agent_pb2.Inventory:
+def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0,
+            gpu_type: str = "") -> agent_pb2.Inventory:
     """Inventory of this host; non-zero arguments stand in for what it has
     (the local cluster's nodes share one host)."""
     vm = psutil.virtual_memory()
@@ -23,6 +24,7 @@ def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0) -> agent_pb2.Inven
         real_memory_mb=memory_mb or vm.total // (1024 * 1024),
         free_memory_mb=vm.available // (1024 * 1024),
         gpus=gpus,
+        gpu_type=gpu_type,
         sockets=1,
         cores_per_socket=cpus or physical,
         threads_per_core=1 if cpus else max(1, logical // physical),

@@ -308,7 +308,8 @@ class Agent:
             for t in list(self.steps.get((sj.job_id, sj.step_id), [])):
                 t.cancel()
             return
-        n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only)
+        n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only,
+                             steps_only=sj.steps_only)
         log.info("job=%d: signal %d sent to %d process(es)", sj.job_id, sj.signal, n)
 
     def _terminate(self, jid: int, grace_s: float, report: bool) -> None:

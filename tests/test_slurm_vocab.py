@@ -124,3 +124,48 @@ def test_exit_codes_signals_and_timestamps():
         slurm.parse_signal("NOPE")
     assert slurm.format_timestamp(0) == "Unknown"
     assert len(slurm.format_timestamp(1796205842)) == len("2026-12-02T10:04:02")
+
+
+# --- sbopts: --signal, --mail-type, -C -------------------------------------------------
+
+@pytest.mark.parametrize("text,want", [
+    ("USR1", (10, 60, "")), ("SIGUSR2@30", (12, 30, "")), ("B:USR1@50", (10, 50, "B")),
+    ("b:10", (10, 60, "B")), ("R:TERM@0", (15, 0, "R")), ("9@65535", (9, 65535, "")),
+], ids=["a name, default 60 s", "SIG prefix and a time", "B: the batch shell only",
+        "lower-case b: and a number", "R: with zero seconds", "the largest time"])
+def test_parse_warn_signal(text, want):
+    assert slurm.parse_warn_signal(text) == want
+
+
+@pytest.mark.parametrize("text", ["FOO", "USR1@", "USR1@x", "USR1@65536", "X:USR1", ""])
+def test_parse_warn_signal_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        slurm.parse_warn_signal(text)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("end", "END"), ("FAIL,begin", "BEGIN,FAIL"), ("ALL", "BEGIN,END,FAIL,REQUEUE,STAGE_OUT"),
+    ("NONE", ""), ("time_limit_80,ARRAY_TASKS", "ARRAY_TASKS,TIME_LIMIT_80"),
+], ids=["one word, upper-cased", "printed in Slurm's order", "ALL is Slurm's set",
+        "NONE is no mail", "array tasks first"])
+def test_parse_mail_type(text, want):
+    assert slurm.parse_mail_type(text) == want
+
+
+@pytest.mark.parametrize("expr,features,want", [
+    ("fast", {"fast"}, True), ("fast", set(), False),
+    ("fast&ib", {"fast"}, False), ("fast,ib", {"fast", "ib"}, True),
+    ("fast|slow", {"slow"}, True), ("(a|b)&c", {"b", "c"}, True),
+    ("a|b&c", {"b", "c"}, True), ("a|b&c", {"a"}, False), ("[a|b]", {"b"}, True),
+], ids=["a plain feature present", "a plain feature absent", "AND needs both",
+        "comma is AND", "OR needs one", "parentheses group",
+        "left to right: (a|b)&c with b,c", "left to right: (a|b)&c with a only",
+        "brackets group like parentheses"])
+def test_constraint_matches(expr, features, want):
+    assert slurm.constraint_matches(expr, features) is want
+
+
+@pytest.mark.parametrize("expr", ["", "a&", "|a", "(a", "a)", "a*2", "a b", "a&&b"])
+def test_bad_constraints_are_refused(expr):
+    with pytest.raises(ValueError):
+        slurm.parse_constraint(expr)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb")
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class Inventory(_message.Message):
     CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     cpus: int
     real_memory_mb: int
@@ -36,7 +37,8 @@ class Inventory(_message.Message):
     cpu_load: float
     address: str
     tmp_disk_mb: int
-    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ...) -> None: ...
+    gpu_type: str
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
     __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
@@ -262,16 +264,18 @@ class LaunchTasks(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
 
 class SignalJob(_message.Message):
-    __slots__ = ("job_id", "signal", "batch_only", "step_id")
+    __slots__ = ("job_id", "signal", "batch_only", "step_id", "steps_only")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_ONLY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     batch_only: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    steps_only: bool
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ..., steps_only: _Optional[bool] = ...) -> None: ...
 
 class TerminateJob(_message.Message):
     __slots__ = ("job_id", "grace_s", "reason")

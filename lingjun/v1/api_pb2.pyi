@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,16 @@ class JobSpec(_message.Message):
     OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
     LAUNCHER_FIELD_NUMBER: _ClassVar[int]
+    REQ_NODES_FIELD_NUMBER: _ClassVar[int]
+    EXC_NODES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_CPU_MB_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    MAIL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAIL_USER_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -89,7 +99,17 @@ class JobSpec(_message.Message):
     open_mode: str
     array: str
     launcher: str
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ...) -> None: ...
+    req_nodes: str
+    exc_nodes: str
+    constraint: str
+    mem_per_cpu_mb: int
+    gpu_type: str
+    signal: int
+    signal_time_s: int
+    signal_flags: str
+    mail_type: str
+    mail_user: str
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "client_token", "test_only")
@@ -102,14 +122,22 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., client_token: _Optional[str] = ..., test_only: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
-    __slots__ = ("job_id", "duplicate", "cluster")
+    __slots__ = ("job_id", "duplicate", "cluster", "test_start_time", "test_cpus", "test_nodes", "test_partition")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TEST_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    TEST_CPUS_FIELD_NUMBER: _ClassVar[int]
+    TEST_NODES_FIELD_NUMBER: _ClassVar[int]
+    TEST_PARTITION_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     duplicate: bool
     cluster: str
-    def __init__(self, job_id: _Optional[int] = ..., duplicate: _Optional[bool] = ..., cluster: _Optional[str] = ...) -> None: ...
+    test_start_time: int
+    test_cpus: int
+    test_nodes: str
+    test_partition: str
+    def __init__(self, job_id: _Optional[int] = ..., duplicate: _Optional[bool] = ..., cluster: _Optional[str] = ..., test_start_time: _Optional[int] = ..., test_cpus: _Optional[int] = ..., test_nodes: _Optional[str] = ..., test_partition: _Optional[str] = ...) -> None: ...
 
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb", "ave_rss_kb", "max_rss_node", "max_rss_task", "user_cpu_ms", "system_cpu_ms")
@@ -148,7 +176,7 @@ class StepInfo(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running")
+    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +231,14 @@ class JobInfo(_message.Message):
     ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ARRAY_TASK_STR_FIELD_NUMBER: _ClassVar[int]
     ARRAY_MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    REQ_NODES_FIELD_NUMBER: _ClassVar[int]
+    EXC_NODES_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_CPU_MB_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAIL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAIL_USER_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_SPEC_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     name: str
     user: str
@@ -257,7 +293,15 @@ class JobInfo(_message.Message):
     array_task_id: int
     array_task_str: str
     array_max_running: int
-    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ...) -> None: ...
+    req_nodes: str
+    exc_nodes: str
+    features: str
+    mem_per_cpu_mb: int
+    gpu_type: str
+    mail_type: str
+    mail_user: str
+    signal_spec: str
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
     __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps")
@@ -322,7 +366,7 @@ class CancelJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing")
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +399,7 @@ class NodeInfo(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
     COMPLETING_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     drain: bool
@@ -387,7 +432,8 @@ class NodeInfo(_message.Message):
     features: _containers.RepeatedScalarFieldContainer[str]
     tmp_disk_mb: int
     completing: bool
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ...) -> None: ...
+    gpu_type: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ...) -> None: ...
 
 class GetNodesRequest(_message.Message):
     __slots__ = ("names", "partitions")

@@ -192,12 +192,42 @@ def _send(procs: list[psutil.Process], sig: int) -> int:
     return sent
 
 
-def signal_job(node: str, job_id: int, sig: int, batch_only: bool = False) -> int:
-    """Send ``sig`` to the job's processes (``batch_only``: the script alone).
+def _step_pids(node: str, job_id: int) -> set[int]:
+    """The job's step tasks (started with SLURM_STEP_ID) and their descendants."""
+    entries = _scan()
+    mark = _entry(MARK_VAR, node, job_id)
+    children: dict[int, list[int]] = {}
+    for e in entries:
+        children.setdefault(e.ppid, []).append(e.pid)
+    todo = [e.pid for e in entries if mark in e.environ
+            and (e.environ.startswith(STEP_VAR) or b"\0" + STEP_VAR in e.environ)]
+    found: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    found.discard(os.getpid())
+    return found
+
+
+# Set in every step task's environment (never in the batch script's).
+STEP_VAR = b"SLURM_STEP_ID="
+
+
+def signal_job(node: str, job_id: int, sig: int, batch_only: bool = False,
+               steps_only: bool = False) -> int:
+    """Send ``sig`` to the job's processes (``batch_only``: the script alone;
+    ``steps_only``: the tasks of its steps, never the script).
 
     Returns how many processes were signalled.
     """
-    procs = _batch_script(node, job_id) if batch_only else job_processes(node, job_id)
+    if batch_only:
+        procs = _batch_script(node, job_id)
+    elif steps_only:
+        procs = _as_processes(_step_pids(node, job_id))
+    else:
+        procs = job_processes(node, job_id)
     sent = _send(procs, sig)
     log.info("job %d on %s: signal %d sent to %d processes%s", job_id, node, sig,
              sent, " (batch script)" if batch_only else "")

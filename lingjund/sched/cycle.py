@@ -41,6 +41,11 @@ Per job, in queue order:
    it was the reserved nodes of an earlier blocked partition that it lacked
    (it waits behind that job, not for its own turn).
 
+Node filters (``plugins/nodes.py``) narrow step 3's and 4's nodes to those
+the job may use at all (-x, -C, GPU type), and give a -w job whose
+required node is down or drained ``ReqNodeNotAvail, UnavailableNodes:...``
+before any placement; like the filters of step 1 it never blocks.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 """
@@ -60,6 +65,7 @@ from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Snapshot, S
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
     """Decide one pass over ``snapshot`` at time ``now``; pure and deterministic."""
     partitions = {p.name: p for p in snapshot.partitions}
+    views = {v.name: v for v in snapshot.nodes}
     pool = {v.name: NodeFree.from_view(v) for v in snapshot.nodes}
     idle = {v.name: NodeFree.idle(v) for v in snapshot.nodes}
     blocked_parts: set[str] = set()
@@ -79,11 +85,16 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if refusal is not None:
             reasons[job.job_id] = refusal
             continue
+        unavailable = _required_refusal(profile, job, views)
+        if unavailable is not None:
+            reasons[job.job_id] = unavailable
+            continue
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
             continue
 
-        members = [n for n in dict.fromkeys(part.nodes) if n in pool]
+        members = [n for n in dict.fromkeys(part.nodes)
+                   if n in pool and _usable(profile, job, views[n])]
         candidates = [pool[n] for n in members
                       if pool[n].schedulable and n not in blocked_nodes]
         most = node_cap(part)
@@ -115,6 +126,23 @@ def _refusal(profile: Profile, job: JobRequest, part: PartitionView, now: float)
         if reason is not None:
             return reason
     return None
+
+
+def _required_refusal(profile: Profile, job: JobRequest, views) -> str | None:
+    for f in profile.node_filters:
+        with _blame(f):
+            reason = f.check_required(job, views)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _usable(profile: Profile, job: JobRequest, view) -> bool:
+    for f in profile.node_filters:
+        with _blame(f):
+            if f.check_node(job, view) is not None:
+                return False
+    return True
 
 
 def _start(job: JobRequest, placement: Placement) -> Start:

@@ -36,6 +36,7 @@ class NodeView:
     partitions: tuple[str, ...] = ()
     weight: int = 1
     features: tuple[str, ...] = ()
+    gpu_type: str = ""                # "" = untyped GPUs (or none)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,12 @@ class JobRequest:
     time_limit_min: int = UNLIMITED   # effective limit (partition default applied)
     held: bool = False
     begin_time: float = 0.0
+    # sbopts: where the job may run (plugins/nodes.py) and memory per CPU.
+    req_nodes: tuple[str, ...] = ()   # -w: every one of these is in the allocation
+    exc_nodes: tuple[str, ...] = ()   # -x: none of these is
+    constraint: str = ""              # -C feature expression; "" = any node
+    gpu_type: str = ""                # --gres=gpu:TYPE:N; "" = any type
+    mem_per_cpu_mb: int | None = None  # --mem-per-cpu (then mem_per_node_mb is None)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,11 @@ class RunningJob:
     nodes: tuple[str, ...]
     end_time: float = 0.0             # expected end (start + limit); 0 = unlimited
     exclusive: bool = False
+    # What it holds on each of ``nodes`` (same order), so an estimate can
+    # free it at its end time (sched/estimate.py); empty = unknown.
+    cpus_per_node: tuple[int, ...] = ()
+    mem_per_node_mb: tuple[int, ...] = ()
+    gpus_per_node: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,14 @@ class InvalidTimeLimit(SlurmError):
     message = "Requested time limit is invalid (missing or exceeds some limit)"
 
 
+class InvalidFeature(SlurmError):
+    message = "Invalid feature specification"
+
+
+class InvalidGres(SlurmError):
+    message = "Invalid generic resource (gres) specification"
+
+
 class InvalidJobId(SlurmError):
     code = grpc.StatusCode.NOT_FOUND
     message = "Invalid job id specified"

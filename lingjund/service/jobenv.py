@@ -45,6 +45,8 @@ def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
         env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
     if spec.HasField("mem_per_node_mb"):
         env["SLURM_MEM_PER_NODE"] = str(job.mem_per_node[0] if job.mem_per_node else spec.mem_per_node_mb)
+    if spec.HasField("mem_per_cpu_mb"):
+        env["SLURM_MEM_PER_CPU"] = str(spec.mem_per_cpu_mb)      # sbatch.1 OUTPUT ENVIRONMENT
     if job.restarts:
         env["SLURM_RESTART_COUNT"] = str(job.restarts)
     return env

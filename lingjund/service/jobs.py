@@ -38,12 +38,68 @@ def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
     return cpus, mem, gpus
 
 
+def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
+    """A node's features (config [[nodes]] features): sinfo %f, -C."""
+    cfg = ctl.config.node(name)
+    return cfg.features if cfg else ()
+
+
+def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
+    """A node's GPU type: configured, else what its agent reported ("" = untyped).
+
+    ``rec`` is the node's store record when the caller already has it."""
+    cfg = ctl.config.node(name)
+    if cfg and cfg.gpu_type:
+        return cfg.gpu_type
+    rec = rec or ctl.store.node(name)
+    return rec.inventory.gpu_type if rec else ""
+
+
+def _hostlist(expr: str) -> list[str]:
+    try:
+        return slurm.expand_hostlist(expr)
+    except ValueError:
+        raise errors.InvalidNodeName() from None
+
+
+def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, nodes: list[str]) -> list[str]:
+    """The partition's nodes this job may use at all (-w/-x/-C/GPU type), refusing
+    what no node of the cluster can give in Slurm's words (an unknown node, a
+    feature or GPU type no node has), and what this partition cannot."""
+    known = set(ctl.known_nodes())
+    required = _hostlist(spec.req_nodes) if spec.req_nodes else []
+    excluded = set(_hostlist(spec.exc_nodes)) if spec.exc_nodes else set()
+    if any(n not in known for n in required) or any(n not in known for n in excluded):
+        raise errors.InvalidNodeName()
+    if spec.constraint:
+        try:
+            wanted = slurm.constraint_features(spec.constraint)
+        except ValueError:
+            raise errors.InvalidFeature() from None
+        have = {f for n in known for f in node_features(ctl, n)}
+        if any(f not in have for f in wanted):
+            raise errors.InvalidFeature()
+    if spec.gpu_type and not any(node_gpu_type(ctl, n) == spec.gpu_type for n in known):
+        raise errors.InvalidGres()
+    if any(n not in nodes or n in excluded for n in required):
+        raise errors.NodeConfigUnavailable()
+    usable = [n for n in nodes if n not in excluded
+              and (not spec.constraint or slurm.constraint_matches(spec.constraint,
+                                                                   node_features(ctl, n)))
+              and (not spec.gpu_type or node_gpu_type(ctl, n) == spec.gpu_type)]
+    if any(n not in usable for n in required):
+        raise errors.NodeConfigUnavailable()
+    return usable
+
+
 def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     if not spec.script.startswith("#!"):
         raise errors.InvalidRequest("Batch script is empty or lacks #!")
     part = ctl.partition(spec.partition) if spec.partition else ctl.default_partition()
     if part is None:
         raise errors.InvalidPartition()
+    if spec.signal and not 0 < spec.signal < 65536:
+        raise errors.InvalidRequest(f"Invalid signal {spec.signal}")
     for field, value in (("min_nodes", spec.min_nodes), ("max_nodes", spec.max_nodes),
                          ("num_tasks", spec.num_tasks), ("ntasks_per_node", spec.ntasks_per_node),
                          ("cpus_per_task", spec.cpus_per_task), ("gpus_per_node", spec.gpus_per_node)):
@@ -51,10 +107,11 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
             raise errors.InvalidRequest(f"Invalid {field} value {value}")
     if spec.time_limit_min < -1:
         raise errors.InvalidTimeLimit()
-    nodes = ctl.partition_nodes(part)
-    min_nodes = spec.min_nodes or 1
+    nodes = _placement_nodes(ctl, spec, ctl.partition_nodes(part))
+    # -w nodes count toward -N, as in Slurm.
+    min_nodes = max(spec.min_nodes or 1, len(_hostlist(spec.req_nodes)) if spec.req_nodes else 0)
     if spec.num_tasks and not spec.min_nodes and spec.ntasks_per_node:
-        min_nodes = math.ceil(spec.num_tasks / spec.ntasks_per_node)
+        min_nodes = max(min_nodes, math.ceil(spec.num_tasks / spec.ntasks_per_node))
     if spec.max_nodes and spec.max_nodes < min_nodes:
         raise errors.NodeConfigUnavailable()
     if nodes and min_nodes > len(nodes):
@@ -71,10 +128,12 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
             per_node_tasks = math.ceil(spec.num_tasks / max_nodes)
         else:
             per_node_tasks = 1
+        mem_per_cpu = spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else 0
         fitting = [c for c in caps
                    if per_node_tasks * cpt <= c[0]
                    and (not spec.HasField("mem_per_node_mb") or spec.mem_per_node_mb <= c[1])
-                   and spec.gpus_per_node <= c[2]]
+                   and per_node_tasks * cpt * mem_per_cpu <= c[1]
+                   and gpus_per_node(spec, min_nodes) <= c[2]]
         if len(fitting) < min_nodes:
             raise errors.NodeConfigUnavailable()
         if spec.num_tasks and spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
@@ -82,6 +141,13 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     # Over the partition's MaxTime is accepted and pends with PartitionTimeLimit
     # (Slurm's default EnforcePartLimits=NO); the scheduling core says so.
     return part, min_nodes
+
+
+def gpus_per_node(spec: api_pb2.JobSpec, nodes: int) -> int:
+    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the nodes."""
+    if spec.gpus_per_node or not spec.gpus:
+        return spec.gpus_per_node
+    return math.ceil(spec.gpus / max(1, nodes))
 
 
 def effective_time_limit(spec: api_pb2.JobSpec, part) -> int:
@@ -101,7 +167,7 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     part, min_nodes = _validate(ctl, spec)
     if request.test_only:
-        return api_pb2.SubmitJobResponse(job_id=0, cluster=ctl.cluster)
+        return _will_run(ctl, spec, part)
     now = ctl.clock()
     name = spec.name or "sbatch"
     with ctl.store.transaction() as st:
@@ -124,6 +190,25 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
              job_id, spec.user, name, min_nodes, part.name)
     ctl.wake_scheduler()
     return api_pb2.SubmitJobResponse(job_id=job_id, cluster=ctl.cluster)
+
+
+def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:
+    """--test-only: where and when the scheduling core would start this job; submits nothing."""
+    from lingjund.sched.estimate import estimate_start
+    from lingjund.service.scheduling import build_snapshot, job_request
+    now = ctl.clock()
+    job_id = ctl.store.next_job_id()
+    request = job_request(job_id, spec, part.name, priority=0, submit_time=now,
+                          time_limit_min=effective_time_limit(spec, part), exclusive=spec.exclusive,
+                          held=False, begin_time=now)
+    found = estimate_start(build_snapshot(ctl, now), request, now)
+    if found is None:
+        raise errors.NodeConfigUnavailable()
+    when, start = found
+    return api_pb2.SubmitJobResponse(
+        job_id=job_id, cluster=ctl.cluster, test_start_time=int(when),
+        test_cpus=sum(start.cpus_per_node), test_nodes=slurm.compress_hostlist(list(start.nodes)),
+        test_partition=part.name)
 
 
 def terminate_on_nodes(ctl: Controller, job: JobRecord, reason: str) -> None:
@@ -233,7 +318,13 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         exclusive=job.exclusive, comment=spec.comment, account=spec.account or job.user,
         qos=spec.qos or "normal", batch=spec.batch, submit_host=spec.submit_host,
         cancelled_by=job.cancelled_by, cpus_per_node=cpn[0] if cpn else 0,
-        now=int(now if now is not None else ctl.clock()), nice=spec.nice, hold=job.held)
+        now=int(now if now is not None else ctl.clock()), nice=spec.nice, hold=job.held,
+        req_nodes=spec.req_nodes, exc_nodes=spec.exc_nodes, features=spec.constraint,
+        mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else 0,
+        gpu_type=spec.gpu_type, mail_type=spec.mail_type,
+        # Slurm mails the submitting user when --mail-type comes without --mail-user.
+        mail_user=spec.mail_user or (job.user if spec.mail_type else ""),
+        signal_spec=_signal_spec(spec))
     derived_code, derived_sig = 0, 0
     for s in steps or ():
         info.steps.append(api_pb2.StepInfo(
@@ -247,6 +338,14 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
             derived_code, derived_sig = s.exit_code, s.exit_signal
     info.derived_exit_code, info.derived_exit_signal = derived_code, derived_sig
     return info
+
+
+def _signal_spec(spec: api_pb2.JobSpec) -> str:
+    """--signal as given back: "B:10@50"; "" when none."""
+    if not spec.signal:
+        return ""
+    prefix = f"{spec.signal_flags}:" if spec.signal_flags else ""
+    return f"{prefix}{spec.signal}@{spec.signal_time_s}"
 
 
 def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = False) -> api_pb2.GetJobsResponse:

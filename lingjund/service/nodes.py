@@ -14,7 +14,7 @@ from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import batch, errors
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
-from lingjund.service.jobs import node_capacity
+from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
 from lingjund.service.scheduling import allocations, launch_message
 
 log = logging.getLogger("lingjund.nodes")
@@ -190,7 +190,8 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             os=inv.os, arch=inv.arch, sockets=inv.sockets or 1,
             cores_per_socket=inv.cores_per_socket or cap[0], threads_per_core=inv.threads_per_core or 1,
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
-            job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing))
+            job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
+            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec)))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

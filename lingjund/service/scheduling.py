@@ -3,7 +3,11 @@
 Decide, then commit: the core sees a frozen snapshot; the plan is applied in
 one transaction that re-checks each job is still PENDING (a cancel may have
 raced the pass), and only after the commit are launches sent to agents.
-Time limits are enforced here too, on the same timer.
+Time limits are enforced here too, on the same timer, and so are --signal
+warnings: sig_time seconds before a job's end the controller sends its
+signal once per run, as slurmctld does from its time-limit check: with
+"B:" to the batch shell only, else to the job's steps only (never the batch
+shell, whose default action for USR1 would end the job).
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from lingjund.sched.snapshot import (JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot)
 from lingjund.service import jobenv
 from lingjund.service.context import Controller
-from lingjund.service.jobs import node_capacity, terminate_on_nodes
+from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
+                                   terminate_on_nodes)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.sched")
@@ -59,31 +64,44 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
                              and ctl.agents.connected(name)),
             partitions=tuple(p.name for p in parts if p.nodes is None or name in p.nodes),
             weight=cfg.weight if cfg else 1,
-            features=cfg.features if cfg else ()))
+            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec)))
     part_views = tuple(PartitionView(
         name=p.name, nodes=tuple(ctl.partition_nodes(p)), default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier)
         for p in parts)
-    pending = []
-    for job in st.jobs(states=[slurm.PENDING]):
-        spec = job.spec
-        pending.append(JobRequest(
-            job_id=job.job_id, priority=job.priority, submit_time=job.submit_time,
-            partition=job.partition, min_nodes=spec.min_nodes or 1,
-            # -n without -N: Slurm spreads the tasks over as many nodes as it takes
-            max_nodes=spec.max_nodes or (spec.num_tasks if spec.num_tasks and not spec.min_nodes else 0),
-            num_tasks=spec.num_tasks, ntasks_per_node=spec.ntasks_per_node,
-            cpus_per_task=spec.cpus_per_task or 1,
-            mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
-            gpus_per_node=spec.gpus_per_node, exclusive=job.exclusive,
-            time_limit_min=job.time_limit_min, held=job.held, begin_time=job.eligible_time))
+    pending = [job_request(job.job_id, job.spec, job.partition, priority=job.priority,
+                           submit_time=job.submit_time, time_limit_min=job.time_limit_min,
+                           exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time)
+               for job in st.jobs(states=[slurm.PENDING])]
     running = tuple(RunningJob(
         job_id=j.job_id, nodes=j.nodes, exclusive=j.exclusive,
-        end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0)
+        end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0,
+        cpus_per_node=j.cpus_per_node, mem_per_node_mb=j.mem_per_node,
+        gpus_per_node=j.gpus_per_node)
         for j in holding)
     return Snapshot(nodes=tuple(node_views), partitions=part_views,
                     pending=tuple(pending), running=running)
+
+
+def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
+                time_limit_min: int, exclusive: bool, held: bool, begin_time: float) -> JobRequest:
+    """What the scheduling core needs of one job (pending, or a --test-only probe)."""
+    min_nodes = spec.min_nodes or 1
+    return JobRequest(
+        job_id=job_id, priority=priority, submit_time=submit_time,
+        partition=partition, min_nodes=min_nodes,
+        # -n without -N: Slurm spreads the tasks over as many nodes as it takes
+        max_nodes=spec.max_nodes or (spec.num_tasks if spec.num_tasks and not spec.min_nodes else 0),
+        num_tasks=spec.num_tasks, ntasks_per_node=spec.ntasks_per_node,
+        cpus_per_task=spec.cpus_per_task or 1,
+        mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
+        gpus_per_node=gpus_per_node(spec, min_nodes), exclusive=exclusive,
+        time_limit_min=time_limit_min, held=held, begin_time=begin_time,
+        req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
+        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
+        constraint=spec.constraint, gpu_type=spec.gpu_type,
+        mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None)
 
 
 def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
@@ -122,7 +140,7 @@ def apply_plan(ctl: Controller, plan: Plan, now: float) -> list[JobRecord]:
                           start_time=now, end_time=end, nodes=s.nodes,
                           cpus_per_node=s.cpus_per_node, mem_per_node=s.mem_per_node_mb,
                           gpus_per_node=s.gpus_per_node, tasks_per_node=s.tasks_per_node,
-                          batch_host=s.nodes[0], launched=False)
+                          batch_host=s.nodes[0], launched=False, warn_signal_sent=False)
             started.append(st.job(job.job_id))
         for job_id, reason in plan.reasons.items():
             job = st.job(job_id)
@@ -135,6 +153,7 @@ def run_pass(ctl: Controller) -> int:
     """One pass; returns the number of jobs started."""
     now = ctl.clock()
     enforce_time_limits(ctl, now)
+    send_warning_signals(ctl, now)
     snap = build_snapshot(ctl, now)
     if not snap.pending:
         return 0
@@ -159,7 +178,40 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
         terminate_on_nodes(ctl, job, "time limit")
 
 
+def warning_time(job: JobRecord) -> float | None:
+    """When --signal's warning is due for this run; None if none is (any more)."""
+    spec = job.spec
+    if not spec.signal or job.warn_signal_sent or not job.end_time or job.kill_reason:
+        return None
+    return job.end_time - spec.signal_time_s
+
+
+def send_warning_signals(ctl: Controller, now: float) -> None:
+    due = [j for j in ctl.store.jobs(states=[slurm.RUNNING])
+           if j.launched and (t := warning_time(j)) is not None and now >= t]
+    if not due:
+        return
+    with ctl.store.transaction() as st:
+        for job in due:
+            st.update_job(job.job_id, warn_signal_sent=True)
+    for job in due:
+        spec = job.spec
+        batch_only = spec.signal_flags == "B"
+        log.info("job=%d sending warning signal %d, %d s before its time limit%s",
+                 job.job_id, spec.signal, spec.signal_time_s, " (batch shell)" if batch_only else "")
+        msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
+            job_id=job.job_id, signal=spec.signal, batch_only=batch_only, step_id=-1,
+            steps_only=not batch_only))
+        for node in ([job.batch_host] if batch_only else job.nodes):
+            ctl.agents.send(node, msg)
+
+
 def next_deadline(ctl: Controller) -> float | None:
-    ends = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
-            if j.end_time and not j.kill_reason]
-    return min(ends) if ends else None
+    times = []
+    for j in ctl.store.jobs(states=[slurm.RUNNING]):
+        if j.end_time and not j.kill_reason:
+            times.append(j.end_time)
+        warn = warning_time(j)
+        if warn is not None and j.launched:
+            times.append(warn)
+    return min(times) if times else None

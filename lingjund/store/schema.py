@@ -96,6 +96,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN array_max_running INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX jobs_array ON jobs(array_job_id)
     """,
+    # 3
     """
     -- wp-formats: step usage for sacct (AveRSS, MaxRSSNode/Task, TotalCPU)
     ALTER TABLE steps ADD COLUMN ave_rss_kb INTEGER NOT NULL DEFAULT 0;
@@ -103,5 +104,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE steps ADD COLUMN max_rss_task INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE steps ADD COLUMN user_cpu_ms INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE steps ADD COLUMN system_cpu_ms INTEGER NOT NULL DEFAULT 0
+    """,
+    # 4
+    """
+    -- wp-sbopts: the --signal warning was sent for this run (cleared on requeue)
+    ALTER TABLE jobs ADD COLUMN warn_signal_sent INTEGER NOT NULL DEFAULT 0
     """,
 ]

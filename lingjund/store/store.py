@@ -64,6 +64,7 @@ class JobRecord:
     array_task_id: int = -1           # -1 = a plain job, or the array's meta record
     array_task_str: str = ""          # meta record: the tasks still pending ("4-9,12")
     array_max_running: int = 0        # meta record: the %N throttle (0 = none)
+    warn_signal_sent: bool = False    # --signal's warning went out for this run
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _job_from_row(row: dict) -> JobRecord:
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
         row[c] = tuple(json.loads(row[c]))
-    for c in ("exclusive", "launched", "held"):
+    for c in ("exclusive", "launched", "held", "warn_signal_sent"):
         row[c] = bool(row[c])
     return JobRecord(spec=spec, **row)
 
@@ -195,6 +196,11 @@ class Store:
                 ", ".join(fields), ", ".join("?" for _ in fields)),
             list(_job_to_row(fields).values()))
         return int(cur.lastrowid)
+
+    def next_job_id(self) -> int:
+        """The id the next insert_job would get (sbatch --test-only names it)."""
+        row = next(self.db.query("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'"), None)
+        return int(row["seq"]) + 1 if row else 1
 
     def update_job(self, job_id: int, **fields) -> None:
         if not fields:

@@ -182,3 +182,17 @@ def test_two_agents_named_alike_in_different_clusters_mark_their_jobs_apart(tmp_
     b = node_identity("node1", tmp_path / "clusterB" / "agents" / "node1")
     assert a != b and a.startswith("node1@") and b.startswith("node1@")
     assert a == node_identity("node1", str(tmp_path / "clusterA" / "agents" / "node1"))
+
+
+def test_steps_only_signals_step_tasks_and_spares_the_script(node, started):
+    """--signal without B: reaches the tasks of steps (SLURM_STEP_ID in their
+    environment) and their children, never the batch script."""
+    script = spawn(started, node, 9, "sleep 60")
+    env = dict(os.environ, **{MARK_VAR: f"{node}:9", "SLURM_STEP_ID": "0"})
+    task = subprocess.Popen(["bash", "-c", "sleep 60 & wait"], env=env, start_new_session=True)
+    started.append(task)
+    assert wait_for(lambda: len(job_processes(node, 9)) >= 3)
+    sent = signal_job(node, 9, signal.SIGTERM, steps_only=True)
+    assert sent == 2, f"want the task and its child signalled, got {sent}"
+    assert task.wait(5) == -signal.SIGTERM
+    assert script.poll() is None, "the batch script must not be signalled"

@@ -285,3 +285,196 @@ def test_other_server_errors_are_printed_with_slurms_words(workdir):
     assert (rc, out) == (1, "")
     assert err == ("sbatch: error: Batch job submission failed: Requested node configuration "
                    "is not available\n")
+
+
+# --- placement and signalling options (sbopts) ------------------------------------------
+
+SBOPTS_CASES = [
+    (["-w", "node[1-3]"], dict(req_nodes="node[1-3]")),
+    (["--nodelist=node2,node1"], dict(req_nodes="node[1-2]")),
+    (["-x", "node1"], dict(exc_nodes="node1")),
+    (["--exclude", "node[3-4],node1"], dict(exc_nodes="node[1,3-4]")),
+    (["-C", "fast&ib"], dict(constraint="fast&ib")),
+    (["--constraint=a|b"], dict(constraint="a|b")),
+    (["--mem-per-cpu=2G"], dict(mem_per_cpu_mb=2048)),
+    (["--signal=B:USR1@50"], dict(signal=10, signal_time_s=50, signal_flags="B")),
+    (["--signal", "USR2"], dict(signal=12, signal_time_s=60, signal_flags="")),
+    (["--mail-type=end,fail", "--mail-user=me@example.org"],
+     dict(mail_type="END,FAIL", mail_user="me@example.org")),
+    (["--gres=gpu:a100:2"], dict(gpus_per_node=2, gpu_type="a100")),
+    (["--gres=gpu:x"], dict(gpus_per_node=1, gpu_type="x")),
+    (["--gres=gpu:3"], dict(gpus_per_node=3, gpu_type="")),
+    (["-G", "a100:4"], dict(gpus=4, gpu_type="a100")),
+    (["--gpus-per-node=2"], dict(gpus_per_node=2, gpu_type="")),
+    (["-W"], dict()),
+]
+
+
+@pytest.mark.parametrize("argv,want", SBOPTS_CASES, ids=[
+    "-w takes a hostlist expression, kept compressed",
+    "--nodelist with a comma list is sorted and compressed",
+    "-x one node",
+    "--exclude a mixed list",
+    "-C keeps the expression as given",
+    "--constraint with OR",
+    "--mem-per-cpu takes a unit suffix",
+    "--signal B:name@time",
+    "--signal alone defaults to 60 seconds",
+    "--mail-type is kept in Slurm's words with --mail-user",
+    "--gres=gpu:TYPE:N sets the type and the count",
+    "--gres=gpu:x is one GPU of type x, as Slurm reads it",
+    "--gres=gpu:N is untyped",
+    "-G TYPE:N is per job and typed",
+    "--gpus-per-node N is untyped",
+    "-W is --wait",
+])
+def test_sbopts_reach_the_spec(argv, want, workdir):
+    spec = spec_of([*argv, "--wrap=x"], workdir)
+    for key, value in want.items():
+        assert getattr(spec, key) == value, f"{key}: want {value!r}, got {getattr(spec, key)!r}"
+
+
+def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
+    (workdir / "mem.sh").write_text("#!/bin/sh\n#SBATCH --mem=1G\ntrue\n")
+    spec = spec_of(["--mem-per-cpu=100", "mem.sh"], workdir)
+    assert spec.mem_per_cpu_mb == 100 and not spec.HasField("mem_per_node_mb"), \
+        "--mem-per-cpu on the command line drops the script's --mem"
+    spec = spec_of(["mem.sh"], workdir, env={**ENV, "SBATCH_MEM_PER_CPU": "200"})
+    assert spec.mem_per_cpu_mb == 200 and not spec.HasField("mem_per_node_mb"), \
+        "the environment beats the script; the later of the two wins"
+
+
+@pytest.mark.parametrize("argv,env,err_text,rc", [
+    (["--signal=FOO"], {}, "sbatch: error: Invalid --signal specification\n", 255),
+    (["--signal=USR1@soon"], {}, "sbatch: error: Invalid --signal specification\n", 255),
+    (["--mail-type=sometimes"], {}, "sbatch: error: --mail-type=sometimes invalid\n", 255),
+    (["--mem=1G", "--mem-per-cpu=1G"], {},
+     "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n", 1),
+    ([], {"SBATCH_MEM_PER_CPU": "1", "SBATCH_MEM_PER_NODE": "1"},
+     "sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are "
+     "mutually exclusive.\n", 1),
+    (["--mem-per-cpu=lots"], {}, "sbatch: error: invalid memory constraint lots\n", 255),
+    (["-C", "fast&"], {},
+     "sbatch: error: Batch job submission failed: Invalid feature specification\n", 1),
+    (["-w", "node[1-"], {},
+     "sbatch: error: Batch job submission failed: Invalid node name specified\n", 1),
+    (["--gres=gpu:a100:two"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
+    (["--gres=gpu:a100:1,gpu:v100:1"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
+    (["--gpus=a:b:1"], {}, "sbatch: error: Invalid --gpus specification\n", 255),
+    ([], {"SBATCH_SIGNAL": "NOPE"}, "sbatch: error: Invalid --signal specification\n", 255),
+], ids=["an unknown signal", "a signal time that is not a number", "an unknown mail type",
+        "--mem with --mem-per-cpu on the command line",
+        "both memory variables in the environment", "a bad memory size per CPU",
+        "a constraint that does not parse", "a hostlist that does not parse",
+        "a GPU count that is not a number", "two GPU types in one job",
+        "--gpus with two types", "a bad SBATCH_SIGNAL"])
+def test_sbopts_errors(argv, env, err_text, rc, workdir):
+    got_rc, out, err, api = run([*argv, "--wrap=x"], workdir, env={**ENV, **env})
+    assert (got_rc, out, err) == (rc, "", err_text)
+    assert api.requests == []
+
+
+@pytest.mark.parametrize("var,value,key,want", [
+    ("SBATCH_CONSTRAINT", "fast", "constraint", "fast"),
+    ("SBATCH_SIGNAL", "B:USR1@30", "signal_time_s", 30),
+    ("SBATCH_MEM_PER_CPU", "1G", "mem_per_cpu_mb", 1024),
+    ("SBATCH_REQUEUE", "1", "requeue", True),
+    ("SBATCH_NO_REQUEUE", "", "requeue", False),
+    ("SBATCH_GRES", "gpu:a100:1", "gpu_type", "a100"),
+    ("SBATCH_EXCLUSIVE", "", "exclusive", True),
+    ("SBATCH_OPEN_MODE", "append", "open_mode", "append"),
+], ids=["SBATCH_CONSTRAINT is -C", "SBATCH_SIGNAL is --signal",
+        "SBATCH_MEM_PER_CPU is --mem-per-cpu", "SBATCH_REQUEUE is --requeue",
+        "SBATCH_NO_REQUEUE set to anything is --no-requeue", "SBATCH_GRES is --gres",
+        "SBATCH_EXCLUSIVE empty is plain --exclusive", "SBATCH_OPEN_MODE"])
+def test_input_environment_variables(var, value, key, want, workdir):
+    assert getattr(spec_of(["--wrap=x"], workdir, env={**ENV, var: value}), key) == want
+
+
+def test_ignored_option_from_the_environment_warns(workdir):
+    rc, _, err, api = run(["--wrap=x"], workdir, env={**ENV, "SBATCH_WCKEY": "w"})
+    assert rc == 0 and err == "sbatch: warning: SBATCH_WCKEY is not supported yet; ignored\n"
+    assert len(api.requests) == 1
+
+
+def test_every_env_variable_names_an_option_we_know():
+    names = {o.long[0] for o in sbatch.ALL_OPTIONS}
+    unknown = {v: n for v, n in sbatch.ENV_OPTIONS.items() if n not in names}
+    assert unknown == {}
+
+
+TRICKY_SCRIPTS = [
+    ("#!/bin/sh\n  #SBATCH -N 2\n#SBATCH -n 3\ntrue\n", ["-n", "3"]),
+    ("#!/bin/sh\n#SBATCH -n 1\ncat <<EOF\n#SBATCH -N 9\nEOF\n", ["-n", "1"]),
+    ("#!/bin/sh\n#SBATCH -J name # the job's name\n#SBATCH -t 5#five\ntrue\n",
+     ["-J", "name", "-t", "5"]),
+    ("#!/bin/sh\n#SBATCH --comment=\"a b  c\" -J 'x y'\ntrue\n", ["--comment=a b  c", "-J", "x y"]),
+    ("#!/bin/sh\n#SBATCH --comment=a\\ b --wrap=\"say \\\"hi\\\"\"\n",
+     ["--comment=a", "b", '--wrap=say "hi"']),
+    ("#!/bin/sh\n#SBATCH --comment='#not a comment'\n", ["--comment=#not a comment"]),
+    ("#!/bin/sh\n\n# plain comment\n\t\n#SBATCH\t-N\t2\n", ["-N", "2"]),
+    ("#!/bin/sh\n#SBATCHX -N 9\n#SBATCH -N 1\n", ["-N", "1"]),
+    ("#!/bin/sh\n   echo hi\n#SBATCH -N 1\n", []),
+    ("#!/bin/sh\n#SLURM -N 4\n", ["-N", "4"]),
+]
+
+
+@pytest.mark.parametrize("script,want", TRICKY_SCRIPTS, ids=[
+    "an indented #SBATCH is a comment and does not stop the scan",
+    "#SBATCH in a heredoc after a command is never read",
+    "a # outside quotes ends the directive, even inside a word",
+    "double and single quotes group words with spaces",
+    "a backslash escapes a quote (inside quotes too) but cannot join words",
+    "a # inside quotes is kept",
+    "blank lines, plain comments and tabs are fine",
+    "#SBATCHX is not a directive",
+    "an indented command ends the directives",
+    "the old #SLURM word is still read",
+])
+def test_directives_like_sbatch(script, want):
+    assert sbatch.script_directives(script) == want
+
+
+def test_unmatched_quote_in_a_directive_is_fatal(workdir):
+    (workdir / "q.sh").write_text("#!/bin/sh\n#SBATCH -J \"open\ntrue\n")
+    rc, out, err, api = run(["q.sh"], workdir)
+    assert (rc, out, err) == (1, "", "sbatch: fatal: q.sh: line 2: Unmatched `\"` in "
+                                     "[\"open]\n")
+    assert api.requests == []
+
+
+def test_slurm_magic_word_warns(workdir):
+    (workdir / "old.sh").write_text("#!/bin/sh\n#SLURM -J old\ntrue\n")
+    rc, out, err, api = run(["old.sh"], workdir)
+    assert rc == 0 and api.requests[0].spec.name == "old"
+    assert err == ("sbatch: error: Change from #SLURM to #SBATCH in your script and verify "
+                   "the options are valid in sbatch\n")
+
+
+def test_precedence_command_line_then_environment_then_script(workdir):
+    (workdir / "p.sh").write_text("#!/bin/sh\n#SBATCH -C script --signal=USR1\ntrue\n")
+    env = {**ENV, "SBATCH_CONSTRAINT": "env", "SBATCH_SIGNAL": "USR2@5"}
+    assert spec_of(["p.sh"], workdir).constraint == "script"
+    assert spec_of(["p.sh"], workdir, env=env).constraint == "env"
+    assert spec_of(["-C", "cli", "p.sh"], workdir, env=env).constraint == "cli"
+    assert spec_of(["p.sh"], workdir, env=env).signal == 12
+
+
+class WillRunApi(FakeApi):
+    def call(self, method, request, **kw):
+        self.requests.append(request)
+        return api_pb2.SubmitJobResponse(job_id=7, test_start_time=1796205842, test_cpus=4,
+                                         test_nodes="node[1-2]", test_partition="debug")
+
+
+def test_test_only_prints_the_controllers_estimate(workdir):
+    from lingjun import slurm
+    rc, out, err, api = run(["--test-only", "-N2", "--wrap=x"], workdir, api=WillRunApi())
+    assert (rc, out) == (0, "")
+    assert err == (f"sbatch: Job 7 to start at {slurm.format_timestamp(1796205842)} using 4 "
+                   "processors on nodes node[1-2] in partition debug\n")
+    assert api.requests[0].test_only

@@ -7,6 +7,9 @@ plugin fits:
 - ``JobFilter.check``   a reason this job will not start in this pass that
                         waiting for resources does not cure, or None.
 - ``GangSelect.place_gang``  a whole placement for a job, or None.
+- ``NodeFilter.check_node`` / ``check_required``  which nodes a job may use
+                        at all (-w, -x, -C, GPU type), and a reason when a
+                        node it insists on is unavailable.
 
 A ``Profile`` picks one sort, filters in order and one select, by the
 names in ``REGISTRY`` (Slurm-style ``type/name``); configuration chooses
@@ -15,14 +18,15 @@ the names, ``DEFAULT_PROFILE`` is what a plain cluster gets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from lingjund.sched.plugins.eligibility import JobEligibility
 from lingjund.sched.plugins.gang import GangPlacement
+from lingjund.sched.plugins.nodes import NodeRequest
 from lingjund.sched.plugins.partition import PartitionLimits
 from lingjund.sched.plugins.priority import BasicPriority
 from lingjund.sched.pool import NodeFree, Placement
-from lingjund.sched.snapshot import JobRequest, PartitionView
+from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView
 
 
 @runtime_checkable
@@ -58,12 +62,28 @@ class GangSelect(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeFilter(Protocol):
+    name: str
+
+    def check_node(self, job: JobRequest, node: NodeView) -> str | None:
+        """Why ``node`` can never serve ``job`` (static facts only: its name,
+        features, GPU type), or None. Must not look at free resources."""
+        ...
+
+    def check_required(self, job: JobRequest, nodes: Mapping[str, NodeView]) -> str | None:
+        """A Slurm pending reason when nodes ``job`` insists on cannot take
+        work now, or None. Such a job never blocks the jobs behind it."""
+        ...
+
+
 class PluginError(RuntimeError):
     """A plugin failed; the message starts with the plugin's name."""
 
 
 REGISTRY: dict[str, QueueSort | JobFilter | GangSelect] = {
-    p.name: p for p in (BasicPriority(), JobEligibility(), PartitionLimits(), GangPlacement())
+    p.name: p for p in (BasicPriority(), JobEligibility(), PartitionLimits(), GangPlacement(),
+                        NodeRequest())
 }
 
 
@@ -72,9 +92,11 @@ class Profile:
     queue_sort: QueueSort
     filters: tuple[JobFilter, ...]
     select: GangSelect
+    node_filters: tuple[NodeFilter, ...] = ()
 
 
-def build_profile(queue_sort: str, filters: Sequence[str], select: str) -> Profile:
+def build_profile(queue_sort: str, filters: Sequence[str], select: str,
+                  node_filters: Sequence[str] = ("node_features/request",)) -> Profile:
     """A profile from plugin names; ValueError naming the first unknown or misplaced one."""
     def pick(name: str, kind: type):
         plugin = REGISTRY.get(name)
@@ -85,7 +107,8 @@ def build_profile(queue_sort: str, filters: Sequence[str], select: str) -> Profi
         return plugin
     return Profile(queue_sort=pick(queue_sort, QueueSort),
                    filters=tuple(pick(n, JobFilter) for n in filters),
-                   select=pick(select, GangSelect))
+                   select=pick(select, GangSelect),
+                   node_filters=tuple(pick(n, NodeFilter) for n in node_filters))
 
 
 # Eligibility before partition limits: a held job in a DOWN partition shows

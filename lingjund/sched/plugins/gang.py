@@ -22,10 +22,15 @@ Without ``num_tasks`` more nodes only ask more, so only ``min_nodes`` is
 tried.
 
 Placement stages every rank on copies of the candidate nodes, largest ask
-first, each on the best remaining node: lowest weight, then least CPU left
-over (best fit), then natural name order (node2 before node10). If any rank
-finds no node the copies are dropped and nothing is placed. Asks of one
-job differ only in CPUs, so largest-first never misses a layout that fits.
+first, each on the best remaining node: a node the job requires (-w)
+first, then lowest weight, then least CPU left over (best fit), then
+natural name order (node2 before node10). If any rank finds no node, or a
+required node is left out, the copies are dropped and nothing is placed.
+Asks of one job differ only in CPUs, so largest-first never misses a
+layout that fits. Required nodes count toward the node count, as in Slurm
+(-w node[1-2] alone asks for two nodes).
+
+Memory per rank: ``mem_per_cpu_mb`` times the rank's CPUs when given.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ from lingjund.sched.snapshot import JobRequest
 
 def node_counts(job: JobRequest, most: int) -> range:
     """Node counts to try for ``job``, fewest first; empty if none is allowed."""
-    low = max(1, job.min_nodes)
+    low = max(1, job.min_nodes, len(set(job.req_nodes)))
     high = max(low, job.max_nodes)
     if job.num_tasks:
         high = min(high, max(low, job.num_tasks))
@@ -66,13 +71,20 @@ def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
     else:
         mem = job.mem_per_node_mb
     cpt = max(1, job.cpus_per_task)
-    return tuple(Ask(tasks=t, cpus=max(t, 1) * cpt, mem_mb=mem, gpus=job.gpus_per_node,
-                     exclusive=job.exclusive)
-                 for t in layout(job, nodes))
+    out = []
+    for t in layout(job, nodes):
+        cpus = max(t, 1) * cpt
+        rank_mem = cpus * job.mem_per_cpu_mb if job.mem_per_cpu_mb else mem
+        out.append(Ask(tasks=t, cpus=cpus, mem_mb=rank_mem, gpus=job.gpus_per_node,
+                       exclusive=job.exclusive))
+    return tuple(out)
 
 
-def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree]) -> Placement | None:
-    """Every rank on its own node copy, or None (and the copies are dropped)."""
+def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree],
+          required: frozenset[str] = frozenset()) -> Placement | None:
+    """Every rank on its own node copy, or None (and the copies are dropped).
+
+    Every node in ``required`` must take a rank."""
     scratch = [c.copy() for c in candidates]
     used: set[str] = set()
     shares: list[Share] = []
@@ -85,7 +97,8 @@ def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree]) -> Placement | N
             share = node.share(ask)
             if share is None:
                 continue
-            key = (node.weight, node.free_cpus - share.cpus, natural_key(node.name))
+            key = (node.name not in required, node.weight, node.free_cpus - share.cpus,
+                   natural_key(node.name))
             if best is None or key < best[0]:
                 best = (key, node, share)
         if best is None:
@@ -95,6 +108,8 @@ def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree]) -> Placement | N
         used.add(node.name)
         shares.append(share)
         staged.append(node)
+    if not required <= used:
+        return None
     shares.sort(key=lambda s: natural_key(s.node))
     return Placement(shares=tuple(shares), staged=tuple(staged))
 
@@ -111,10 +126,11 @@ class GangPlacement:
         reads them. ``most_nodes`` is the partition's cap on one job. The
         caller commits ``Placement.staged`` or drops it whole.
         """
+        required = frozenset(job.req_nodes)
         for count in node_counts(job, most_nodes):
             if count > len(candidates):
                 break
-            placement = stage(asks(job, count), candidates)
+            placement = stage(asks(job, count), candidates, required)
             if placement is not None:
                 return placement
         return None
