@@ -16,8 +16,8 @@ import grpc
 
 from cli import formats
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, current_user, details,
-                        is_not_found, make_api, own_options, parse_job_ids, parse_options,
-                        resolve_user, run, select_jobs)
+                        is_not_found, make_api, own_options, parse_array_selectors, parse_options,
+                        resolve_user, run, select_array_tasks, select_jobs)
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
@@ -100,6 +100,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     header, parsable, allocs, all_users = True, "", False, False
     delimiter = "|"
     job_ids: list[int] = []
+    selectors: list[tuple[int, frozenset[int] | None]] = []
     users: list[str] = []
     states: set[str] = set()
     partitions: list[str] = []
@@ -133,7 +134,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
             elif key == "allocations":
                 allocs = True
             elif key == "jobs":
-                job_ids += parse_job_ids(PROG, value)
+                selectors += parse_array_selectors(PROG, value)
+                job_ids += [a for a, _ in parse_array_selectors(PROG, value)]
             elif key in ("user", "uid"):
                 for u in comma_list(value):
                     name = resolve_user(u)
@@ -183,6 +185,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                                    names=names, accounts=accounts, nodes=nodes)
             if not (start is not None and j.end_time and j.end_time < start)
             and not (end is not None and j.submit_time and j.submit_time > end)]
+    if any(t is not None for _, t in selectors):     # -j 12_2: that task only
+        keep = select_array_tasks(keep, selectors)
     text = formats.sacct_table(keep, fields, header=header, parsable=parsable,
                                allocations_only=allocs)
     if parsable and delimiter != "|":

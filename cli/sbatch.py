@@ -42,6 +42,7 @@ USAGE_RC = 255
 _O = Opt
 OPTIONS = [
     _O("account", ("account",), "A", REQUIRED),
+    _O("array", ("array",), "a", REQUIRED),
     _O("chdir", ("chdir", "workdir"), "D", REQUIRED),
     _O("comment", ("comment",), "", REQUIRED),
     _O("cpus-per-task", ("cpus-per-task",), "c", REQUIRED),
@@ -92,7 +93,7 @@ IGNORED = [
     ("use-min-nodes", "", NO), ("wait-all-nodes", "", REQUIRED), ("wckey", "", REQUIRED),
 ]
 UNSUPPORTED = [
-    ("array", "a", REQUIRED), ("batch", "", REQUIRED), ("bb", "", REQUIRED),
+    ("batch", "", REQUIRED), ("bb", "", REQUIRED),
     ("bbf", "", REQUIRED), ("begin", "b", REQUIRED), ("cluster-constraint", "", REQUIRED),
     ("clusters", "M", REQUIRED), ("constraint", "C", REQUIRED), ("container", "", REQUIRED),
     ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED), ("deadline", "", REQUIRED),
@@ -110,7 +111,7 @@ ALL_OPTIONS = (OPTIONS
 
 # SBATCH_* input variables (sbatch.1 INPUT ENVIRONMENT VARIABLES) -> option
 ENV_OPTIONS = {
-    "SBATCH_ACCOUNT": "account", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
+    "SBATCH_ACCOUNT": "account", "SBATCH_ARRAY_INX": "array", "SBATCH_EXCLUSIVE": "exclusive", "SBATCH_EXPORT": "export",
     "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node", "SBATCH_GRES": "gres",
     "SBATCH_JOB_NAME": "job-name", "SBATCH_MEM_PER_NODE": "mem",
     "SBATCH_NO_REQUEUE": "no-requeue", "SBATCH_OPEN_MODE": "open-mode",
@@ -126,6 +127,7 @@ NO_SHEBANG = ("sbatch: error: This does not look like a batch script.  The first
 HELP = """Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]
 
 Parallel run options:
+  -a, --array=indexes         job array index values
   -A, --account=name          charge job to specified account
   -c, --cpus-per-task=ncpus   number of cpus required per task
       --comment=name          arbitrary comment
@@ -463,6 +465,8 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         parsed.wait = True
     elif key == "wrap":
         pass  # handled before the script is read
+    elif key == "array":
+        spec.array = value   # checked by the controller against its MaxArraySize
     return export
 
 

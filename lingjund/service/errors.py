@@ -29,6 +29,10 @@ class InvalidTimeLimit(SlurmError):
     message = "Requested time limit is invalid (missing or exceeds some limit)"
 
 
+class InvalidArraySpec(SlurmError):
+    message = "Invalid job array specification"
+
+
 class InvalidJobId(SlurmError):
     code = grpc.StatusCode.NOT_FOUND
     message = "Invalid job id specified"
