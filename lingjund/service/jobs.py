@@ -252,8 +252,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         for job in targets:
             cancel_row(st, st.job(job.job_id))
         for sel in req.array_tasks:
-            for task in sel.task_ids:
-                _cancel_array_task(st, req, sel.array_job_id, task, now, results, cancel_row)
+            _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row)
     for job in to_terminate:
         log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
         terminate_on_nodes(ctl, job, "cancelled")
@@ -267,30 +266,48 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     return api_pb2.CancelJobsResponse(results=results)
 
 
-def _cancel_array_task(st, req: api_pb2.CancelJobsRequest, array_job_id: int, task: int,
-                       now: float, results: list, cancel_row) -> None:
-    """One "A_T" of scancel: the task's own row, or split it off the pending remainder."""
-    label = f"{array_job_id}_{task}"
+def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, tasks,
+                        now: float, results: list, cancel_row) -> None:
+    """scancel "A_T" / "A_[1-3]": each task's own row, or split off the pending remainder.
+
+    Naming every task still pending cancels the remainder as one row (as
+    "scancel A" would), so "scancel 12_[1-10000]" costs one update, not 10,000.
+    """
     rows = [r for r in st.array_jobs(array_job_id) if _matches(r, req)]
-    own = next((r for r in rows if r.array_task_id == task), None)
-    if own is not None:
-        cancel_row(st, own)
-        return
-    meta = next((r for r in rows if r.job_id == array_job_id and r.array_task_str), None)
-    if meta is None or meta.state != slurm.PENDING or \
-            task not in slurm.unfold_indices(meta.array_task_str):
-        results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False, array_id=label,
-                                            error=errors.InvalidJobId.message))
+    own = {r.array_task_id: r for r in rows if r.array_task_id >= 0}
+    meta = next((r for r in rows if r.job_id == array_job_id and r.array_task_str
+                 and r.state == slurm.PENDING), None)
+    pending = set(slurm.unfold_indices(meta.array_task_str)) if meta else set()
+    split: list[int] = []
+    for task in sorted(set(tasks)):
+        if task in own:
+            cancel_row(st, own[task])
+        elif task in pending:
+            split.append(task)
+        else:
+            results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False,
+                                                array_id=f"{array_job_id}_{task}",
+                                                error=errors.InvalidJobId.message))
+    if not split:
         return
     if req.signal:
-        results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False, array_id=label,
+        results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False,
+                                            array_id=f"{array_job_id}_{split[0]}",
                                             error="Job is pending execution"))
         return
-    job_id = split_task(st, meta, task, state=slurm.CANCELLED, start_time=now, end_time=now,
-                        cancelled_by=str(req.requester_uid))
-    log.info("job=%d (array %s) cancelled while pending by uid %d", job_id, label,
-             req.requester_uid)
-    results.append(api_pb2.CancelResult(job_id=job_id, ok=True, array_id=label))
+    if set(split) == pending:
+        cancel_row(st, meta)
+        return
+    cancelled = dict(state=slurm.CANCELLED, start_time=now, end_time=now,
+                     cancelled_by=str(req.requester_uid))
+    for task in split:
+        job_id = st.split_array_task(meta, task, **cancelled)
+        st.update_job(job_id, **output_paths(meta.spec, job_id, meta.name, array_job_id, task))
+        results.append(api_pb2.CancelResult(job_id=job_id, ok=True,
+                                            array_id=f"{array_job_id}_{task}"))
+    st.update_job(meta.job_id, array_task_str=slurm.fold_indices(pending - set(split)))
+    log.info("array=%d: %d pending task(s) cancelled by uid %d (%s)", array_job_id, len(split),
+             req.requester_uid, slurm.fold_indices(split))
 
 
 # -- reading -----------------------------------------------------------------------

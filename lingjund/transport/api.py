@@ -74,7 +74,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     @unary
     def CancelJobs(self, request, context):
-        if len(request.job_ids) > MAX_IDS:
+        if len(request.job_ids) + sum(len(s.task_ids) for s in request.array_tasks) > MAX_IDS:
             raise errors.InvalidRequest("Too many job ids")
         return jobs.cancel(self.ctl, request)
 
