@@ -363,7 +363,11 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     now = ctl.clock()
     st = ctl.store
     if req.job_ids:
-        jobs = st.jobs(job_ids=req.job_ids, with_array_tasks=True)
+        # squeue -j A: the array's tasks as long as squeue shows finished jobs
+        # (MinJobAge); sacct: every task ever
+        jobs = st.jobs(job_ids=req.job_ids, with_array_tasks=True,
+                       tasks_ended_after=None if accounting
+                       else now - ctl.config.controller.min_job_age_s)
         if not jobs:
             raise errors.InvalidJobId()
     elif accounting or req.all_states or req.states:

@@ -208,12 +208,15 @@ class Store:
         return _job_from_row(row) if row else None
 
     def jobs(self, *, states: Iterable[str] | None = None, job_ids: Iterable[int] | None = None,
-             ended_after: float | None = None, with_array_tasks: bool = False) -> list[JobRecord]:
+             ended_after: float | None = None, with_array_tasks: bool = False,
+             tasks_ended_after: float | None = None) -> list[JobRecord]:
         """Jobs matching every filter given, in job id order.
 
         ``ended_after`` keeps unfinished jobs and those that ended after it.
         ``with_array_tasks``: an id that names an array (its meta record's id)
-        also selects every task split off it, as Slurm's "squeue -j A" does.
+        also selects every task split off it, as Slurm's "squeue -j A" does;
+        ``tasks_ended_after`` then keeps only the tasks unfinished or ended
+        after it (a drained 10,000-task array is not read back whole).
         """
         where, args = [], []
         if states is not None:
@@ -223,7 +226,11 @@ class Store:
         if job_ids is not None:
             ids = list(job_ids)
             marks = ", ".join("?" for _ in ids) or "NULL"
-            if with_array_tasks:
+            if with_array_tasks and tasks_ended_after is not None:
+                where.append(f"(job_id IN ({marks}) OR (array_job_id IN ({marks}) AND "
+                             "(end_time = 0 OR end_time >= ? OR completing != '[]')))")
+                args += ids + ids + [tasks_ended_after]
+            elif with_array_tasks:
                 where.append(f"(job_id IN ({marks}) OR array_job_id IN ({marks}))")
                 args += ids + ids
             else:

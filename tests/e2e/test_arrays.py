@@ -194,3 +194,9 @@ def test_bad_array_specs_are_refused_and_create_nothing(cluster, spec):
     p = cluster.run(["sbatch", f"--array={spec}", "--wrap", "true"])
     assert (p.returncode, p.stdout, p.stderr) == (1, "", BAD_ARRAY)
     assert cluster.lines("-t", "all", "-o", "%A") == before
+
+
+def test_scontrol_show_config_reports_max_array_size(cluster):
+    out = cluster.run(["scontrol", "show", "config"]).stdout
+    assert [l for l in out.splitlines() if l.startswith("MaxArraySize")] == \
+        ["MaxArraySize            = 10001"], out
