@@ -140,6 +140,10 @@ def array_job_text(job: api_pb2.JobInfo) -> str:
     if not job.array_job_id:
         return str(job.job_id)
     if job.array_task_str:
+        # a remainder cancelled as a whole has no tasks left to list: Slurm
+        # prints the bare id (golden squeue_default_after_completion: "13 CANCELLED")
+        if job.state and job.state != slurm.PENDING:
+            return str(job.job_id)
         return f"{job.array_job_id}_[{job.array_task_str}]"
     return f"{job.array_job_id}_{job.array_task_id}"
 
@@ -191,10 +195,12 @@ def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     """squeue's default order "P,t,-p": partition, state name, priority descending.
 
     Slurm compares state *names*, so CANCELLED < COMPLETED < PENDING < RUNNING;
-    ties go by job id, which is the order slurmctld lists them in.
+    ties go by job id, an array task by its array's id and then its index (squeue
+    sorts by id first: golden squeue_default_after_completion lists 12_1, 12_2,
+    12_3 though 12_3 kept the array's own id 12).
     """
-    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority, j.job_id,
-                                       j.array_task_id))
+    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority,
+                                       j.array_job_id or j.job_id, j.array_task_id))
 
 
 def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORMAT,

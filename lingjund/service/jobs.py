@@ -122,8 +122,8 @@ def split_task(st, meta: JobRecord, task_id: int, **fields) -> int:
     left, when the meta record itself becomes that task and keeps the array's
     id. Returns the task's job id; the caller's transaction commits both rows."""
     left = [t for t in slurm.unfold_indices(meta.array_task_str) if t != task_id]
-    paths = output_paths(meta.spec, meta.job_id, meta.name, meta.array_job_id, task_id)
     if not left:
+        paths = output_paths(meta.spec, meta.job_id, meta.name, meta.array_job_id, task_id)
         st.update_job(meta.job_id, array_task_id=task_id, array_task_str="", **paths, **fields)
         return meta.job_id
     job_id = st.split_array_task(meta, task_id, **fields)

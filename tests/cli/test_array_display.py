@@ -13,7 +13,7 @@ import pytest
 from cli import formats
 from cli.common import parse_array_selectors, select_array_tasks
 from tests.cli.golden_files import load
-from tests.cli.test_formats import array_jobs, at, busy_jobs, job, sc_job, step, utc  # noqa: F401
+from tests.cli.test_formats import PRIO, array_jobs, at, busy_jobs, job, sc_job, step, utc  # noqa: F401
 
 
 def squeue(jobs, fmt=formats.SQUEUE_DEFAULT_FORMAT, header=True, selectors=(), unfold=False):
@@ -124,4 +124,21 @@ def test_sacct_arrays_match_golden(name, jobs):
 ], ids=["an array id", "one task", "a bracketed list with commas inside, then another id"])
 def test_job_selectors(text, want):
     got = [(a, set(t) if t is not None else None) for a, t in parse_array_selectors("squeue", text)]
+    assert got == want
+
+
+def test_after_completion_the_arrays_show_as_slurm_lists_them():
+    """squeue -t all once 13 was cancelled whole and 12's tasks all ran: "13 CANCELLED"
+    and 12_1..12_3 in task order (12_3 kept the id 12). 13_2, split off when it was
+    cancelled alone, is left out here: Slurm keeps no row of its own for it."""
+    want = [line for line in load("squeue_default_after_completion").stdout.splitlines()
+            if line.split()[0].split("_")[0] in ("12", "13")]
+    meta13 = after_cancel_13_2()[0]
+    meta13.state = "CANCELLED"
+    running = [job(12, "arr", "RUNNING", nodes="node4", array_job_id=12, array_task_id=3),
+               job(16, "arr", "RUNNING", nodes="node2", array_job_id=12, array_task_id=1,
+                   priority=PRIO - 12),
+               job(17, "arr", "RUNNING", nodes="node4", array_job_id=12, array_task_id=2,
+                   priority=PRIO - 12)]
+    got = formats.squeue_table([meta13] + running, "%i %T", header=False).splitlines()
     assert got == want

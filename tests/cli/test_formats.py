@@ -2,8 +2,10 @@
 
 Each case rebuilds, as api_pb2 messages, the cluster the golden capture saw
 (4 nodes node[1-4] with 2 CPUs, partition debug, the jobs of capture.sh) and
-compares our text with Slurm's byte for byte. Array jobs are not modelled,
-so their rows are dropped from the golden text before comparing.
+compares our text with Slurm's byte for byte. The pending arrays 12 and 13
+are part of the busy queue; after they were cancelled (the "after
+completion" capture) their rows are dropped, tests/cli/test_array_display.py
+covers what became of them.
 """
 from __future__ import annotations
 
