@@ -9,7 +9,8 @@ phase, driven through each system's own ``sbatch``/``squeue``/``scancel``
      as a raw line, ``sbatch --version``: what starting the command costs);
   2. N (200) sequential submissions: the submit rate, then the time from the
      first submission until none of them is queued or running;
-  3. (only with ARRAY > 0) one job array of ARRAY tasks, submit until drained;
+  3. one job array of ARRAY (10,000) tasks: the submission's time, and submit
+     until drained (ARRAY=0 skips it; Slurm needs MaxArraySize > ARRAY);
   4. launch latency: ``sbatch`` until the job's output file is not empty,
      median of LAUNCH (5);
   5. GANG (50) jobs of two nodes each (``-N 2``), submit until drained.
@@ -218,15 +219,19 @@ def phase_throughput(side: Side, o: argparse.Namespace) -> list[Figure]:
 
 
 def phase_array(side: Side, o: argparse.Namespace) -> list[Figure]:
+    """One ``sbatch --array=1-ARRAY --wrap true``: how long the submission takes, and
+    from it until no task is queued or running. Both systems need MaxArraySize
+    above ARRAY (Lingjun's side is started with --max-array-size ARRAY+1)."""
     name = f"array_{o.array}_drain"
     t0 = time.perf_counter()
     deadline = time.monotonic() + o.limit
-    _, err = submit(side, "array", ["--output=/dev/null", f"--array=1-{o.array}", "--wrap", "true"],
-                    o.limit)
+    dt, err = submit(side, "array", ["--output=/dev/null", f"--array=1-{o.array}", "--wrap", "true"],
+                     o.limit)
     if err:
-        return [Figure(name, None, "s", f"sbatch failed: {err}")]
+        return [Figure(f"array_{o.array}_submit", None, "s", f"sbatch failed: {err}"),
+                Figure(name, None, "s", f"sbatch failed: {err}")]
     t2, dnote = drain(side, side.jobs["array"], deadline)
-    return [Figure(name, t2 - t0, "s", dnote)]
+    return [Figure(f"array_{o.array}_submit", dt, "s"), Figure(name, t2 - t0, "s", dnote)]
 
 
 def phase_launch(side: Side, o: argparse.Namespace) -> list[Figure]:
@@ -351,7 +356,8 @@ def lingjun_up(side: Side, state: Path, o: argparse.Namespace) -> None:
         return
     for attempt in range(1, o.up_attempts + 1):
         p = side.run("lingjun", "up", "--nodes", str(o.nodes), "--cpus", str(o.cpus),
-                     "--state-dir", str(state), "--port", str(port), timeout=120)
+                     "--state-dir", str(state), "--port", str(port),
+                     "--max-array-size", str(max(1001, o.array + 1)), timeout=120)
         if p.returncode == 0:
             side.reason = ""
             return
@@ -436,8 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lat", type=int, default=int(env("LAT", 15)), help="sbatch latency samples (LAT)")
     p.add_argument("--launch", type=int, default=int(env("LAUNCH", 5)),
                    help="launch latency samples (LAUNCH)")
-    p.add_argument("--array", type=int, default=int(env("ARRAY", 0)),
-                   help="array tasks; 0 skips the phase (ARRAY, default 0: Lingjun has no arrays yet)")
+    p.add_argument("--array", type=int, default=int(env("ARRAY", 10000)),
+                   help="array tasks, `sbatch --array=1-ARRAY`; 0 skips the phase (ARRAY; "
+                        "Slurm needs MaxArraySize > ARRAY in slurm.conf)")
     p.add_argument("--limit", type=float, default=float(env("LIMIT", 300)),
                    help="seconds after which each phase gives up (LIMIT)")
     p.add_argument("--systems", default=env("SYSTEMS", ",".join(SYSTEMS)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, TextIO
@@ -165,6 +166,76 @@ def parse_job_ids(prog: str, text: str) -> list[int]:
     return ids
 
 
+# "12", "12_3", "12_[1-3,7]", "12.batch": one id of a comma list (commas inside [] kept)
+_JOB_WORD_RE = re.compile(r"[^,\[]*(?:\[[^\]]*\][^,]*)?")
+
+
+def job_words(text: str) -> list[str]:
+    """ "7,8_[1,3],9" -> ["7", "8_[1,3]", "9"]: a comma list whose brackets may hold commas."""
+    return [w for w in _JOB_WORD_RE.findall(text) if w]
+
+
+def parse_array_selectors(prog: str, text: str) -> list[tuple[int, frozenset[int] | None]]:
+    """-j "7,8_1,9_[1-3],10.0" -> [(7, None), (8, {1}), (9, {1, 2, 3}), (10, None)]:
+    the job each word names and, for "A_T" words, the array tasks it names."""
+    out: list[tuple[int, frozenset[int] | None]] = []
+    for word in job_words(text):
+        head, sep, tail = word.split(".")[0].partition("_")
+        if not head.isdigit():
+            raise CommandError(f"{prog}: error: Invalid job id: {word}")
+        tasks = None
+        if sep:
+            inner = tail[1:-1] if tail.startswith("[") and tail.endswith("]") else tail
+            try:
+                tasks = frozenset(slurm.unfold_indices(inner))
+            except ValueError:
+                raise CommandError(f"{prog}: error: Invalid job id: {word}") from None
+            if not tasks:
+                raise CommandError(f"{prog}: error: Invalid job id: {word}")
+        out.append((int(head), tasks))
+    return out
+
+
+def array_pending_tasks(job) -> list:
+    """An array's pending remainder as one JobInfo per task ("squeue -r"):
+    copies of the meta record, each with its array_task_id and no task list."""
+    out = []
+    for task in slurm.unfold_indices(job.array_task_str):
+        one = type(job)()
+        one.CopyFrom(job)
+        one.array_task_id, one.array_task_str = task, ""
+        out.append(one)
+    return out
+
+
+def select_array_tasks(jobs: Iterable, selectors, unfold: bool = False) -> list:
+    """The rows (and pending tasks) that -j selectors name, unfolding the pending
+    remainder of an array per task when ``unfold`` or when single tasks are named.
+
+    "12" takes every row of array 12; "12_2" takes task 2 only: its own row once
+    it has one, else a one-task copy of the pending remainder (Slurm's
+    "squeue -j 12_2" prints "12_2 PENDING").
+    """
+    whole = {a for a, t in selectors if t is None}
+    tasks: dict[int, set[int]] = {}
+    for a, t in selectors:
+        if t is not None:
+            tasks.setdefault(a, set()).update(t)
+    out = []
+    for j in jobs:
+        array_id = j.array_job_id or j.job_id
+        remainder = bool(j.array_task_str)
+        if not selectors or j.job_id in whole or array_id in whole:
+            out.extend(array_pending_tasks(j) if unfold and remainder else [j])
+        elif array_id in tasks and j.array_job_id:
+            picked = tasks[array_id]
+            if remainder:
+                out.extend(t for t in array_pending_tasks(j) if t.array_task_id in picked)
+            elif j.array_task_id in picked:
+                out.append(j)
+    return out
+
+
 def select_jobs(jobs: Iterable, *, job_ids: Iterable[int] = (), users: Iterable[str] = (),
                 partitions: Iterable[str] = (), names: Iterable[str] = (),
                 accounts: Iterable[str] = (), nodes: set[str] | frozenset[str] = frozenset()
@@ -174,7 +245,7 @@ def select_jobs(jobs: Iterable, *, job_ids: Iterable[int] = (), users: Iterable[
     job_ids, users, partitions = set(job_ids), set(users), set(partitions)
     names, accounts = set(names), set(accounts)
     return [j for j in jobs
-            if (not job_ids or j.job_id in job_ids)
+            if (not job_ids or j.job_id in job_ids or getattr(j, "array_job_id", 0) in job_ids)
             and (not users or j.user in users)
             and (not partitions or j.partition in partitions)
             and (not names or j.name in names)

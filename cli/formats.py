@@ -153,13 +153,25 @@ def _opt_time(ts: int) -> str:
     return slurm.format_timestamp(ts, unknown="N/A")
 
 
-def _array_task(job: api_pb2.JobInfo) -> str:
-    """%K: the task index, the pending remainder's tasks ("1-3"), or N/A."""
+def array_job_text(job: api_pb2.JobInfo) -> str:
+    """squeue's %i: "12" for a plain job, "12_3" for one array task, "12_[4-9%2]"
+    for an array's pending remainder (its tasks and %N throttle)."""
+    if not job.array_job_id:
+        return str(job.job_id)
+    if job.array_task_str:
+        # a remainder cancelled as a whole has no tasks left to list: Slurm
+        # prints the bare id (golden squeue_default_after_completion: "13 CANCELLED")
+        if job.state and job.state != slurm.PENDING:
+            return str(job.job_id)
+        return f"{job.array_job_id}_[{job.array_task_str}]"
+    return f"{job.array_job_id}_{job.array_task_id}"
+
+
+def _array_task_field(job: api_pb2.JobInfo) -> str:
+    """squeue's %K: the task index, the remainder's task list, or N/A."""
     if not job.array_job_id:
         return "N/A"
-    if job.array_task_str:
-        return job.array_task_str
-    return str(job.array_task_id) if job.array_task_id >= 0 else "N/A"
+    return job.array_task_str or str(job.array_task_id)
 
 
 def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str]:
@@ -173,7 +185,7 @@ def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str
         left = slurm.format_elapsed(max(0, job.time_limit_min * 60 - used))
     mem = job.mem_per_node_mb
     return {
-        "i": str(job.job_id), "A": str(job.job_id), "j": job.name, "u": job.user,
+        "i": array_job_text(job), "A": str(job.job_id), "j": job.name, "u": job.user,
         "U": str(job.uid), "g": job.group, "G": str(job.gid),
         "t": slurm.job_state_code(state), "T": state,
         "M": slurm.format_elapsed(used), "D": str(job.num_nodes),
@@ -191,7 +203,7 @@ def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str
         "k": job.comment or "(null)", "o": job.command or "(null)",
         "h": "NO" if job.exclusive else "OK", "B": job.batch_host or "n/a",
         "E": "(null)", "f": job.features or "(null)", "F": str(job.array_job_id or job.job_id),
-        "K": _array_task(job), "O": "0",
+        "K": _array_task_field(job), "O": "0",
         "x": job.exc_nodes, "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
         "H": "*", "I": "*", "J": "*", "s": "(null)", "W": "(null)", "X": "N/A",
         "Y": "(null)",
@@ -202,9 +214,12 @@ def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     """squeue's default order "P,t,-p": partition, state name, priority descending.
 
     Slurm compares state *names*, so CANCELLED < COMPLETED < PENDING < RUNNING;
-    ties go by job id, which is the order slurmctld lists them in.
+    ties go by job id, an array task by its array's id and then its index (squeue
+    sorts by id first: golden squeue_default_after_completion lists 12_1, 12_2,
+    12_3 though 12_3 kept the array's own id 12).
     """
-    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority, j.job_id))
+    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority,
+                                       j.array_job_id or j.job_id, j.array_task_id))
 
 
 def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORMAT,
@@ -222,7 +237,9 @@ def squeue_long_header(now: int) -> str:
 
 # squeue -O / --Format: field name -> (header, % letter or value function)
 SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] = {
-    "jobid": ("JOBID", "i"), "jobarrayid": ("JOBID", "i"), "name": ("NAME", "j"),
+    # JobID is the job's own id (unique per array task, golden squeue_O_fields
+    # prints the array 12 as "12"); JobArrayID is %i's "12_[1-3]" / "12_1".
+    "jobid": ("JOBID", "A"), "jobarrayid": ("JOBID", "i"), "name": ("NAME", "j"),
     "username": ("USER", "u"), "userid": ("UID", "U"), "groupname": ("GROUP", "g"),
     "groupid": ("GID", "G"), "state": ("STATE", "T"), "statecompact": ("ST", "t"),
     "timeused": ("TIME", "M"), "numnodes": ("NODES", "D"),
@@ -394,6 +411,16 @@ def _null(s: str) -> str:
     return s if s else "(null)"
 
 
+def _array_tokens(job: api_pb2.JobInfo) -> list[str]:
+    """ArrayJobId=12 ArrayTaskId=1-3 [ArrayTaskThrottle=2] (golden scontrol_show_job_array)."""
+    if not job.array_job_id:
+        return []
+    out = [f"ArrayJobId={job.array_job_id}", f"ArrayTaskId={_array_task_field(job)}"]
+    if job.array_max_running and job.array_task_str:
+        out.append(f"ArrayTaskThrottle={job.array_max_running}")
+    return out
+
+
 def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
                         now: int | None = None) -> list[list[str]]:
     """scontrol show job as lines of Name=value tokens (the one-liner joins them all).
@@ -430,7 +457,7 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     sched_eval = job.start_time or job.eligible_time or job.submit_time
     sid = getattr(job, "alloc_sid", 0)
     lines = [
-        [f"JobId={job.job_id}", f"JobName={job.name}"],
+        [f"JobId={job.job_id}", *_array_tokens(job), f"JobName={job.name}"],
         [f"UserId={job.user}({job.uid})", f"GroupId={job.group}({job.gid})", "MCS_label=N/A"],
         [f"Priority={job.priority}", f"Nice={job.nice}", f"Account={_null(job.account)}",
          f"QOS={_null(job.qos)}"],
@@ -1090,6 +1117,39 @@ def _step_usage(st: api_pb2.StepInfo, el: int) -> dict[str, str]:
     return out
 
 
+def sacct_job_id(job: api_pb2.JobInfo) -> str:
+    """sacct's JobID: "12" plain, "12_3" one array task, "12_[1-3]" the tasks that
+    never started (sacct shows no %N throttle there, golden sacct_array_cancelled_task)."""
+    if not job.array_job_id:
+        return str(job.job_id)
+    if job.array_task_str:
+        return f"{job.array_job_id}_[{job.array_task_str.partition('%')[0]}]"
+    return f"{job.array_job_id}_{job.array_task_id}"
+
+
+def fold_unstarted_array_tasks(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
+    """Tasks split off an array only to be cancelled before they started fold back
+    into the array's never-started row, as in Slurm's accounting: after
+    "scancel 13_2" and then "scancel 13", sacct shows one row 13_[1-3]."""
+    metas = {j.job_id: j for j in jobs if j.array_job_id and j.array_task_str}
+    folded: dict[int, set[int]] = {}
+    out = []
+    for j in jobs:
+        if (j.array_job_id in metas and j.job_id != j.array_job_id and j.array_task_id >= 0
+                and not j.nodes):
+            folded.setdefault(j.array_job_id, set()).add(j.array_task_id)
+            continue
+        out.append(j)
+    for array_id, tasks in folded.items():
+        meta = metas[array_id]
+        merged = type(meta)()
+        merged.CopyFrom(meta)
+        pending, _, throttle = meta.array_task_str.partition("%")
+        merged.array_task_str = slurm.fold_indices(set(slurm.unfold_indices(pending)) | tasks)
+        out[out.index(meta)] = merged
+    return out
+
+
 def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
                now: int | None = None) -> list[dict[str, str]]:
     """The job's row and, unless -X, one row per step (ID.batch, ID.0, ...)."""
@@ -1115,8 +1175,9 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
     alloc_cpus = job.num_cpus if job.start_time or job.nodes else 0
     cpus = alloc_cpus or (job.num_cpus if job.state != slurm.PENDING else 0)
     row = dict(base)
+    shown_id = sacct_job_id(job)
     row.update({
-        "jobid": str(job.job_id), "jobidraw": str(job.job_id), "jobname": job.name,
+        "jobid": shown_id, "jobidraw": str(job.job_id), "jobname": job.name,
         "state": _sacct_state(job.state, job.cancelled_by),
         "exitcode": _sacct_job_exit(job),
         "derivedexitcode": slurm.format_exit_code(job.derived_exit_code, job.derived_exit_signal),
@@ -1145,7 +1206,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         r = dict(base)
         nn = len(slurm.expand_hostlist(st.nodes)) if st.nodes else 0
         r.update({
-            "jobid": f"{job.job_id}.{st.step_id}", "jobidraw": f"{job.job_id}.{st.step_id}",
+            "jobid": f"{shown_id}.{st.step_id}", "jobidraw": f"{job.job_id}.{st.step_id}",
             "jobname": st.name, "state": st.state,
             "exitcode": slurm.format_exit_code(st.exit_code, st.exit_signal),
             "derivedexitcode": "", "nodelist": st.nodes, "nnodes": str(nn),
@@ -1201,7 +1262,10 @@ def sacct_table(jobs: Sequence[api_pb2.JobInfo], fields: str = SACCT_DEFAULT_FIE
     """sacct. parsable: "" (columns), "parsable" (trailing '|'), "parsable2" (none)."""
     cols = parse_sacct_fields(fields)
     rows = []
-    for job in sorted(jobs, key=lambda j: j.job_id):
+    # an array's rows together, in task order (golden sacct_array: 12_1, 12_2, 12_3,
+    # though 12_3 kept the array's id 12 and the others got later ids)
+    for job in sorted(fold_unstarted_array_tasks(jobs),
+                      key=lambda j: (j.array_job_id or j.job_id, j.array_task_id)):
         rows.extend(sacct_rows(job, allocations_only, now))
     lines = []
     if parsable:

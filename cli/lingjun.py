@@ -59,6 +59,7 @@ heartbeat_interval_s = 2.0
 heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
+max_array_size = {args.max_array_size}
 
 [agent]
 state_dir = "{state / 'agents'}"
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--heartbeat-timeout", type=float, default=30.0,
                     help="seconds of agent silence before a node is DOWN (Slurm's SlurmdTimeout)")
     up.add_argument("--timeout", type=float, default=30.0)
+    up.add_argument("--max-array-size", type=int, default=1001,
+                    help="array indices run from 0 to this minus one (Slurm's MaxArraySize)")
     down = sub.add_parser("down", help="stop the local cluster")
     down.add_argument("--state-dir")
     st = sub.add_parser("status", help="show the local cluster's processes")

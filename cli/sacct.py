@@ -18,8 +18,8 @@ import grpc
 
 from cli import formats, formats_json
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
-                        is_not_found, make_api, own_options, parse_job_ids, parse_options,
-                        resolve_user, run, select_jobs)
+                        is_not_found, make_api, own_options, parse_array_selectors, parse_options,
+                        resolve_user, run, select_array_tasks, select_jobs)
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
@@ -99,6 +99,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     header, parsable, allocs, all_users = True, "", False, False
     delimiter = "|"
     job_ids: list[int] = []
+    selectors: list[tuple[int, frozenset[int] | None]] = []
     users: list[str] = []
     states: set[str] = set()
     partitions: list[str] = []
@@ -136,7 +137,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
             elif key == "allocations":
                 allocs = True
             elif key == "jobs":
-                job_ids += parse_job_ids(PROG, value)
+                selectors += parse_array_selectors(PROG, value)
+                job_ids += [a for a, _ in parse_array_selectors(PROG, value)]
             elif key in ("user", "uid"):
                 for u in comma_list(value):
                     name = resolve_user(u)
@@ -186,6 +188,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                                    names=names, accounts=accounts, nodes=nodes)
             if not (start is not None and j.end_time and j.end_time < start)
             and not (end is not None and j.submit_time and j.submit_time > end)]
+    if any(t is not None for _, t in selectors):     # -j 12_2: that task only
+        keep = select_array_tasks(keep, selectors)
     if dump:
         doc = formats_json.sacct_document(keep, cluster_name(api), int(now),
                                           with_steps=not allocs)

@@ -41,6 +41,7 @@ USAGE_RC = 255
 _O = Opt
 OPTIONS = [
     _O("account", ("account",), "A", REQUIRED),
+    _O("array", ("array",), "a", REQUIRED),
     _O("chdir", ("chdir", "workdir"), "D", REQUIRED),
     _O("comment", ("comment",), "", REQUIRED),
     _O("cpus-per-task", ("cpus-per-task",), "c", REQUIRED),
@@ -99,7 +100,7 @@ IGNORED = [
     ("use-min-nodes", "", NO), ("wait-all-nodes", "", REQUIRED), ("wckey", "", REQUIRED),
 ]
 UNSUPPORTED = [
-    ("array", "a", REQUIRED), ("batch", "", REQUIRED), ("bb", "", REQUIRED),
+    ("batch", "", REQUIRED), ("bb", "", REQUIRED),
     ("bbf", "", REQUIRED), ("begin", "b", REQUIRED), ("cluster-constraint", "", REQUIRED),
     ("clusters", "M", REQUIRED), ("container", "", REQUIRED),
     ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED), ("deadline", "", REQUIRED),
@@ -118,7 +119,7 @@ ALL_OPTIONS = (OPTIONS
 # SBATCH_* input variables (sbatch.1 INPUT ENVIRONMENT VARIABLES, 22.05) -> option
 # name, for every option of ours (real or ignored) that Slurm reads from one.
 ENV_OPTIONS = {
-    "SBATCH_ACCOUNT": "account", "SBATCH_ACCTG_FREQ": "acctg-freq",
+    "SBATCH_ACCOUNT": "account", "SBATCH_ACCTG_FREQ": "acctg-freq", "SBATCH_ARRAY_INX": "array",
     "SBATCH_CONSTRAINT": "constraint", "SBATCH_DELAY_BOOT": "delay-boot",
     "SBATCH_DISTRIBUTION": "distribution", "SBATCH_EXCLUSIVE": "exclusive",
     "SBATCH_EXPORT": "export", "SBATCH_GET_USER_ENV": "get-user-env",
@@ -144,6 +145,7 @@ NO_SHEBANG = ("sbatch: error: This does not look like a batch script.  The first
 HELP = """Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]
 
 Parallel run options:
+  -a, --array=indexes         job array index values
   -A, --account=name          charge job to specified account
   -c, --cpus-per-task=ncpus   number of cpus required per task
       --comment=name          arbitrary comment
@@ -623,6 +625,8 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
             raise _err(f"--mail-type={value} invalid") from None
     elif key == "mail-user":
         spec.mail_user = value
+    elif key == "array":
+        spec.array = value   # checked by the controller against its MaxArraySize
     return export
 
 

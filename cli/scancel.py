@@ -14,7 +14,7 @@ from typing import TextIO
 import grpc
 
 from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,
-                        own_options, parse_options, resolve_user, run)
+                        own_options, parse_array_selectors, parse_options, resolve_user, run)
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
@@ -91,12 +91,19 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             raise CommandError(f"scancel: error: --{key} is not supported yet")
     for word in positional:
         head = word.split("_")[0]
-        if "." in head:
+        if "." in word:
             raise CommandError(f"scancel: error: cancelling job steps ({word}) is not supported yet")
         if not head.isdigit():
             raise CommandError(f"scancel: error: Invalid job id {word}")
-        req.job_ids.append(int(head))
-    if not req.job_ids and not filtered:
+        try:
+            [(job_id, tasks)] = parse_array_selectors(PROG, word)
+        except (CommandError, ValueError):
+            raise CommandError(f"scancel: error: Invalid job id {word}") from None
+        if tasks is None:
+            req.job_ids.append(job_id)
+        else:       # "12_2", "12_[1-3]": those tasks of array 12 only
+            req.array_tasks.add(array_job_id=job_id, task_ids=sorted(tasks))
+    if not req.job_ids and not req.array_tasks and not filtered:
         raise CommandError("scancel: error: No job identification provided")
     try:
         api = api or make_api()
@@ -120,7 +127,8 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             continue
         rc = 1
         if not quiet:
-            print(f"scancel: error: Kill job error on job id {r.job_id}: {r.error}", file=err)
+            print(f"scancel: error: Kill job error on job id {r.array_id or r.job_id}: {r.error}",
+                  file=err)
     return rc
 
 

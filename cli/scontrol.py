@@ -15,7 +15,8 @@ from typing import TextIO
 import grpc
 
 from cli import formats
-from cli.common import CommandError, controller_errors, current_user, make_api, parse_options, run
+from cli.common import (CommandError, controller_errors, current_user, make_api,
+                        parse_array_selectors, parse_options, run)
 from cli.options import NO, VERSION, Opt
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable, controller_address
@@ -96,15 +97,23 @@ class Scontrol:
 
     def show_job(self, ident: str | None) -> int:
         ids: list[int] = []
+        tasks: frozenset[int] | None = None
         if ident is not None:
-            head = ident.split("_")[0].split(".")[0]
-            if not head.isdigit():
-                raise CommandError("slurm_load_jobs error: Invalid job id specified")
-            ids = [int(head)]
+            try:
+                [(job_id, tasks)] = parse_array_selectors("scontrol", ident)
+            except (CommandError, ValueError):
+                raise CommandError("slurm_load_jobs error: Invalid job id specified") from None
+            ids = [job_id]
         with controller_errors("slurm_load_jobs error: ",
                                not_found="slurm_load_jobs error: Invalid job id specified"):
             reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=ids, all_states=True))
-        jobs = [j for j in reply.jobs if not ids or j.job_id in ids]
+        # "show job 12": every row of array 12; "show job 12_2": task 2's own row,
+        # or while it is pending the array's remainder that holds it (as Slurm)
+        jobs = [j for j in reply.jobs if not ids or ids[0] in (j.job_id, j.array_job_id)]
+        if tasks is not None:
+            jobs = [j for j in jobs if j.array_job_id and (
+                j.array_task_id in tasks
+                or tasks & set(slurm.unfold_indices(j.array_task_str)))]
         if ids and not jobs:
             raise CommandError("slurm_load_jobs error: Invalid job id specified")
         if not jobs:

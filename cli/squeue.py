@@ -15,8 +15,9 @@ import sys
 from typing import TextIO
 
 from cli import formats, formats_json
-from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user, make_api,
-                        own_options, parse_job_ids, parse_options, resolve_user, run, select_jobs)
+from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
+                        make_api, own_options, parse_array_selectors, parse_options, resolve_user,
+                        run, select_array_tasks, select_jobs)
 from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list
 from lingjun import slurm
 from lingjun.v1 import api_pb2
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
 def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
     header, long_, fmt, fmt_O = True, False, os.environ.get("SQUEUE_FORMAT", ""), ""
-    job_ids: list[int] = []
+    selectors: list[tuple[int, frozenset[int] | None]] = []
+    unfold = False
     users: list[str] = []
     states: set[str] | None = set()
     partitions: list[str] = []
@@ -91,7 +93,9 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             elif key == "Format":
                 fmt_O = value
             elif key == "jobs":
-                job_ids += parse_job_ids(PROG, value)
+                selectors += parse_array_selectors(PROG, value)
+            elif key == "array":
+                unfold = True
             elif key == "states":
                 s = parse_states(value)
                 states = None if s is None or states is None else states | s
@@ -114,12 +118,13 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                     else:
                         users.append(name)
         for p in positional:   # "squeue -j 1 2" style job ids
-            job_ids += parse_job_ids(PROG, p)
+            selectors += parse_array_selectors(PROG, p)
         for letter in formats.bad_format_letters(fmt) if fmt and not fmt_O else ():
             print(f"squeue: error: Invalid job format specification: {letter}", file=err)
         for name in formats.bad_O_fields(fmt_O, formats.SQUEUE_O_FIELDS) if fmt_O else ():
             # Slurm reports it and prints the other columns (rc 0)
             print(f"squeue: error: Invalid job format specification: {name}", file=err)
+    job_ids = list(dict.fromkeys(a for a, _ in selectors))
 
     if dump:
         return _dump(api or make_api(), dump, out)
@@ -135,8 +140,10 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         now = reply.now
         wanted = slurm.DEFAULT_SQUEUE_STATES if states == set() else states
         jobs = select_jobs((j for j in reply.jobs if wanted is None or j.state in wanted),
-                           job_ids=job_ids, users=users, partitions=partitions, names=names,
+                           users=users, partitions=partitions, names=names,
                            accounts=accounts, nodes=nodelist)
+        # -j 12 takes the whole array, -j 12_2 one task; -r shows each pending task
+        jobs = select_array_tasks(jobs, selectors, unfold=unfold)
     if not now:
         import time
         now = int(time.time())

@@ -73,6 +73,8 @@ class ControllerConfig:
     synchronous: str = "FULL"        # SQLite synchronous pragma: FULL survives power loss
     job_requeue: bool = True         # Slurm's JobRequeue default
     min_job_age_s: float = 300.0     # finished jobs stay visible to squeue this long
+    # Slurm's MaxArraySize: array indices run from 0 to max_array_size - 1.
+    max_array_size: int = 1001
 
     @property
     def connect_address(self) -> str:

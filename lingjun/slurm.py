@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 
 import hostlist
 
@@ -56,6 +57,7 @@ REASON_REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
 def req_node_not_avail(nodes) -> str:
     """The reason text Slurm shows for a job whose -w nodes cannot be used."""
     return f"{REASON_REQ_NODE_NOT_AVAIL}, UnavailableNodes:{compress_hostlist(sorted(nodes))}"
+REASON_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
 
 # --- node states --------------------------------------------------------------
 NODE_IDLE = "IDLE"
@@ -358,6 +360,80 @@ def expand_counts(s: str) -> list[int]:
             raise ValueError(f"invalid count list {s!r}")
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
     return out
+
+
+# --- job arrays -----------------------------------------------------------------
+DEFAULT_MAX_ARRAY_SIZE = 1001     # Slurm's MaxArraySize: indices 0 .. 1000
+_ARRAY_ITEM_RE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """An --array value: the task indices (ascending, distinct) and the %N throttle."""
+
+    indices: tuple[int, ...]
+    max_running: int = 0          # 0 = no throttle
+
+    @property
+    def step(self) -> int:
+        """SLURM_ARRAY_TASK_STEP: the common gap of evenly spaced indices, else 1."""
+        gaps = {b - a for a, b in zip(self.indices, self.indices[1:])}
+        return gaps.pop() if len(gaps) == 1 else 1
+
+
+def parse_array_spec(text: str, max_array_size: int = DEFAULT_MAX_ARRAY_SIZE) -> ArraySpec:
+    """sbatch --array: "0-15:4%2", "1,3,5", "1-3,7" -> ArraySpec; ValueError when invalid.
+
+    Indices run from 0 to ``max_array_size`` - 1 (MaxArraySize=1001 allows
+    1000, as Slurm); a step must be at least 1, a range must not run backwards.
+    """
+    spec, pct, throttle = text.strip().partition("%")
+    max_running = 0
+    if pct:
+        if not throttle.isdigit():
+            raise ValueError(f"invalid array throttle in {text!r}")
+        max_running = int(throttle)
+    indices: set[int] = set()
+    for item in spec.split(","):
+        m = _ARRAY_ITEM_RE.fullmatch(item.strip())
+        if not m:
+            raise ValueError(f"invalid array index {item!r}")
+        low = int(m.group(1))
+        high = int(m.group(2)) if m.group(2) is not None else low
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if high < low or step < 1 or high >= max_array_size:
+            raise ValueError(f"invalid array range {item!r}")
+        indices.update(range(low, high + 1, step))
+    return ArraySpec(indices=tuple(sorted(indices)), max_running=max_running)
+
+
+def fold_indices(indices) -> str:
+    """[1, 2, 3, 5] -> "1-3,5": Slurm's bit_fmt ranges (no steps: 0-15:4 is "0,4,8,12")."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(indices)):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [i]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ",".join(out)
+
+
+def unfold_indices(text: str) -> list[int]:
+    """The inverse of fold_indices ("1-3,5" -> [1, 2, 3, 5]); a "%N" suffix is ignored."""
+    text = text.partition("%")[0].strip()
+    if not text:
+        return []
+    return list(parse_array_spec(text, max_array_size=2 ** 31).indices)
+
+
+def array_task_text(task_str: str, max_running: int = 0) -> str:
+    """The pending remainder as squeue shows it inside A_[...]: "4-9" or "4-9%2"."""
+    return f"{task_str}%{max_running}" if max_running else task_str
 
 
 # --- exit codes ---------------------------------------------------------------

@@ -169,3 +169,36 @@ def test_constraint_matches(expr, features, want):
 def test_bad_constraints_are_refused(expr):
     with pytest.raises(ValueError):
         slurm.parse_constraint(expr)
+
+
+@pytest.mark.parametrize("text, indices, throttle", [
+    ("1-10", list(range(1, 11)), 0),
+    ("1,3,5", [1, 3, 5], 0),
+    ("0-15:4", [0, 4, 8, 12], 0),
+    ("0,6,16-32:8", [0, 6, 16, 24, 32], 0),
+    ("4-9%2", [4, 5, 6, 7, 8, 9], 2),
+    ("3,1,2,3", [1, 2, 3], 0),
+    ("0-1000", list(range(0, 1001)), 0),
+], ids=["a range", "a list", "a range with a step", "a list mixing single indices and ranges",
+        "a %N throttle", "indices sorted and duplicates merged", "the highest index MaxArraySize allows"])
+def test_array_specs(text, indices, throttle):
+    got = slurm.parse_array_spec(text)
+    assert (list(got.indices), got.max_running) == (indices, throttle)
+
+
+@pytest.mark.parametrize("text", ["1-1001", "abc", "", "3-1", "1-5:0", "1%x", "1,,2", "-1", "1-"],
+                         ids=["over MaxArraySize (golden err_sbatch_bad_array)", "not a number",
+                              "empty", "a range backwards", "a zero step", "a bad throttle",
+                              "an empty item", "a negative index", "a range without its end"])
+def test_bad_array_specs(text):
+    with pytest.raises(ValueError):
+        slurm.parse_array_spec(text)
+
+
+@pytest.mark.parametrize("indices, text", [
+    ([1, 2, 3, 5], "1-3,5"), ([0, 4, 8, 12], "0,4,8,12"), ([7], "7"), ([], ""),
+], ids=["runs become ranges", "a stepped array lists each index, as Slurm's bit_fmt",
+        "a single index", "nothing"])
+def test_fold_indices(indices, text):
+    assert slurm.fold_indices(indices) == text
+    assert slurm.unfold_indices(text) == indices

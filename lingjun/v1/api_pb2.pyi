@@ -330,7 +330,7 @@ class GetJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ..., now: _Optional[int] = ...) -> None: ...
 
 class CancelJobsRequest(_message.Message):
-    __slots__ = ("job_ids", "user", "name", "states", "partitions", "signal", "batch_only", "requester_uid")
+    __slots__ = ("job_ids", "user", "name", "states", "partitions", "signal", "batch_only", "requester_uid", "array_tasks")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -339,6 +339,7 @@ class CancelJobsRequest(_message.Message):
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASKS_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     user: str
     name: str
@@ -347,17 +348,28 @@ class CancelJobsRequest(_message.Message):
     signal: int
     batch_only: bool
     requester_uid: int
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., user: _Optional[str] = ..., name: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+    array_tasks: _containers.RepeatedCompositeFieldContainer[ArrayTaskSelection]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., user: _Optional[str] = ..., name: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., requester_uid: _Optional[int] = ..., array_tasks: _Optional[_Iterable[_Union[ArrayTaskSelection, _Mapping]]] = ...) -> None: ...
+
+class ArrayTaskSelection(_message.Message):
+    __slots__ = ("array_job_id", "task_ids")
+    ARRAY_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    array_job_id: int
+    task_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, array_job_id: _Optional[int] = ..., task_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CancelResult(_message.Message):
-    __slots__ = ("job_id", "ok", "error")
+    __slots__ = ("job_id", "ok", "error", "array_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     ok: bool
     error: str
-    def __init__(self, job_id: _Optional[int] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    array_id: str
+    def __init__(self, job_id: _Optional[int] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., array_id: _Optional[str] = ...) -> None: ...
 
 class CancelJobsResponse(_message.Message):
     __slots__ = ("results",)

@@ -77,6 +77,21 @@ class JobRequest:
     constraint: str = ""              # -C feature expression; "" = any node
     gpu_type: str = ""                # --gres=gpu:TYPE:N; "" = any type
     mem_per_cpu_mb: int | None = None  # --mem-per-cpu (then mem_per_node_mb is None)
+    # Job arrays: a pending remainder is ONE request for up to len(array_tasks)
+    # identical tasks (each its own gang), so a 10,000-task array costs one
+    # request per pass, not 10,000. ``array_slots`` is how many more tasks may
+    # run now (the %N throttle minus tasks running), UNLIMITED without a throttle.
+    array_tasks: tuple[int, ...] = ()
+    array_slots: int = UNLIMITED
+
+    @property
+    def wanted(self) -> int:
+        """How many starts this request may get in one pass (1 for a plain job)."""
+        if not self.array_tasks:
+            return 1
+        if self.array_slots == UNLIMITED:
+            return len(self.array_tasks)
+        return max(0, min(len(self.array_tasks), self.array_slots))
 
 
 @dataclass(frozen=True)
@@ -111,10 +126,13 @@ class Start:
     gpus_per_node: tuple[int, ...]
     tasks_per_node: tuple[int, ...]
     exclusive: bool = False
+    array_task_id: int = -1           # the array task this start is for; -1 = a plain job
 
 
 @dataclass(frozen=True)
 class Plan:
+    # An array's request may start several tasks: one Start per task, each
+    # with the same job_id (the array's) and its own array_task_id.
     starts: tuple[Start, ...] = ()
     # A Slurm pending-reason word for every pending job that does not start.
     reasons: Mapping[int, str] = field(default_factory=dict)

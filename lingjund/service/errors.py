@@ -37,6 +37,10 @@ class InvalidGres(SlurmError):
     message = "Invalid generic resource (gres) specification"
 
 
+class InvalidArraySpec(SlurmError):
+    message = "Invalid job array specification"
+
+
 class InvalidJobId(SlurmError):
     code = grpc.StatusCode.NOT_FOUND
     message = "Invalid job id specified"

@@ -49,7 +49,28 @@ def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
         env["SLURM_MEM_PER_CPU"] = str(spec.mem_per_cpu_mb)      # sbatch.1 OUTPUT ENVIRONMENT
     if job.restarts:
         env["SLURM_RESTART_COUNT"] = str(job.restarts)
+    env.update(_array_part(job))
     return env
+
+
+def _array_part(job: JobRecord) -> dict[str, str]:
+    """SLURM_ARRAY_*: this task's index, and the count/min/max/step of the whole
+    --array as submitted (golden env/batch_array_task.out: --array=5-6 gives
+    COUNT=2 MIN=5 MAX=6 STEP=1 in both tasks)."""
+    if not job.array_job_id or job.array_task_id < 0:
+        return {}
+    try:
+        array = slurm.parse_array_spec(job.spec.array, max_array_size=2 ** 31)
+    except ValueError:      # the controller checked it at submission
+        array = slurm.ArraySpec(indices=(job.array_task_id,))
+    return {
+        "SLURM_ARRAY_JOB_ID": str(job.array_job_id),
+        "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
+        "SLURM_ARRAY_TASK_COUNT": str(len(array.indices)),
+        "SLURM_ARRAY_TASK_MIN": str(array.indices[0]),
+        "SLURM_ARRAY_TASK_MAX": str(array.indices[-1]),
+        "SLURM_ARRAY_TASK_STEP": str(array.step),
+    }
 
 
 def _node_part(job: JobRecord, index: int) -> dict[str, str]:

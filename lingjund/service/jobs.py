@@ -158,6 +158,46 @@ def effective_time_limit(spec: api_pb2.JobSpec, part) -> int:
     return part.max_time_min
 
 
+def _array_spec(ctl: Controller, spec: api_pb2.JobSpec) -> slurm.ArraySpec | None:
+    """--array checked against MaxArraySize, before anything is created."""
+    if not spec.array:
+        return None
+    if not spec.batch:
+        raise errors.InvalidArraySpec()
+    try:
+        return slurm.parse_array_spec(spec.array, ctl.config.controller.max_array_size)
+    except ValueError:
+        raise errors.InvalidArraySpec() from None
+
+
+def output_paths(spec: api_pb2.JobSpec, job_id: int, name: str, array_job_id: int = 0,
+                 array_task_id: int = -1) -> dict[str, str]:
+    """stdout_path/stderr_path with what is known: an array's meta record shows
+    %a as 4294967294 (NO_VAL), as Slurm's scontrol does; a task, its index."""
+    out = spec.stdout_pattern or default_stdout(bool(array_job_id))
+    err = spec.stderr_pattern or out
+    subst = dict(job_id=job_id, job_name=name, user=spec.user, array_job_id=array_job_id,
+                 array_task_id=array_task_id if array_task_id >= 0 else None)
+    return {"stdout_path": resolve_path(expand_pattern(out, **subst), spec.work_dir),
+            "stderr_path": resolve_path(expand_pattern(err, **subst), spec.work_dir)}
+
+
+def split_task(st, meta: JobRecord, task_id: int, **fields) -> int:
+    """Take task ``task_id`` out of ``meta``'s pending remainder into a row of its
+    own (Slurm's job_array_split): a new job id, unless it is the last task
+    left, when the meta record itself becomes that task and keeps the array's
+    id. Returns the task's job id; the caller's transaction commits both rows."""
+    left = [t for t in slurm.unfold_indices(meta.array_task_str) if t != task_id]
+    if not left:
+        paths = output_paths(meta.spec, meta.job_id, meta.name, meta.array_job_id, task_id)
+        st.update_job(meta.job_id, array_task_id=task_id, array_task_str="", **paths, **fields)
+        return meta.job_id
+    job_id = st.split_array_task(meta, task_id, **fields)
+    st.update_job(job_id, **output_paths(meta.spec, job_id, meta.name, meta.array_job_id, task_id))
+    st.update_job(meta.job_id, array_task_str=slurm.fold_indices(left))
+    return job_id
+
+
 def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
     spec = request.spec
     token = request.client_token or None
@@ -166,6 +206,7 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     part, min_nodes = _validate(ctl, spec)
+    array = _array_spec(ctl, spec)
     if request.test_only:
         return _will_run(ctl, spec, part)
     now = ctl.clock()
@@ -179,15 +220,24 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
             submit_time=now, eligible_time=now, time_limit_min=effective_time_limit(spec, part),
             exclusive=spec.exclusive, held=spec.hold, spec=spec)
-        out = spec.stdout_pattern or default_stdout(False)
-        err = spec.stderr_pattern or out
-        subst = dict(job_id=job_id, job_name=name, user=spec.user)
+        array_fields = {}
+        if array is not None:
+            # One row for the whole array (Slurm's meta record): the tasks are
+            # split off into rows of their own only as they start. A lone task
+            # is that task from the start.
+            lone = len(array.indices) == 1
+            array_fields = dict(
+                array_job_id=job_id, array_task_id=array.indices[0] if lone else -1,
+                array_task_str="" if lone else slurm.fold_indices(array.indices),
+                array_max_running=array.max_running)
         st.update_job(job_id, priority=max(PRIORITY_BASE - job_id, 1),
                       reason=slurm.REASON_HELD_USER if spec.hold else slurm.REASON_NONE,
-                      stdout_path=resolve_path(expand_pattern(out, **subst), spec.work_dir),
-                      stderr_path=resolve_path(expand_pattern(err, **subst), spec.work_dir))
-    log.info("job=%d submitted by %s: %s, %d node(s), partition %s",
-             job_id, spec.user, name, min_nodes, part.name)
+                      **output_paths(spec, job_id, name, array_fields.get("array_job_id", 0),
+                                     array_fields.get("array_task_id", -1)),
+                      **array_fields)
+    log.info("job=%d submitted by %s: %s, %d node(s), partition %s%s",
+             job_id, spec.user, name, min_nodes, part.name,
+             f", array {spec.array}" if array is not None else "")
     ctl.wake_scheduler()
     return api_pb2.SubmitJobResponse(job_id=job_id, cluster=ctl.cluster)
 
@@ -231,49 +281,63 @@ def _matches(job: JobRecord, req: api_pb2.CancelJobsRequest) -> bool:
 
 
 def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJobsResponse:
+    """Cancel (or signal) jobs by id, by array task, or by filter; one answer per job.
+
+    An id naming an array takes every task of it, pending and running. A
+    pending task named alone ("scancel 12_2") is split off the array into a
+    row of its own and recorded CANCELLED, as Slurm does; the rest stay pending.
+    """
     results: list[api_pb2.CancelResult] = []
     if req.signal and req.signal not in signals.valid_signals():
         raise errors.InvalidRequest(f"Invalid signal {req.signal}")
+    targets: list[JobRecord] = []
     if req.job_ids:
-        found = {j.job_id: j for j in ctl.store.jobs(job_ids=req.job_ids)}
-        targets = []
+        found = ctl.store.jobs(job_ids=req.job_ids, with_array_tasks=True)
         for jid in req.job_ids:
-            job = found.get(jid)
-            if job is None:
+            named = [j for j in found if jid in (j.job_id, j.array_job_id)]
+            if not named:
                 results.append(api_pb2.CancelResult(job_id=jid, ok=False,
                                                     error=errors.InvalidJobId.message))
-            elif _matches(job, req):
-                targets.append(job)
-    else:
+            targets += [j for j in named if _matches(j, req)]
+    elif not req.array_tasks:
         if not (req.user or req.name or req.partitions or req.states):
             raise errors.InvalidRequest("No job identification provided")
         targets = [j for j in ctl.store.jobs(states=slurm.ACTIVE_STATES) if _matches(j, req)]
     now = ctl.clock()
     to_terminate: list[JobRecord] = []
     to_signal: list[JobRecord] = []
+    done: set[int] = set()
+
+    def cancel_row(st, job: JobRecord) -> None:
+        if job.job_id in done:      # "scancel 12 12_1" answers once per job
+            return
+        done.add(job.job_id)
+        if job.state == slurm.PENDING:
+            if req.signal:
+                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
+                                                    error="Job is pending execution"))
+                return
+            st.update_job(job.job_id, state=slurm.CANCELLED, end_time=now, start_time=now,
+                          cancelled_by=str(req.requester_uid))
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
+        elif job.state == slurm.RUNNING and req.signal:
+            to_signal.append(job)
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
+        elif job.state == slurm.RUNNING:
+            if not job.kill_reason:
+                st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
+                              cancelled_by=str(req.requester_uid))
+            to_terminate.append(job)
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
+        else:
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
+                                                error=errors.AlreadyDone.message))
+
     with ctl.store.transaction() as st:
         for job in targets:
-            job = st.job(job.job_id)
-            if job.state == slurm.PENDING:
-                if req.signal:
-                    results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
-                                                        error="Job is pending execution"))
-                    continue
-                st.update_job(job.job_id, state=slurm.CANCELLED, end_time=now, start_time=now,
-                              cancelled_by=str(req.requester_uid))
-                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-            elif job.state == slurm.RUNNING and req.signal:
-                to_signal.append(job)
-                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-            elif job.state == slurm.RUNNING:
-                if not job.kill_reason:
-                    st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
-                                  cancelled_by=str(req.requester_uid))
-                to_terminate.append(job)
-                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-            else:
-                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
-                                                    error=errors.AlreadyDone.message))
+            cancel_row(st, st.job(job.job_id))
+        for sel in req.array_tasks:
+            _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row)
     for job in to_terminate:
         log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
         terminate_on_nodes(ctl, job, "cancelled")
@@ -285,6 +349,50 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     if any(r.ok for r in results):
         ctl.wake_scheduler()
     return api_pb2.CancelJobsResponse(results=results)
+
+
+def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, tasks,
+                        now: float, results: list, cancel_row) -> None:
+    """scancel "A_T" / "A_[1-3]": each task's own row, or split off the pending remainder.
+
+    Naming every task still pending cancels the remainder as one row (as
+    "scancel A" would), so "scancel 12_[1-10000]" costs one update, not 10,000.
+    """
+    rows = [r for r in st.array_jobs(array_job_id) if _matches(r, req)]
+    own = {r.array_task_id: r for r in rows if r.array_task_id >= 0}
+    meta = next((r for r in rows if r.job_id == array_job_id and r.array_task_str
+                 and r.state == slurm.PENDING), None)
+    pending = set(slurm.unfold_indices(meta.array_task_str)) if meta else set()
+    split: list[int] = []
+    for task in sorted(set(tasks)):
+        if task in own:
+            cancel_row(st, own[task])
+        elif task in pending:
+            split.append(task)
+        else:
+            results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False,
+                                                array_id=f"{array_job_id}_{task}",
+                                                error=errors.InvalidJobId.message))
+    if not split:
+        return
+    if req.signal:
+        results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False,
+                                            array_id=f"{array_job_id}_{split[0]}",
+                                            error="Job is pending execution"))
+        return
+    if set(split) == pending:
+        cancel_row(st, meta)
+        return
+    cancelled = dict(state=slurm.CANCELLED, start_time=now, end_time=now,
+                     cancelled_by=str(req.requester_uid))
+    for task in split:
+        job_id = st.split_array_task(meta, task, **cancelled)
+        st.update_job(job_id, **output_paths(meta.spec, job_id, meta.name, array_job_id, task))
+        results.append(api_pb2.CancelResult(job_id=job_id, ok=True,
+                                            array_id=f"{array_job_id}_{task}"))
+    st.update_job(meta.job_id, array_task_str=slurm.fold_indices(pending - set(split)))
+    log.info("array=%d: %d pending task(s) cancelled by uid %d (%s)", array_job_id, len(split),
+             req.requester_uid, slurm.fold_indices(split))
 
 
 # -- reading -----------------------------------------------------------------------
@@ -324,7 +432,11 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         gpu_type=spec.gpu_type, mail_type=spec.mail_type,
         # Slurm mails the submitting user when --mail-type comes without --mail-user.
         mail_user=spec.mail_user or (job.user if spec.mail_type else ""),
-        signal_spec=_signal_spec(spec))
+        signal_spec=_signal_spec(spec),
+        array_job_id=job.array_job_id, array_task_id=job.array_task_id,
+        array_task_str=slurm.array_task_text(job.array_task_str, job.array_max_running)
+        if job.array_task_str else "",
+        array_max_running=job.array_max_running)
     derived_code, derived_sig = 0, 0
     for s in steps or ():
         info.steps.append(api_pb2.StepInfo(
@@ -352,7 +464,11 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     now = ctl.clock()
     st = ctl.store
     if req.job_ids:
-        jobs = st.jobs(job_ids=req.job_ids)
+        # squeue -j A: the array's tasks as long as squeue shows finished jobs
+        # (MinJobAge); sacct: every task ever
+        jobs = st.jobs(job_ids=req.job_ids, with_array_tasks=True,
+                       tasks_ended_after=None if accounting
+                       else now - ctl.config.controller.min_job_age_s)
         if not jobs:
             raise errors.InvalidJobId()
     elif accounting or req.all_states or req.states:

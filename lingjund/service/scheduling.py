@@ -17,12 +17,12 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
-from lingjund.sched.snapshot import (JobRequest, NodeView, PartitionView, Plan,
-                                     RunningJob, Snapshot)
+from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
+                                     RunningJob, Snapshot, Start)
 from lingjund.service import jobenv
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
-                                   terminate_on_nodes)
+                                   split_task, terminate_on_nodes)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.sched")
@@ -70,10 +70,23 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier)
         for p in parts)
-    pending = [job_request(job.job_id, job.spec, job.partition, priority=job.priority,
-                           submit_time=job.submit_time, time_limit_min=job.time_limit_min,
-                           exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time)
-               for job in st.jobs(states=[slurm.PENDING])]
+    running_tasks: dict[int, int] = {}
+    for j in holding:
+        if j.array_job_id and j.state == slurm.RUNNING:
+            running_tasks[j.array_job_id] = running_tasks.get(j.array_job_id, 0) + 1
+    pending = []
+    for job in st.jobs(states=[slurm.PENDING]):
+        array: dict = {}
+        if job.array_task_str:       # an array's pending remainder: one request for all
+            slots = UNLIMITED
+            if job.array_max_running:
+                slots = max(0, job.array_max_running - running_tasks.get(job.array_job_id, 0))
+            array = dict(array_tasks=tuple(slurm.unfold_indices(job.array_task_str)),
+                         array_slots=slots)
+        pending.append(job_request(
+            job.job_id, job.spec, job.partition, priority=job.priority,
+            submit_time=job.submit_time, time_limit_min=job.time_limit_min,
+            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time, **array))
     running = tuple(RunningJob(
         job_id=j.job_id, nodes=j.nodes, exclusive=j.exclusive,
         end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0,
@@ -85,7 +98,8 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
 
 
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
-                time_limit_min: int, exclusive: bool, held: bool, begin_time: float) -> JobRequest:
+                time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
+                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe)."""
     min_nodes = spec.min_nodes or 1
     return JobRequest(
@@ -101,15 +115,17 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
         exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
         constraint=spec.constraint, gpu_type=spec.gpu_type,
-        mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None)
+        mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
+        array_tasks=array_tasks, array_slots=array_slots)
 
 
 def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
     spec = job.spec
     node = job.batch_host
     subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=node,
-                 node_index=0, task_id=0)
-    out_pat = spec.stdout_pattern or default_stdout(False)
+                 node_index=0, task_id=0, array_job_id=job.array_job_id,
+                 array_task_id=job.array_task_id if job.array_task_id >= 0 else None)
+    out_pat = spec.stdout_pattern or default_stdout(bool(job.array_job_id))
     stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
@@ -128,6 +144,15 @@ def node_address(ctl: Controller, node: str) -> str:
     return (rec.inventory.address if rec is not None else "") or "127.0.0.1"
 
 
+def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
+    end = now + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
+    return dict(state=slurm.RUNNING, reason=slurm.REASON_NONE,
+                start_time=now, end_time=end, nodes=s.nodes,
+                cpus_per_node=s.cpus_per_node, mem_per_node=s.mem_per_node_mb,
+                gpus_per_node=s.gpus_per_node, tasks_per_node=s.tasks_per_node,
+                batch_host=s.nodes[0], launched=False, warn_signal_sent=False)
+
+
 def apply_plan(ctl: Controller, plan: Plan, now: float) -> list[JobRecord]:
     started: list[JobRecord] = []
     with ctl.store.transaction() as st:
@@ -135,12 +160,13 @@ def apply_plan(ctl: Controller, plan: Plan, now: float) -> list[JobRecord]:
             job = st.job(s.job_id)
             if job is None or job.state != slurm.PENDING:
                 continue  # changed since the snapshot: skip, the next pass sees it
-            end = now + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
-            st.update_job(job.job_id, state=slurm.RUNNING, reason=slurm.REASON_NONE,
-                          start_time=now, end_time=end, nodes=s.nodes,
-                          cpus_per_node=s.cpus_per_node, mem_per_node=s.mem_per_node_mb,
-                          gpus_per_node=s.gpus_per_node, tasks_per_node=s.tasks_per_node,
-                          batch_host=s.nodes[0], launched=False, warn_signal_sent=False)
+            if s.array_task_id >= 0 and job.array_task_str:
+                if s.array_task_id not in slurm.unfold_indices(job.array_task_str):
+                    continue  # cancelled since the snapshot
+                task_job = split_task(st, job, s.array_task_id, **_running_fields(job, s, now))
+                started.append(st.job(task_job))
+                continue
+            st.update_job(job.job_id, **_running_fields(job, s, now))
             started.append(st.job(job.job_id))
         for job_id, reason in plan.reasons.items():
             job = st.job(job_id)
@@ -160,7 +186,9 @@ def run_pass(ctl: Controller) -> int:
     plan = schedule(snap, now)
     started = apply_plan(ctl, plan, now)
     for job in started:
-        log.info("job=%d started on %s", job.job_id, slurm.compress_hostlist(list(job.nodes)))
+        task = f" (array {job.array_job_id}_{job.array_task_id})" if job.array_job_id else ""
+        log.info("job=%d%s started on %s", job.job_id, task,
+                 slurm.compress_hostlist(list(job.nodes)))
         ctl.agents.send(job.batch_host, launch_message(ctl, job))
     return len(started)
 

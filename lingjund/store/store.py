@@ -219,10 +219,15 @@ class Store:
         return _job_from_row(row) if row else None
 
     def jobs(self, *, states: Iterable[str] | None = None, job_ids: Iterable[int] | None = None,
-             ended_after: float | None = None) -> list[JobRecord]:
+             ended_after: float | None = None, with_array_tasks: bool = False,
+             tasks_ended_after: float | None = None) -> list[JobRecord]:
         """Jobs matching every filter given, in job id order.
 
         ``ended_after`` keeps unfinished jobs and those that ended after it.
+        ``with_array_tasks``: an id that names an array (its meta record's id)
+        also selects every task split off it, as Slurm's "squeue -j A" does;
+        ``tasks_ended_after`` then keeps only the tasks unfinished or ended
+        after it (a drained 10,000-task array is not read back whole).
         """
         where, args = [], []
         if states is not None:
@@ -231,13 +236,35 @@ class Store:
             args += states
         if job_ids is not None:
             ids = list(job_ids)
-            where.append("job_id IN ({})".format(", ".join("?" for _ in ids) or "NULL"))
-            args += ids
+            marks = ", ".join("?" for _ in ids) or "NULL"
+            if with_array_tasks and tasks_ended_after is not None:
+                where.append(f"(job_id IN ({marks}) OR (array_job_id IN ({marks}) AND "
+                             "(end_time = 0 OR end_time >= ? OR completing != '[]')))")
+                args += ids + ids + [tasks_ended_after]
+            elif with_array_tasks:
+                where.append(f"(job_id IN ({marks}) OR array_job_id IN ({marks}))")
+                args += ids + ids
+            else:
+                where.append(f"job_id IN ({marks})")
+                args += ids
         if ended_after is not None:
             where.append("(end_time = 0 OR end_time >= ? OR completing != '[]')")
             args.append(ended_after)
         sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
         return [_job_from_row(r) for r in self.db.query(sql + " ORDER BY job_id", args)]
+
+    def array_jobs(self, array_job_id: int) -> list[JobRecord]:
+        """Every row of one array: the meta record and the tasks split off it."""
+        return [_job_from_row(r) for r in self.db.query(
+            "SELECT * FROM jobs WHERE array_job_id = ? ORDER BY job_id", [array_job_id])]
+
+    def split_array_task(self, meta: JobRecord, task_id: int, **fields) -> int:
+        """A new row for task ``task_id`` of ``meta``'s array: a copy of the meta
+        record with a job id of its own and ``fields`` applied; returns the id."""
+        row = {f.name: getattr(meta, f.name) for f in dataclasses.fields(JobRecord)
+               if f.name not in ("job_id", "client_token")}
+        row.update(array_task_id=task_id, array_task_str="", **fields)
+        return self.insert_job(**row)
 
     def holding_jobs(self) -> list[JobRecord]:
         """Jobs that hold resources: running, or finished but still completing."""

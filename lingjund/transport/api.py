@@ -77,7 +77,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     @unary
     def CancelJobs(self, request, context):
-        if len(request.job_ids) > MAX_IDS:
+        if len(request.job_ids) + sum(len(s.task_ids) for s in request.array_tasks) > MAX_IDS:
             raise errors.InvalidRequest("Too many job ids")
         return jobs.cancel(self.ctl, request)
 
@@ -108,6 +108,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "SlurmctldPort": cc.listen.rsplit(":", 1)[-1], "StateSaveLocation": cc.state_dir,
             "KillWait": f"{int(cc.kill_wait_s)} sec", "SlurmdTimeout": f"{int(cc.heartbeat_timeout_s)} sec",
             "JobRequeue": str(int(cc.job_requeue)), "MinJobAge": f"{int(cc.min_job_age_s)} sec",
+            "MaxArraySize": str(cc.max_array_size),
             "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
             "SLURM_CONF": c.path or "(defaults)"})

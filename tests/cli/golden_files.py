@@ -49,7 +49,8 @@ ARRAY_JOBS = ("12", "13")   # the array jobs of capture.sh
 
 
 def without_arrays(text: str) -> str:
-    """Drop the rows of the capture's array jobs (12, 12_[1-3], 13_2...): arrays are not modelled yet."""
+    """Drop the rows of the capture's array jobs (12, 12_[1-3], 13_2...), for captures
+    whose array rows other tests cover (tests/cli/test_array_display.py)."""
     def is_array(line: str) -> bool:
         first = line.split()[0] if line.split() else ""
         return first.split("_")[0] in ARRAY_JOBS

@@ -132,7 +132,29 @@ def test_scancel_filters_and_signal_reach_the_request():
                               "12_3"], api)[0] == 0
     req = api.calls[0][1]
     assert (req.name, req.signal, list(req.states), list(req.partitions), req.batch_only,
-            list(req.job_ids)) == ("arrp", 10, ["PENDING"], ["debug"], True, [12])
+            list(req.job_ids)) == ("arrp", 10, ["PENDING"], ["debug"], True, [])
+    assert [(s.array_job_id, list(s.task_ids)) for s in req.array_tasks] == [(12, [3])]
+
+
+@pytest.mark.parametrize("argv, job_ids, tasks", [
+    (["12"], [12], []),
+    (["12_2"], [], [(12, [2])]),
+    (["12_[1-3,7]", "14"], [14], [(12, [1, 2, 3, 7])]),
+], ids=["an array id cancels the whole array", "A_T names one task",
+        "a bracketed task list beside a plain id"])
+def test_scancel_array_words(argv, job_ids, tasks):
+    api = FakeApi(CancelJobs=api_pb2.CancelJobsResponse())
+    assert run(scancel.main, argv, api)[0] == 0
+    req = api.calls[0][1]
+    got = (list(req.job_ids), [(s.array_job_id, list(s.task_ids)) for s in req.array_tasks])
+    assert got == (job_ids, tasks)
+
+
+def test_scancel_names_the_array_task_it_could_not_cancel():
+    api = FakeApi(CancelJobs=api_pb2.CancelJobsResponse(results=[api_pb2.CancelResult(
+        job_id=12, ok=False, array_id="12_9", error="Invalid job id specified")]))
+    rc, out, err = run(scancel.main, ["12_9"], api)
+    assert (rc, err) == (1, "scancel: error: Kill job error on job id 12_9: Invalid job id specified\n")
 
 
 def test_scancel_needs_something_to_cancel():

@@ -228,7 +228,7 @@ def test_stdin_without_shebang_matches_golden(workdir):
     (["--wrap=x", "job.sh"], "sbatch: error: Script arguments not permitted with --wrap option\n", 1),
     (["--gres=fpga:1", "--wrap=x"], "sbatch: error: Batch job submission failed: "
      "Invalid generic resource (gres) specification\n", 1),
-    (["--array=1-3", "--wrap=x"], "sbatch: error: --array is not supported by this cluster yet\n", 1),
+    (["--bb=x", "--wrap=x"], "sbatch: error: --bb is not supported by this cluster yet\n", 1),
 ], ids=["an unknown short option", "an ambiguous prefix lists the candidates",
         "a flag given a value", "a short option missing its argument",
         "a long option missing its argument", "a non-numeric task count",
@@ -478,3 +478,26 @@ def test_test_only_prints_the_controllers_estimate(workdir):
     assert err == (f"sbatch: Job 7 to start at {slurm.format_timestamp(1796205842)} using 4 "
                    "processors on nodes node[1-2] in partition debug\n")
     assert api.requests[0].test_only
+
+
+@pytest.mark.parametrize("argv, script, env, want", [
+    (["--array=0-15:4%2", "--wrap=x"], None, {}, "0-15:4%2"),
+    (["-a", "1,3,5", "--wrap=x"], None, {}, "1,3,5"),
+    (["arr.sh"], "#!/bin/sh\n#SBATCH --array=1-3\ntrue\n", {}, "1-3"),
+    (["arr.sh"], "#!/bin/sh\n#SBATCH --array=1-3\ntrue\n", {"SBATCH_ARRAY_INX": "4-9%2"}, "4-9%2"),
+    (["--array=7", "arr.sh"], "#!/bin/sh\n#SBATCH --array=1-3\ntrue\n",
+     {"SBATCH_ARRAY_INX": "4-9"}, "7"),
+], ids=["--array with step and throttle goes as given", "-a with a list",
+        "#SBATCH --array in the script", "SBATCH_ARRAY_INX beats the script",
+        "the command line beats SBATCH_ARRAY_INX"])
+def test_array_reaches_the_spec(argv, script, env, want, workdir):
+    if script:
+        (workdir / "arr.sh").write_text(script)
+    assert spec_of(argv, workdir, env={**ENV, **env}).array == want
+
+
+def test_bad_array_matches_golden(workdir):
+    g = load("err_sbatch_bad_array")
+    api = FakeApi(RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "Invalid job array specification"))
+    rc, out, err, _ = run(["--array=1-1001", "--wrap", "true"], workdir, api=api)
+    assert (rc, out, err) == (g.rc, g.stdout, g.stderr)

@@ -69,3 +69,47 @@ def test_srun_task_sees_what_slurm_sets(rank):
 ], ids=["5 tasks on 2 nodes: 3 then 2", "one task per node", "8 on 3: 3,3,2", "all on one node"])
 def test_block_distribution_of_step_tasks(tasks, nodes, want):
     assert jobenv.step_layout(tuple(f"n{i}" for i in range(nodes)), tasks) == want
+
+
+ARRAY_VARS = ["SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
+              "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP"]
+
+
+@pytest.mark.parametrize("job_id, task, node, which", [
+    (22, 6, "node2", 0), (23, 5, "node1", 1),
+], ids=["the last task keeps the array's id (task 6 is job 22)",
+        "a task split off earlier has an id of its own (task 5 is job 23)"])
+def test_array_task_sees_what_slurm_sets(job_id, task, node, which):
+    # batch_array_task_all.out holds both tasks' environments, one after the other
+    text = (golden_dir() / "env" / "batch_array_task_all.out").read_text()
+    chunks = ["SLURMD_NODENAME" + c for c in text.split("SLURMD_NODENAME")[1:]]
+    want = dict(line.split("=", 1) for line in chunks[which].splitlines() if "=" in line)
+    j = job(job_id=job_id, name="wrap", nodes=(node,), cpus_per_node=(1,), tasks_per_node=(1,),
+            array_job_id=22, array_task_id=task)
+    j.spec.array = "5-6"
+    got = jobenv.batch_env(j, "anchor", "127.0.0.1:6917")
+    # Slurm sets no SLURM_NTASKS for a batch job submitted without -n; that is
+    # not about arrays, so it is left to the plain-job comparison.
+    keys = [k for k in COMPARED if k not in ("SLURM_NTASKS", "SLURM_NPROCS")] + ARRAY_VARS
+    assert {k: got.get(k) for k in keys} == {k: want.get(k) for k in keys}
+
+
+@pytest.mark.parametrize("spec, task, want", [
+    ("0-15:4", 8, {"SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0",
+                   "SLURM_ARRAY_TASK_MAX": "12", "SLURM_ARRAY_TASK_STEP": "4"}),
+    ("1,2,7%2", 7, {"SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1",
+                    "SLURM_ARRAY_TASK_MAX": "7", "SLURM_ARRAY_TASK_STEP": "1"}),
+], ids=["a stepped range counts its indices and gives its step",
+        "an uneven list has step 1 and the throttle does not count"])
+def test_array_count_min_max_step(spec, task, want):
+    j = job(nodes=("node1",), cpus_per_node=(1,), tasks_per_node=(1,), array_job_id=20,
+            array_task_id=task)
+    j.spec.array = spec
+    got = jobenv.batch_env(j, "c", "x")
+    assert {k: got.get(k) for k in want} == want
+
+
+def test_a_plain_job_has_no_array_variables():
+    j = job(nodes=("node1",), cpus_per_node=(1,), tasks_per_node=(1,))
+    got = jobenv.batch_env(j, "c", "x")
+    assert [k for k in got if k.startswith("SLURM_ARRAY")] == []

@@ -1,12 +1,13 @@
 """eligibility/basic: jobs that may not start yet whatever the cluster holds.
 
 A held job waits for a release, a job with a begin time waits for the
-clock. Neither is waiting for resources, so neither holds back the jobs
-behind it (Slurm skips them in its main loop the same way).
+clock, an array whose %N throttle is used up by running tasks waits for one
+of them to end (JobArrayTaskLimit). None is waiting for resources, so none
+holds back the jobs behind it (Slurm skips them in its main loop the same way).
 """
 from __future__ import annotations
 
-from lingjun.slurm import REASON_BEGIN_TIME, REASON_HELD_USER
+from lingjun.slurm import REASON_ARRAY_TASK_LIMIT, REASON_BEGIN_TIME, REASON_HELD_USER
 from lingjund.sched.snapshot import JobRequest, PartitionView
 
 
@@ -19,4 +20,6 @@ class JobEligibility:
             return REASON_HELD_USER
         if job.begin_time > now:
             return REASON_BEGIN_TIME
+        if job.array_tasks and job.wanted == 0:
+            return REASON_ARRAY_TASK_LIMIT
         return None
