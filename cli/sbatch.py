@@ -75,13 +75,17 @@ OPTIONS = [
     _O("version", ("version",), "V", NO),
     _O("wait", ("wait",), "W", NO),
     _O("wrap", ("wrap",), "", REQUIRED),
+    _O("dependency", ("dependency",), "d", REQUIRED),
+    _O("kill-on-invalid-dep", ("kill-on-invalid-dep",), "", REQUIRED),
+    _O("begin", ("begin",), "b", REQUIRED),
+    _O("deadline", ("deadline",), "", REQUIRED),
 ]
 IGNORED = [
     ("acctg-freq", "", REQUIRED), ("contiguous", "", NO), ("cores-per-socket", "", REQUIRED),
     ("cpu-freq", "", REQUIRED), ("delay-boot", "", REQUIRED), ("distribution", "m", REQUIRED),
     ("get-user-env", "", OPTIONAL), ("gpu-bind", "", REQUIRED), ("gpu-freq", "", REQUIRED),
     ("gres-flags", "", REQUIRED), ("hint", "", REQUIRED), ("ignore-pbs", "", NO),
-    ("kill-on-invalid-dep", "", REQUIRED), ("mail-type", "", REQUIRED),
+    ("mail-type", "", REQUIRED),
     ("mail-user", "", REQUIRED), ("mcs-label", "", REQUIRED), ("mem-bind", "", REQUIRED),
     ("mincpus", "", REQUIRED), ("network", "", REQUIRED), ("no-kill", "k", OPTIONAL),
     ("ntasks-per-core", "", REQUIRED), ("ntasks-per-socket", "", REQUIRED),
@@ -93,10 +97,10 @@ IGNORED = [
 ]
 UNSUPPORTED = [
     ("array", "a", REQUIRED), ("batch", "", REQUIRED), ("bb", "", REQUIRED),
-    ("bbf", "", REQUIRED), ("begin", "b", REQUIRED), ("cluster-constraint", "", REQUIRED),
+    ("bbf", "", REQUIRED), ("cluster-constraint", "", REQUIRED),
     ("clusters", "M", REQUIRED), ("constraint", "C", REQUIRED), ("container", "", REQUIRED),
-    ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED), ("deadline", "", REQUIRED),
-    ("dependency", "d", REQUIRED), ("exclude", "x", REQUIRED), ("export-file", "", REQUIRED),
+    ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED),
+    ("exclude", "x", REQUIRED), ("export-file", "", REQUIRED),
     ("extra-node-info", "B", REQUIRED), ("gid", "", REQUIRED), ("gpus-per-socket", "", REQUIRED),
     ("gpus-per-task", "", REQUIRED), ("licenses", "L", REQUIRED), ("mem-per-cpu", "", REQUIRED),
     ("mem-per-gpu", "", REQUIRED), ("nodefile", "F", REQUIRED), ("nodelist", "w", REQUIRED),
@@ -127,8 +131,12 @@ HELP = """Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0).
 
 Parallel run options:
   -A, --account=name          charge job to specified account
+  -b, --begin=time            defer job until HH:MM MM/DD/YY
   -c, --cpus-per-task=ncpus   number of cpus required per task
       --comment=name          arbitrary comment
+  -d, --dependency=type:jobid[:time] defer job until condition on jobid is satisfied
+      --deadline=time         remove the job if no ending possible before
+                              this deadline (start > (deadline - time[-min]))
   -D, --chdir=directory       set working directory for batch script
   -e, --error=err             file for batch script's standard error
       --export[=names]        specify environment variables to export
@@ -138,6 +146,7 @@ Parallel run options:
   -H, --hold                  submit job in held state
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
+      --kill-on-invalid-dep=<yes|no> kill job if dependency is invalid
       --mem=MB                minimum amount of real memory
       --nice[=value]          decrease scheduling priority by value
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
@@ -463,6 +472,21 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         parsed.wait = True
     elif key == "wrap":
         pass  # handled before the script is read
+    elif key == "dependency":
+        spec.dependency = value   # the controller judges it ("Job dependency problem")
+    elif key == "kill-on-invalid-dep":
+        if value.lower() not in ("yes", "no"):
+            raise _err("Invalid --kill-on-invalid-dep specification")
+        spec.kill_on_invalid_dep = value.lower() == "yes"
+    elif key in ("begin", "deadline"):
+        try:
+            when = slurm.parse_begin_time(value, time.time())
+        except ValueError:
+            raise _err(f"Invalid --{key} specification") from None
+        if key == "begin":
+            spec.begin_time = when
+        else:
+            spec.deadline = when
     return export
 
 

@@ -70,6 +70,10 @@ class JobRequest:
     time_limit_min: int = UNLIMITED   # effective limit (partition default applied)
     held: bool = False
     begin_time: float = 0.0
+    hold_admin: bool = False          # held by an operator: JobHeldAdmin
+    # The dependency verdict's reason ("Dependency", "DependencyNeverSatisfied"),
+    # "" when it has none (lingjund.sched.dependency decides it).
+    dependency: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import signal as signals
 from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.sched import dependency
 from lingjund.service import errors
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
@@ -92,6 +93,24 @@ def effective_time_limit(spec: api_pb2.JobSpec, part) -> int:
     return part.max_time_min
 
 
+def _validate_dependency(text: str) -> str:
+    """The dependency as the store keeps it, or Slurm's "Job dependency problem"."""
+    if not text.strip():
+        return ""
+    try:
+        return dependency.parse(text).text()
+    except ValueError:
+        raise errors.DependencyProblem() from None
+
+
+def initial_eligible_time(spec: api_pb2.JobSpec, dep_text: str, now: float) -> float:
+    """--begin when given; else now, unless a hold or a dependency keeps the
+    job from being eligible at all yet (Slurm shows EligibleTime=Unknown)."""
+    if spec.begin_time:
+        return max(float(spec.begin_time), now)
+    return 0.0 if (spec.hold or dep_text) else now
+
+
 def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
     spec = request.spec
     token = request.client_token or None
@@ -100,6 +119,10 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     part, min_nodes = _validate(ctl, spec)
+    dep_text = _validate_dependency(spec.dependency)
+    if spec.deadline and (spec.deadline < ctl.clock()
+                          or (spec.begin_time and spec.begin_time > spec.deadline)):
+        raise errors.InvalidTimeValue()
     if request.test_only:
         return api_pb2.SubmitJobResponse(job_id=0, cluster=ctl.cluster)
     now = ctl.clock()
@@ -111,8 +134,9 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         job_id = st.insert_job(
             client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
-            submit_time=now, eligible_time=now, time_limit_min=effective_time_limit(spec, part),
-            exclusive=spec.exclusive, held=spec.hold, spec=spec)
+            submit_time=now, eligible_time=initial_eligible_time(spec, dep_text, now),
+            time_limit_min=effective_time_limit(spec, part),
+            exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=dep_text)
         out = spec.stdout_pattern or default_stdout(False)
         err = spec.stderr_pattern or out
         subst = dict(job_id=job_id, job_name=name, user=spec.user)
@@ -233,7 +257,8 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         exclusive=job.exclusive, comment=spec.comment, account=spec.account or job.user,
         qos=spec.qos or "normal", batch=spec.batch, submit_host=spec.submit_host,
         cancelled_by=job.cancelled_by, cpus_per_node=cpn[0] if cpn else 0,
-        now=int(now if now is not None else ctl.clock()), nice=spec.nice, hold=job.held)
+        now=int(now if now is not None else ctl.clock()), nice=spec.nice, hold=job.held,
+        dependency=job.dependency, deadline=spec.deadline)
     derived_code, derived_sig = 0, 0
     for s in steps or ():
         info.steps.append(api_pb2.StepInfo(

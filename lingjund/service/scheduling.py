@@ -15,7 +15,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot)
-from lingjund.service import jobenv
+from lingjund.service import dependencies, jobenv
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, terminate_on_nodes
 from lingjund.store.store import JobRecord
@@ -37,7 +37,8 @@ def allocations(holding: list[JobRecord]) -> dict[str, dict]:
     return out
 
 
-def build_snapshot(ctl: Controller, now: float) -> Snapshot:
+def build_snapshot(ctl: Controller, now: float,
+                   dependency_reasons: dict[int, str] | None = None) -> Snapshot:
     st = ctl.store
     holding = st.holding_jobs()
     alloc = allocations(holding)
@@ -66,7 +67,10 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier)
         for p in parts)
     pending = []
+    dependency_reasons = dependency_reasons or {}
     for job in st.jobs(states=[slurm.PENDING]):
+        if job.completing:
+            continue    # requeued, its last run still cleaning up its nodes
         spec = job.spec
         pending.append(JobRequest(
             job_id=job.job_id, priority=job.priority, submit_time=job.submit_time,
@@ -77,7 +81,8 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
             cpus_per_task=spec.cpus_per_task or 1,
             mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
             gpus_per_node=spec.gpus_per_node, exclusive=job.exclusive,
-            time_limit_min=job.time_limit_min, held=job.held, begin_time=job.eligible_time))
+            time_limit_min=job.time_limit_min, held=job.held, begin_time=job.eligible_time,
+            hold_admin=job.hold_admin, dependency=dependency_reasons.get(job.job_id, "")))
     running = tuple(RunningJob(
         job_id=j.job_id, nodes=j.nodes, exclusive=j.exclusive,
         end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0)
@@ -128,7 +133,9 @@ def run_pass(ctl: Controller) -> int:
     """One pass; returns the number of jobs started."""
     now = ctl.clock()
     enforce_time_limits(ctl, now)
-    snap = build_snapshot(ctl, now)
+    enforce_deadlines(ctl, now)
+    waiting = dependencies.settle(ctl, now)
+    snap = build_snapshot(ctl, now, waiting)
     if not snap.pending:
         return 0
     plan = schedule(snap, now)
@@ -152,7 +159,48 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
         terminate_on_nodes(ctl, job, "time limit")
 
 
+def enforce_deadlines(ctl: Controller, now: float) -> None:
+    """--deadline: a pending job that can no longer end by its deadline, and a
+    running job that reaches it, end in state DEADLINE (Slurm's rule: a
+    pending job goes once now + its time limit would pass the deadline)."""
+    jobs = [j for j in ctl.store.jobs(states=[slurm.PENDING, slurm.RUNNING]) if j.spec.deadline]
+    if not jobs:
+        return
+    late_pending, late_running = [], []
+    for j in jobs:
+        limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
+        if j.state == slurm.PENDING and now + limit_s >= j.spec.deadline:
+            late_pending.append(j)
+        elif j.state == slurm.RUNNING and not j.kill_reason and now >= j.spec.deadline:
+            late_running.append(j)
+    if not late_pending and not late_running:
+        return
+    with ctl.store.transaction() as st:
+        for job in late_pending:
+            cur = st.job(job.job_id)
+            if cur.state == slurm.PENDING:
+                st.update_job(job.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
+                              start_time=now, end_time=now)
+        for job in late_running:
+            st.update_job(job.job_id, kill_reason=slurm.DEADLINE)
+    for job in late_pending:
+        log.info("job=%d cannot end by its deadline; ended DEADLINE", job.job_id)
+    for job in late_running:
+        log.info("job=%d reached its deadline", job.job_id)
+        terminate_on_nodes(ctl, job, "deadline")
+
+
 def next_deadline(ctl: Controller) -> float | None:
-    ends = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
-            if j.end_time and not j.kill_reason]
-    return min(ends) if ends else None
+    """The next moment a pass must run: a time limit, a begin time, a deadline."""
+    now = ctl.clock()
+    moments = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
+               if j.end_time and not j.kill_reason]
+    for j in ctl.store.jobs(states=[slurm.PENDING]):
+        if j.eligible_time > now:
+            moments.append(j.eligible_time)
+        if j.spec.deadline:
+            limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
+            moments.append(j.spec.deadline - limit_s)
+    moments += [j.spec.deadline for j in ctl.store.jobs(states=[slurm.RUNNING])
+                if j.spec.deadline and not j.kill_reason]
+    return min(moments) if moments else None

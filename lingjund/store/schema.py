@@ -96,4 +96,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN array_max_running INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX jobs_array ON jobs(array_job_id)
     """,
+    # 3: dependencies and holds
+    """
+    -- wp-deps: what is left of a job's dependency as scontrol shows it, with
+    -- sticky "(failed)" marks, and an admin hold (JobHeldAdmin) apart from a user hold
+    ALTER TABLE jobs ADD COLUMN dependency TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN hold_admin INTEGER NOT NULL DEFAULT 0
+    """,
 ]

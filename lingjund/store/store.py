@@ -64,6 +64,8 @@ class JobRecord:
     array_task_id: int = -1           # -1 = a plain job, or the array's meta record
     array_task_str: str = ""          # meta record: the tasks still pending ("4-9,12")
     array_max_running: int = 0        # meta record: the %N throttle (0 = none)
+    dependency: str = ""              # what is left to wait for ("afterok:7(unfulfilled)"); "" = none
+    hold_admin: bool = False          # held by an operator (JobHeldAdmin); only with held
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def _job_from_row(row: dict) -> JobRecord:
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
         row[c] = tuple(json.loads(row[c]))
-    for c in ("exclusive", "launched", "held"):
+    for c in ("exclusive", "launched", "held", "hold_admin"):
         row[c] = bool(row[c])
     return JobRecord(spec=spec, **row)
 
@@ -227,6 +229,16 @@ class Store:
             args.append(ended_after)
         sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
         return [_job_from_row(r) for r in self.db.query(sql + " ORDER BY job_id", args)]
+
+    def jobs_and_arrays(self, ids: Iterable[int]) -> list[JobRecord]:
+        """The jobs with these ids, and every record of the arrays they head."""
+        ids = list(ids)
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        return [_job_from_row(r) for r in self.db.query(
+            f"SELECT * FROM jobs WHERE job_id IN ({marks}) OR array_job_id IN ({marks}) "
+            "ORDER BY job_id", ids + ids)]
 
     def holding_jobs(self) -> list[JobRecord]:
         """Jobs that hold resources: running, or finished but still completing."""
