@@ -295,7 +295,7 @@ class Scontrol:
         req.job_id = int(job_id)
         if time_limit:
             req.time_limit_min = self._time_limit(req.job_id, time_limit)
-        if len(req.ListFields()) <= 2:          # only job_id and requester_uid
+        if not [f for f, _ in req.ListFields() if f.name not in ("job_id", "requester_uid")]:
             raise CommandError("No changes specified")
         try:
             self.api.call("UpdateJob", req)

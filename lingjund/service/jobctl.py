@@ -150,11 +150,13 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
                                       eligible_time=job.eligible_time
                                       or (0.0 if job.dependency else now))
                 else:
-                    admin = req.action == api_pb2.JobHoldRequest.HOLD and req.requester_uid == ROOT
-                    if not (job.held and job.hold_admin and not admin):
-                        st.update_job(job_id, held=True, hold_admin=admin,
-                                      reason=slurm.REASON_HELD_ADMIN if admin
-                                      else slurm.REASON_HELD_USER)
+                    root = req.requester_uid == ROOT
+                    if job.held and job.hold_admin and not root:
+                        raise errors.AccessDenied()     # only root undoes an admin hold
+                    admin = req.action == api_pb2.JobHoldRequest.HOLD and root
+                    st.update_job(job_id, held=True, hold_admin=admin,
+                                  reason=slurm.REASON_HELD_ADMIN if admin
+                                  else slurm.REASON_HELD_USER)
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=True))
             except errors.SlurmError as e:
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
