@@ -39,10 +39,10 @@ def settle(ctl: Controller, now: float) -> dict[int, str]:
     pending reason ("Dependency" / "DependencyNeverSatisfied") for those still
     waiting. One transaction."""
     reasons: dict[int, str] = {}
+    if not ctl.store.dependent_jobs():
+        return reasons          # the common case: no write lock taken
     with ctl.store.transaction() as st:
-        waiting = [j for j in st.jobs(states=[slurm.PENDING]) if j.dependency]
-        if not waiting:
-            return reasons
+        waiting = st.dependent_jobs()
         named: set[int] = set()
         for job in waiting:
             named.update(t.job_id for t in dependency.parse(job.dependency).terms if t.job_id)

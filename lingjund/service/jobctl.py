@@ -97,6 +97,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
             if req.deadline and req.deadline < now:
                 raise errors.InvalidTimeValue()
             spec.deadline = req.deadline
+            fields["deadline"] = float(req.deadline)
         st.update_job(job.job_id, spec=spec, **fields)
     log.info("job=%d updated by uid %d: %s", job.job_id, req.requester_uid,
              ", ".join(f.name for f, _ in req.ListFields() if f.name not in ("job_id", "requester_uid")))

@@ -136,7 +136,8 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
             submit_time=now, eligible_time=initial_eligible_time(spec, dep_text, now),
             time_limit_min=effective_time_limit(spec, part),
-            exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=dep_text)
+            exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=dep_text,
+            deadline=float(spec.deadline))
         out = spec.stdout_pattern or default_stdout(False)
         err = spec.stderr_pattern or out
         subst = dict(job_id=job_id, job_name=name, user=spec.user)
@@ -258,7 +259,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         qos=spec.qos or "normal", batch=spec.batch, submit_host=spec.submit_host,
         cancelled_by=job.cancelled_by, cpus_per_node=cpn[0] if cpn else 0,
         now=int(now if now is not None else ctl.clock()), nice=spec.nice, hold=job.held,
-        dependency=job.dependency, deadline=spec.deadline)
+        dependency=job.dependency, deadline=int(job.deadline))
     derived_code, derived_sig = 0, 0
     for s in steps or ():
         info.steps.append(api_pb2.StepInfo(

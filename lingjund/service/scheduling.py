@@ -163,15 +163,12 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
     """--deadline: a pending job that can no longer end by its deadline, and a
     running job that reaches it, end in state DEADLINE (Slurm's rule: a
     pending job goes once now + its time limit would pass the deadline)."""
-    jobs = [j for j in ctl.store.jobs(states=[slurm.PENDING, slurm.RUNNING]) if j.spec.deadline]
-    if not jobs:
-        return
     late_pending, late_running = [], []
-    for j in jobs:
+    for j in ctl.store.deadline_jobs():
         limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
-        if j.state == slurm.PENDING and now + limit_s >= j.spec.deadline:
+        if j.state == slurm.PENDING and now + limit_s >= j.deadline:
             late_pending.append(j)
-        elif j.state == slurm.RUNNING and not j.kill_reason and now >= j.spec.deadline:
+        elif j.state == slurm.RUNNING and not j.kill_reason and now >= j.deadline:
             late_running.append(j)
     if not late_pending and not late_running:
         return
@@ -192,15 +189,14 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
 
 def next_deadline(ctl: Controller) -> float | None:
     """The next moment a pass must run: a time limit, a begin time, a deadline."""
-    now = ctl.clock()
     moments = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
                if j.end_time and not j.kill_reason]
-    for j in ctl.store.jobs(states=[slurm.PENDING]):
-        if j.eligible_time > now:
-            moments.append(j.eligible_time)
-        if j.spec.deadline:
-            limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
-            moments.append(j.spec.deadline - limit_s)
-    moments += [j.spec.deadline for j in ctl.store.jobs(states=[slurm.RUNNING])
-                if j.spec.deadline and not j.kill_reason]
+    begin = ctl.store.next_eligible_time(ctl.clock())
+    if begin is not None:
+        moments.append(begin)
+    for j in ctl.store.deadline_jobs():
+        if j.state == slurm.PENDING:
+            moments.append(j.deadline - (j.time_limit_min * 60 if j.time_limit_min > 0 else 0))
+        elif not j.kill_reason:
+            moments.append(j.deadline)
     return min(moments) if moments else None

@@ -99,8 +99,10 @@ MIGRATIONS: list[str] = [
     # 3: dependencies and holds
     """
     -- wp-deps: what is left of a job's dependency as scontrol shows it, with
-    -- sticky "(failed)" marks, and an admin hold (JobHeldAdmin) apart from a user hold
+    -- sticky "(failed)" marks, an admin hold (JobHeldAdmin) apart from a user
+    -- hold, and --deadline (0 = none) where each pass can find it cheaply
     ALTER TABLE jobs ADD COLUMN dependency TEXT NOT NULL DEFAULT '';
-    ALTER TABLE jobs ADD COLUMN hold_admin INTEGER NOT NULL DEFAULT 0
+    ALTER TABLE jobs ADD COLUMN hold_admin INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN deadline REAL NOT NULL DEFAULT 0
     """,
 ]
