@@ -222,13 +222,12 @@ class Scontrol:
             self.api.call("UpdateNode", req)
         return 0
 
-
     # --- jobs: update, hold, release, requeue -------------------------------------
     def update_job(self, args: list[str]) -> int:
         """scontrol update JobId=N Key=Value...: Slurm's update_job.c words."""
         req = api_pb2.JobUpdateRequest(requester_uid=os.getuid())
         job_id = ""
-        time_limit = ""
+        time_limit: str | None = None
         i = 0
         while i < len(args):
             word = args[i]
@@ -293,7 +292,7 @@ class Scontrol:
         if not job_id.isdigit():
             raise CommandError(f"Invalid job id specified for job {job_id}")
         req.job_id = int(job_id)
-        if time_limit:
+        if time_limit is not None:
             req.time_limit_min = self._time_limit(req.job_id, time_limit)
         if not [f for f, _ in req.ListFields() if f.name not in ("job_id", "requester_uid")]:
             raise CommandError("No changes specified")

@@ -61,7 +61,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
             # until they have cleaned up), as job_mgr.c's _job_requeue_op.
             st.update_job(job.job_id, completing=completing,
                           **requeue_fields(job, now, ctl.config.controller.requeue_delay_s,
-                                           hold=job.kill_reason == REQUEUE_HOLD))
+                                           hold=job.kill_reason == REQUEUE_HOLD,
+                                           release_nodes=not completing))
         else:
             st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
                           exit_code=res.exit_code, exit_signal=res.signal, completing=completing)

@@ -22,7 +22,7 @@ from lingjun.v1 import api_pb2
 from lingjund.sched import dependency
 from lingjund.service import errors
 from lingjund.service.context import Controller
-from lingjund.service.jobs import _validate, terminate_on_nodes
+from lingjund.service.jobs import _validate, terminate_on_nodes, validate_dependency
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobctl")
@@ -34,11 +34,20 @@ REQUEUE_HOLD = "REQUEUE_HOLD"
 ROOT = 0
 
 
-def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool) -> dict:
-    """The job row of a job put back in the queue (same id, one more restart)."""
+def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
+                   release_nodes: bool = True) -> dict:
+    """The job row of a job put back in the queue (same id, one more restart).
+
+    ``release_nodes`` False keeps the last run's nodes listed while they still
+    clean up (batch.job_cleaned lets go of them), so nothing else lands there
+    before they are clean.
+    """
     fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
                   eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
                   exit_signal=0, kill_reason="", launched=False, cancelled_by="")
+    if release_nodes:
+        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
+                      tasks_per_node=(), batch_host="")
     if hold:
         fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
     return fields
@@ -118,15 +127,10 @@ def _time_limit(job: JobRecord, req: api_pb2.JobUpdateRequest, fields: dict) -> 
 
 
 def _dependency(job: JobRecord, text: str) -> str:
-    if not text.strip():
-        return ""
-    try:
-        dep = dependency.parse(text)
-    except ValueError:
-        raise errors.DependencyProblem() from None
-    if any(t.job_id == job.job_id for t in dep.terms):
-        raise errors.DependencyProblem()
-    return dep.text()
+    left = validate_dependency(text)
+    if left and any(t.job_id == job.job_id for t in dependency.parse(left).terms):
+        raise errors.DependencyProblem()     # a job cannot wait on itself
+    return left
 
 
 # -- scontrol hold | uhold | release -----------------------------------------------

@@ -93,7 +93,7 @@ def effective_time_limit(spec: api_pb2.JobSpec, part) -> int:
     return part.max_time_min
 
 
-def _validate_dependency(text: str) -> str:
+def validate_dependency(text: str) -> str:
     """The dependency as the store keeps it, or Slurm's "Job dependency problem"."""
     if not text.strip():
         return ""
@@ -119,7 +119,7 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     part, min_nodes = _validate(ctl, spec)
-    dep_text = _validate_dependency(spec.dependency)
+    dep_text = validate_dependency(spec.dependency)
     if spec.deadline and (spec.deadline < ctl.clock()
                           or (spec.begin_time and spec.begin_time > spec.deadline)):
         raise errors.InvalidTimeValue()

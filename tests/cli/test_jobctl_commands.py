@@ -104,11 +104,13 @@ def test_time_limit_increments_are_relative_to_the_job():
 @pytest.mark.parametrize("argv,want_err", [
     (["JobId=5", "Bogus=1"], "Update of this parameter is not supported: Bogus=1\nRequest aborted\n"),
     (["JobId=5", "TimeLimit=soon"], "scontrol: error: Invalid TimeLimit value\n"),
+    (["JobId=5", "TimeLimit="], "scontrol: error: Invalid TimeLimit value\n"),
     (["JobId=5", "NumNodes=0"], "scontrol: error: Invalid node count specified: 0\n"),
     (["JobId=5", "StartTime=whenever"], "scontrol: error: Invalid time specification: whenever\n"),
     (["JobId=5"], "No changes specified\n"),
     (["JobId=5", "Name"], "Invalid input: Name\nRequest aborted\n"),
-], ids=["a key scontrol does not know", "a time limit nobody can read", "zero nodes",
+], ids=["a key scontrol does not know", "a time limit nobody can read", "an empty time limit",
+        "zero nodes",
         "a start time nobody can read", "nothing to change", "a key without a value"])
 def test_update_refused_before_asking(argv, want_err):
     api = FakeApi()

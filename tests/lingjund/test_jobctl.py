@@ -90,9 +90,10 @@ def test_requeue_refusals(api):  # noqa: F811
 def test_requeue_of_a_finished_job_pends_it_again_with_one_more_restart(api):  # noqa: F811
     stub, store = api
     jid = submit(stub)
-    store.update_job(jid, state="FAILED", held=False, exit_code=1, end_time=5.0)
+    store.update_job(jid, state="FAILED", held=False, exit_code=1, end_time=5.0,
+                     nodes=("node1",), cpus_per_node=(1,), batch_host="node1")
     r = stub.RequeueJobs(api_pb2.JobRequeueRequest(job_ids=[jid], requester_uid=ALICE))
     assert r.results[0].ok
     job = store.job(jid)
-    assert (job.state, job.reason, job.restarts, job.exit_code, job.end_time) == \
-        ("PENDING", "BeginTime", 1, 0, 0.0)
+    assert (job.state, job.reason, job.restarts, job.exit_code, job.end_time, job.nodes) == \
+        ("PENDING", "BeginTime", 1, 0, 0.0, ())
