@@ -83,13 +83,16 @@ OPTIONS = [
     _O("signal", ("signal",), "", REQUIRED),
     _O("mail-type", ("mail-type",), "", REQUIRED),
     _O("mail-user", ("mail-user",), "", REQUIRED),
+    _O("dependency", ("dependency",), "d", REQUIRED),
+    _O("kill-on-invalid-dep", ("kill-on-invalid-dep",), "", REQUIRED),
+    _O("begin", ("begin",), "b", REQUIRED),
+    _O("deadline", ("deadline",), "", REQUIRED),
 ]
 IGNORED = [
     ("acctg-freq", "", REQUIRED), ("contiguous", "", NO), ("cores-per-socket", "", REQUIRED),
     ("cpu-freq", "", REQUIRED), ("delay-boot", "", REQUIRED), ("distribution", "m", REQUIRED),
     ("get-user-env", "", OPTIONAL), ("gpu-bind", "", REQUIRED), ("gpu-freq", "", REQUIRED),
     ("gres-flags", "", REQUIRED), ("hint", "", REQUIRED), ("ignore-pbs", "", NO),
-    ("kill-on-invalid-dep", "", REQUIRED),
     ("mcs-label", "", REQUIRED), ("mem-bind", "", REQUIRED),
     ("mincpus", "", REQUIRED), ("network", "", REQUIRED), ("no-kill", "k", OPTIONAL),
     ("ntasks-per-core", "", REQUIRED), ("ntasks-per-socket", "", REQUIRED),
@@ -101,10 +104,10 @@ IGNORED = [
 ]
 UNSUPPORTED = [
     ("batch", "", REQUIRED), ("bb", "", REQUIRED),
-    ("bbf", "", REQUIRED), ("begin", "b", REQUIRED), ("cluster-constraint", "", REQUIRED),
+    ("bbf", "", REQUIRED), ("cluster-constraint", "", REQUIRED),
     ("clusters", "M", REQUIRED), ("container", "", REQUIRED),
-    ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED), ("deadline", "", REQUIRED),
-    ("dependency", "d", REQUIRED), ("export-file", "", REQUIRED),
+    ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED),
+    ("export-file", "", REQUIRED),
     ("extra-node-info", "B", REQUIRED), ("gid", "", REQUIRED), ("gpus-per-socket", "", REQUIRED),
     ("gpus-per-task", "", REQUIRED), ("licenses", "L", REQUIRED),
     ("mem-per-gpu", "", REQUIRED), ("nodefile", "F", REQUIRED),
@@ -147,9 +150,13 @@ HELP = """Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0).
 Parallel run options:
   -a, --array=indexes         job array index values
   -A, --account=name          charge job to specified account
+  -b, --begin=time            defer job until HH:MM MM/DD/YY
   -c, --cpus-per-task=ncpus   number of cpus required per task
       --comment=name          arbitrary comment
   -C, --constraint=list       specify a list of constraints
+  -d, --dependency=type:jobid[:time] defer job until condition on jobid is satisfied
+      --deadline=time         remove the job if no ending possible before
+                              this deadline (start > (deadline - time[-min]))
   -D, --chdir=directory       set working directory for batch script
   -e, --error=err             file for batch script's standard error
       --export[=names]        specify environment variables to export
@@ -163,6 +170,7 @@ Parallel run options:
       --mail-type=type        notify on state change: BEGIN, END, FAIL or ALL
       --mail-user=user        who to send email notification for job state
                               changes
+      --kill-on-invalid-dep=<yes|no> kill job if dependency is invalid
       --mem=MB                minimum amount of real memory
       --mem-per-cpu=MB        maximum amount of real memory per allocated
                               cpu required by the job.
@@ -627,6 +635,21 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.mail_user = value
     elif key == "array":
         spec.array = value   # checked by the controller against its MaxArraySize
+    elif key == "dependency":
+        spec.dependency = value   # the controller judges it ("Job dependency problem")
+    elif key == "kill-on-invalid-dep":
+        if value.lower() not in ("yes", "no"):
+            raise _err("Invalid --kill-on-invalid-dep specification")
+        spec.kill_on_invalid_dep = value.lower() == "yes"
+    elif key in ("begin", "deadline"):
+        try:
+            when = slurm.parse_begin_time(value, time.time())
+        except ValueError:
+            raise _err(f"Invalid --{key} specification") from None
+        if key == "begin":
+            spec.begin_time = when
+        else:
+            spec.deadline = when
     return export
 
 

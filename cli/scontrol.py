@@ -4,6 +4,9 @@
     scontrol show hostnames EXPR | hostlist LIST
     scontrol ping
     scontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN|IDLE [Reason=...]
+    scontrol update JobId=N TimeLimit=|Partition=|NumNodes=|Name=|Comment=|
+                            Dependency=|Nice=|StartTime=|Deadline=...
+    scontrol hold|uhold|release|requeue|requeuehold ID[,ID...] [ID...]
 """
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ from typing import TextIO
 import grpc
 
 from cli import formats
-from cli.common import (CommandError, controller_errors, current_user, make_api,
-                        parse_array_selectors, parse_options, run)
+from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
+                        make_api, parse_array_selectors, parse_options, run)
 from cli.options import NO, VERSION, Opt
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable, controller_address
@@ -187,6 +190,8 @@ class Scontrol:
 
     # --- update --------------------------------------------------------------
     def update(self, args: list[str]) -> int:
+        if any(_job_key(w.partition("=")[0]) == "jobid" for w in args):
+            return self.update_job(args)
         pairs: dict[str, str] = {}
         for word in args:
             key, eq, value = word.partition("=")
@@ -224,6 +229,159 @@ class Scontrol:
         with controller_errors("slurm_update error: "):
             self.api.call("UpdateNode", req)
         return 0
+
+    # --- jobs: update, hold, release, requeue -------------------------------------
+    def update_job(self, args: list[str]) -> int:
+        """scontrol update JobId=N Key=Value...: Slurm's update_job.c words."""
+        req = api_pb2.JobUpdateRequest(requester_uid=os.getuid())
+        job_id = ""
+        time_limit: str | None = None
+        i = 0
+        while i < len(args):
+            word = args[i]
+            tag, eq, val = word.partition("=")
+            if not eq:
+                if _job_key(tag) == "nice":
+                    req.nice = 100          # a bare "Nice" means Nice=100
+                    i += 1
+                    continue
+                if i + 1 < len(args):       # "TimeLimit 10" also works
+                    i += 1
+                    val = args[i]
+                    word = f"{tag}={val}"
+                else:
+                    raise CommandError(f"Invalid input: {word}\nRequest aborted")
+            key = _job_key(tag)
+            i += 1
+            if key == "jobid":
+                job_id = val
+            elif key == "timelimit":
+                time_limit = val
+            elif key == "partition":
+                req.partition = val
+            elif key == "numnodes":
+                try:
+                    lo, _, hi = val.partition("-")
+                    req.min_nodes = int(lo)
+                    req.max_nodes = int(hi) if hi else 0
+                    if req.min_nodes < 1 or (hi and req.max_nodes < req.min_nodes):
+                        raise ValueError
+                except ValueError:
+                    raise CommandError(f"scontrol: error: Invalid node count specified: {val}") from None
+            elif key == "name":
+                req.name = val
+            elif key == "comment":
+                req.comment = val
+            elif key == "dependency":
+                req.dependency = val
+            elif key == "nice":
+                try:
+                    nice = int(val)
+                except ValueError:
+                    nice = 0                # strtoll: garbage reads as 0
+                if abs(nice) > NICE_MAX:
+                    raise CommandError(f"scontrol: error: Nice value out of range (+/- {NICE_MAX})."
+                                       " Value ignored")
+                req.nice = nice
+            elif key in ("starttime", "deadline"):
+                try:
+                    when = slurm.parse_begin_time(val, time.time())
+                except ValueError:
+                    raise CommandError(f"scontrol: error: Invalid time specification: {val}") from None
+                if key == "starttime":
+                    req.begin_time = when
+                else:
+                    req.deadline = when
+            else:
+                raise CommandError(f"Update of this parameter is not supported: {word}\n"
+                                   "Request aborted")
+        if not job_id:
+            raise CommandError("scontrol: error: No job ID specified")
+        if not job_id.isdigit():
+            raise CommandError(f"Invalid job id specified for job {job_id}")
+        req.job_id = int(job_id)
+        if time_limit is not None:
+            req.time_limit_min = self._time_limit(req.job_id, time_limit)
+        if not [f for f, _ in req.ListFields() if f.name not in ("job_id", "requester_uid")]:
+            raise CommandError("No changes specified")
+        try:
+            self.api.call("UpdateJob", req)
+        except ControllerUnreachable:
+            raise CommandError("slurm_update error: " + CONNECT_FAILURE) from None
+        except grpc.RpcError as e:
+            raise CommandError(f"{details(e)} for job {job_id}") from None
+        return 0
+
+    def _time_limit(self, job_id: int, text: str) -> int:
+        """TimeLimit=10, =UNLIMITED, =+5, =-5 (relative to the job's limit now)."""
+        sign = text[0] if text[:1] in "+-" and text[1:2].isdigit() else ""
+        try:
+            minutes = slurm.parse_time_limit(text[1:] if sign else text)
+        except ValueError:
+            raise CommandError("scontrol: error: Invalid TimeLimit value") from None
+        if not sign:
+            return minutes
+        with controller_errors("slurm_load_jobs error: ",
+                               not_found="slurm_load_jobs error: Invalid job id specified"):
+            reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=[job_id], all_states=True))
+        current = next((j.time_limit_min for j in reply.jobs if j.job_id == job_id), slurm.UNLIMITED)
+        if current == slurm.UNLIMITED:
+            return current
+        if sign == "+":
+            return current + minutes
+        if minutes > current:
+            raise CommandError("scontrol: error: TimeLimit decrement larger than current time limit "
+                               f"({minutes} > {current})")
+        return current - minutes
+
+    def job_control(self, cmd: str, args: list[str]) -> int:
+        """hold, uhold, release, requeue, requeuehold: one request for all ids;
+        each failure reads "<error> for job <id>", as update_job.c prints it."""
+        words = [w for a in args for w in a.split(",") if w]
+        if not words:
+            raise CommandError(f"scontrol: error: too few arguments for keyword:{cmd}")
+        ids: list[int] = []
+        bad: list[str] = []
+        for w in words:
+            for prefix in ("jobid=", "job="):
+                if w.lower().startswith(prefix):
+                    w = w[len(prefix):]
+            (ids if w.isdigit() else bad).append(int(w) if w.isdigit() else w)
+        uid = os.getuid()
+        if cmd in ("requeue", "requeuehold"):
+            method, req = "RequeueJobs", api_pb2.JobRequeueRequest(
+                job_ids=ids, hold=cmd == "requeuehold", requester_uid=uid)
+        else:
+            action = {"hold": api_pb2.JobHoldRequest.HOLD, "uhold": api_pb2.JobHoldRequest.USER_HOLD,
+                      "release": api_pb2.JobHoldRequest.RELEASE}[cmd]
+            method, req = "HoldJobs", api_pb2.JobHoldRequest(job_ids=ids, action=action,
+                                                             requester_uid=uid)
+        lines = [f"Invalid job id specified for job {w}" for w in bad]
+        if ids:
+            with controller_errors("slurm_update error: "):
+                reply = self.api.call(method, req)
+            lines += [f"{r.error} for job {r.job_id}" for r in reply.results if not r.ok]
+        if lines:
+            raise CommandError("\n".join(lines))
+        return 0
+
+
+# scontrol's update_job.c keys we act on, each with the shortest prefix it
+# accepts (strncasecmp with MAX(len, n)), in update_job.c's order.
+_JOB_KEYS = (("jobid", "JobId", 3), ("comment", "Comment", 3), ("timelimit", "TimeLimit", 5),
+             ("nice", "Nice", 2), ("numnodes", "NumNodes", 8), ("numnodes", "ReqNodes", 8),
+             ("partition", "Partition", 2), ("name", "Name", 2), ("name", "JobName", 4),
+             ("dependency", "Dependency", 1), ("starttime", "EligibleTime", 2),
+             ("starttime", "StartTime", 2), ("deadline", "Deadline", 3))
+NICE_MAX = 2**31 - 3          # NICE_OFFSET - 3
+
+
+def _job_key(tag: str) -> str | None:
+    t = tag.lower()
+    for key, word, shortest in _JOB_KEYS:
+        if len(t) >= shortest and word.lower().startswith(t):
+            return key
+    return None
 
 
 def _ordered_hostlist(names: list[str]) -> str:
@@ -288,6 +446,10 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if cmd == "version":
         out.write(VERSION)
         return 0
+    if cmd in ("hold", "uhold", "release", "requeue"):
+        return tool.job_control(cmd, words[1:])
+    if cmd is None and words[0].lower() == "requeuehold":
+        return tool.job_control("requeuehold", words[1:])
     if cmd is not None:
         raise CommandError(f"scontrol: error: {cmd} is not supported yet")
     raise CommandError(f"invalid keyword: {words[0]}")

@@ -75,6 +75,12 @@ class ControllerConfig:
     min_job_age_s: float = 300.0     # finished jobs stay visible to squeue this long
     # Slurm's MaxArraySize: array indices run from 0 to max_array_size - 1.
     max_array_size: int = 1001
+    # Slurm's DependencyParameters=kill_invalid_depend: cancel a job whose
+    # dependency can never be satisfied (sbatch --kill-on-invalid-dep overrides).
+    kill_invalid_depend: bool = False
+    # A requeued job pends with reason BeginTime this long. Slurm waits
+    # cred_expire+1 (121 s), an artefact of its credentials; short here.
+    requeue_delay_s: float = 2.0
 
     @property
     def connect_address(self) -> str:

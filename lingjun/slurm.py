@@ -599,3 +599,84 @@ def constraint_matches(expr: str | tuple, features) -> bool:
         left, right = ev(node[1]), ev(node[2])
         return (left and right) if node[0] == "&" else (left or right)
     return ev(tree)
+
+
+# --- dependencies, holds, begin and deadline times (wp-deps) ------------------
+REASON_DEPENDENCY_NEVER = "DependencyNeverSatisfied"
+REASON_DEADLINE = "DeadLine"
+
+_BEGIN_WORDS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
+_BEGIN_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+                "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+                "h": 3600, "hour": 3600, "hours": 3600,
+                "d": 86400, "day": 86400, "days": 86400,
+                "w": 604800, "week": 604800, "weeks": 604800}
+
+
+def parse_begin_time(text: str, now: float) -> int:
+    """sbatch --begin / --deadline and scontrol StartTime= (Slurm's parse_time),
+    as Unix seconds in local time.
+
+    now, now+60 (seconds), now+2hours, today, tomorrow, midnight, noon,
+    elevenses, fika, teatime (each the next one to come), HH:MM[:SS] [AM|PM]
+    (tomorrow when already past today), MM/DD[/YY], MMDD[YY], MM.DD[.YY],
+    YYYY-MM-DD[THH:MM[:SS]]. ValueError on anything else.
+
+    >>> import time; t0 = time.mktime((2026, 12, 2, 10, 0, 0, 0, 0, -1))
+    >>> parse_begin_time("now+60", t0) - t0
+    60
+    """
+    s = str(text).strip().lower()
+    base = time.localtime(now)
+    today = (base.tm_year, base.tm_mon, base.tm_mday)
+
+    def at(y: int, mo: int, d: int, h: int = 0, mi: int = 0, se: int = 0) -> int:
+        t = time.mktime((y, mo, d, h, mi, se, 0, 0, -1))
+        check = time.localtime(t)
+        if (check.tm_year, check.tm_mon, check.tm_mday) != (y, mo, d):
+            raise ValueError(f"invalid date in {text!r}")
+        return int(t)
+
+    def next_day(y: int, mo: int, d: int) -> tuple[int, int, int]:
+        t = time.localtime(time.mktime((y, mo, d, 12, 0, 0, 0, 0, -1)) + 86400)
+        return t.tm_year, t.tm_mon, t.tm_mday
+
+    m = re.fullmatch(r"now(?:\+(\d+)([a-z]*))?", s)
+    if m:
+        if m.group(2) not in _BEGIN_UNITS and m.group(1):
+            raise ValueError(f"invalid time unit in {text!r}")
+        return int(now) + int(m.group(1) or 0) * _BEGIN_UNITS[m.group(2) or ""]
+    if s == "today":
+        return at(*today)
+    if s == "tomorrow":
+        return at(*next_day(*today))
+    if s in _BEGIN_WORDS:
+        t = at(*today, _BEGIN_WORDS[s])
+        return t if t > now else at(*next_day(*today), _BEGIN_WORDS[s])
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?", s)
+    if m:
+        h, mi, se = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if m.group(4):
+            if not 1 <= h <= 12:
+                raise ValueError(f"invalid hour in {text!r}")
+            h = h % 12 + (12 if m.group(4) == "pm" else 0)
+        if h > 23 or mi > 59 or se > 59:
+            raise ValueError(f"invalid time of day in {text!r}")
+        t = at(*today, h, mi, se)
+        return t if t > now else at(*next_day(*today), h, mi, se)
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:t(\d{1,2}):(\d{2})(?::(\d{2}))?)?", s)
+    if m:
+        y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        h, mi, se = int(m.group(4) or 0), int(m.group(5) or 0), int(m.group(6) or 0)
+        if h > 23 or mi > 59 or se > 59:
+            raise ValueError(f"invalid time of day in {text!r}")
+        return at(y, mo, d, h, mi, se)
+    m = (re.fullmatch(r"(\d{1,2})([/.])(\d{1,2})(?:\2(\d{2}))?", s)
+         or re.fullmatch(r"(\d{2})()(\d{2})(\d{2})?", s))
+    if m:
+        mo, d = int(m.group(1)), int(m.group(3))
+        if m.group(4):
+            return at(2000 + int(m.group(4)), mo, d)
+        t = at(today[0], mo, d)
+        return t if t >= at(*today) else at(today[0] + 1, mo, d)
+    raise ValueError(f"invalid time specification {text!r}")

@@ -202,3 +202,59 @@ def test_bad_array_specs(text):
 def test_fold_indices(indices, text):
     assert slurm.fold_indices(indices) == text
     assert slurm.unfold_indices(text) == indices
+
+
+# --- --begin / --deadline / StartTime= (wp-deps) ------------------------------
+def _local(y, mo, d, h=0, mi=0, s=0) -> int:
+    import time
+    return int(time.mktime((y, mo, d, h, mi, s, 0, 0, -1)))
+
+
+BEGIN_NOW = _local(2026, 12, 2, 10, 0, 0)      # a Wednesday, 10:00 local time
+
+
+@pytest.mark.parametrize("text,want", [
+    ("now", BEGIN_NOW),
+    ("now+60", BEGIN_NOW + 60),
+    ("now+90seconds", BEGIN_NOW + 90),
+    ("now+5minutes", BEGIN_NOW + 300),
+    ("now+2hours", BEGIN_NOW + 7200),
+    ("now+1days", BEGIN_NOW + 86400),
+    ("now+1week", BEGIN_NOW + 7 * 86400),
+    ("16:00", _local(2026, 12, 2, 16)),
+    ("16:00:30", _local(2026, 12, 2, 16, 0, 30)),
+    ("09:00", _local(2026, 12, 3, 9)),
+    ("4:30PM", _local(2026, 12, 2, 16, 30)),
+    ("today", _local(2026, 12, 2)),
+    ("tomorrow", _local(2026, 12, 3)),
+    ("midnight", _local(2026, 12, 3)),
+    ("noon", _local(2026, 12, 2, 12)),
+    ("elevenses", _local(2026, 12, 2, 11)),
+    ("fika", _local(2026, 12, 2, 15)),
+    ("teatime", _local(2026, 12, 2, 16)),
+    ("2027-01-05", _local(2027, 1, 5)),
+    ("2027-01-05T10:11", _local(2027, 1, 5, 10, 11)),
+    ("2027-01-05T10:11:12", _local(2027, 1, 5, 10, 11, 12)),
+    ("12/25", _local(2026, 12, 25)),
+    ("12/25/27", _local(2027, 12, 25)),
+    ("0101", _local(2027, 1, 1)),
+    ("01.02.28", _local(2028, 1, 2)),
+], ids=[
+    "now is now", "now+60 counts seconds", "now+90seconds", "now+5minutes", "now+2hours",
+    "now+1days", "now+1week", "a time still to come today", "with seconds",
+    "a time already past today is tomorrow", "12-hour clock with PM", "today is midnight gone",
+    "tomorrow is the coming midnight", "midnight is the coming one", "noon still to come",
+    "elevenses at eleven", "fika at three", "teatime at four", "ISO date",
+    "ISO date and minutes", "ISO date and seconds", "MM/DD still to come this year",
+    "MM/DD/YY", "MMDD already past is next year's", "MM.DD.YY",
+])
+def test_parse_begin_time(text, want):
+    got = slurm.parse_begin_time(text, BEGIN_NOW)
+    assert got == want, f"{text}: want {want}, got {got} ({got - want:+d} s)"
+
+
+@pytest.mark.parametrize("text", ["", "soon", "now+", "now+5parsecs", "25:00", "12:61",
+                                  "13/40", "2027-02-30", "13:00PM", "now-5"], ids=repr)
+def test_parse_begin_time_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        slurm.parse_begin_time(text, BEGIN_NOW)

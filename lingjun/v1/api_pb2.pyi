@@ -1,4 +1,5 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -7,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user", "dependency", "kill_on_invalid_dep", "begin_time", "deadline")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +63,10 @@ class JobSpec(_message.Message):
     SIGNAL_FLAGS_FIELD_NUMBER: _ClassVar[int]
     MAIL_TYPE_FIELD_NUMBER: _ClassVar[int]
     MAIL_USER_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -109,7 +114,11 @@ class JobSpec(_message.Message):
     signal_flags: str
     mail_type: str
     mail_user: str
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ...) -> None: ...
+    dependency: str
+    kill_on_invalid_dep: bool
+    begin_time: int
+    deadline: int
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., dependency: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "client_token", "test_only")
@@ -176,7 +185,7 @@ class StepInfo(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec")
+    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +248,8 @@ class JobInfo(_message.Message):
     MAIL_TYPE_FIELD_NUMBER: _ClassVar[int]
     MAIL_USER_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     name: str
     user: str
@@ -301,7 +312,9 @@ class JobInfo(_message.Message):
     mail_type: str
     mail_user: str
     signal_spec: str
-    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ...) -> None: ...
+    dependency: str
+    deadline: int
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
     __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps")
@@ -642,3 +655,69 @@ class GetConfigResponse(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     settings: _containers.ScalarMap[str, str]
     def __init__(self, settings: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class JobUpdateRequest(_message.Message):
+    __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    MIN_NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    time_limit_min: int
+    partition: str
+    min_nodes: int
+    max_nodes: int
+    name: str
+    comment: str
+    dependency: str
+    nice: int
+    begin_time: int
+    deadline: int
+    requester_uid: int
+    def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class JobUpdateResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobHoldRequest(_message.Message):
+    __slots__ = ("job_ids", "action", "requester_uid")
+    class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        HOLD: _ClassVar[JobHoldRequest.Action]
+        USER_HOLD: _ClassVar[JobHoldRequest.Action]
+        RELEASE: _ClassVar[JobHoldRequest.Action]
+    HOLD: JobHoldRequest.Action
+    USER_HOLD: JobHoldRequest.Action
+    RELEASE: JobHoldRequest.Action
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    action: JobHoldRequest.Action
+    requester_uid: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., action: _Optional[_Union[JobHoldRequest.Action, str]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class JobRequeueRequest(_message.Message):
+    __slots__ = ("job_ids", "hold", "requester_uid")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    hold: bool
+    requester_uid: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., hold: _Optional[bool] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class JobControlResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CancelResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...

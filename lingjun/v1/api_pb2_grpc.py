@@ -84,6 +84,21 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetConfigRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.GetConfigResponse.FromString,
                 _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/UpdateJob',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.FromString,
+                _registered_method=True)
+        self.HoldJobs = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/HoldJobs',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.JobHoldRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
+                _registered_method=True)
+        self.RequeueJobs = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/RequeueJobs',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -149,6 +164,24 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HoldJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequeueJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +234,21 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.GetConfig,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetConfigRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.GetConfigResponse.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.SerializeToString,
+            ),
+            'HoldJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.HoldJobs,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobHoldRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
+            ),
+            'RequeueJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequeueJobs,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +521,87 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/GetConfig',
             lingjun_dot_v1_dot_api__pb2.GetConfigRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.GetConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/UpdateJob',
+            lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/HoldJobs',
+            lingjun_dot_v1_dot_api__pb2.JobHoldRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequeueJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/RequeueJobs',
+            lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
             options,
             channel_credentials,
             insecure,

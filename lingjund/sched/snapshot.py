@@ -92,6 +92,10 @@ class JobRequest:
         if self.array_slots == UNLIMITED:
             return len(self.array_tasks)
         return max(0, min(len(self.array_tasks), self.array_slots))
+    hold_admin: bool = False          # held by an operator: JobHeldAdmin
+    # The dependency verdict's reason ("Dependency", "DependencyNeverSatisfied"),
+    # "" when it has none (lingjund.sched.dependency decides it).
+    dependency: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from lingjun import launchers, slurm
 from lingjun.v1 import agent_pb2
 from lingjund.service import jobenv
 from lingjund.service.context import Controller
+from lingjund.service.jobctl import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.service.scheduling import node_address
 from lingjund.store.store import JobRecord, StepRecord
 
@@ -64,6 +65,8 @@ def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> t
         return slurm.CANCELLED, slurm.REASON_NONE
     if kill_reason == slurm.TIMEOUT:
         return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
+    if kill_reason == slurm.DEADLINE:
+        return slurm.DEADLINE, slurm.REASON_DEADLINE
     if res.error:
         return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
     if res.exit_code == 0 and res.signal == 0:
@@ -82,9 +85,20 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         state, reason = final_state(job.kill_reason, res, lost)
         # Nodes whose agents are gone clean up when they reconcile at registration.
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
-        st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
-                      exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
-        if state in (slurm.CANCELLED, slurm.TIMEOUT):
+        requeue = job.kill_reason in (REQUEUE, REQUEUE_HOLD) and not lost
+        if requeue:
+            # scontrol requeue: the same job pends again (its nodes stay listed
+            # until they have cleaned up), as job_mgr.c's _job_requeue_op.
+            st.update_job(job.job_id, completing=completing,
+                          **requeue_fields(job, now, ctl.config.controller.requeue_delay_s,
+                                           hold=job.kill_reason == REQUEUE_HOLD,
+                                           release_nodes=not completing))
+        else:
+            st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
+                          exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
+        if requeue:
+            step_state = slurm.REQUEUED
+        elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE):
             step_state = slurm.CANCELLED
         elif state == slurm.NODE_FAIL:
             step_state = slurm.NODE_FAIL
@@ -99,7 +113,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
             user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms))
         for n in job.nodes:
             st.put_node(n, last_busy_time=now)
-    log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id, state, res.exit_code,
+    log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id,
+             "and was requeued" if requeue else state, res.exit_code,
              res.signal, node, f": {res.error}" if res.error else "")
     cleanup = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
         job_id=job.job_id, grace_s=min(2.0, ctl.config.controller.kill_wait_s), reason="job ended"))
@@ -116,6 +131,10 @@ def job_cleaned(ctl: Controller, node: str, msg: agent_pb2.JobCleaned) -> None:
             return
         left = tuple(n for n in job.completing if n != node)
         st.update_job(job.job_id, completing=left)
+        if not left and job.state == slurm.PENDING:
+            # A requeued job: its last run has let go of every node.
+            st.update_job(job.job_id, nodes=(), cpus_per_node=(), mem_per_node=(),
+                          gpus_per_node=(), tasks_per_node=(), batch_host="")
     if not left:
         log.info("job=%d released its nodes", job.job_id)
         ctl.wake_scheduler()

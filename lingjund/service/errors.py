@@ -68,3 +68,32 @@ class AccessDenied(SlurmError):
 
 class InvalidRequest(SlurmError):
     message = "Invalid request"
+
+
+# -- dependencies, holds, requeue, job updates (wp-deps) -----------------------
+class DependencyProblem(SlurmError):
+    message = "Job dependency problem"
+
+
+class JobPending(SlurmError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    message = "Job is pending execution"
+
+
+class JobNotPending(SlurmError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    message = "Job is no longer pending execution"
+
+
+class Disabled(SlurmError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    message = "Requested operation is presently disabled"
+
+
+class BatchOnly(SlurmError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    message = "Only batch jobs are accepted or processed"
+
+
+class InvalidTimeValue(SlurmError):
+    message = "Invalid time specified"

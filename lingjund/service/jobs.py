@@ -14,6 +14,7 @@ import signal as signals
 from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.sched import dependency
 from lingjund.service import errors
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
@@ -198,6 +199,24 @@ def split_task(st, meta: JobRecord, task_id: int, **fields) -> int:
     return job_id
 
 
+def validate_dependency(text: str) -> str:
+    """The dependency as the store keeps it, or Slurm's "Job dependency problem"."""
+    if not text.strip():
+        return ""
+    try:
+        return dependency.parse(text).text()
+    except ValueError:
+        raise errors.DependencyProblem() from None
+
+
+def initial_eligible_time(spec: api_pb2.JobSpec, dep_text: str, now: float) -> float:
+    """--begin when given; else now, unless a hold or a dependency keeps the
+    job from being eligible at all yet (Slurm shows EligibleTime=Unknown)."""
+    if spec.begin_time:
+        return max(float(spec.begin_time), now)
+    return 0.0 if (spec.hold or dep_text) else now
+
+
 def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
     spec = request.spec
     token = request.client_token or None
@@ -207,6 +226,10 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     part, min_nodes = _validate(ctl, spec)
     array = _array_spec(ctl, spec)
+    dep_text = validate_dependency(spec.dependency)
+    if spec.deadline and (spec.deadline < ctl.clock()
+                          or (spec.begin_time and spec.begin_time > spec.deadline)):
+        raise errors.InvalidTimeValue()
     if request.test_only:
         return _will_run(ctl, spec, part)
     now = ctl.clock()
@@ -218,8 +241,10 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         job_id = st.insert_job(
             client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
-            submit_time=now, eligible_time=now, time_limit_min=effective_time_limit(spec, part),
-            exclusive=spec.exclusive, held=spec.hold, spec=spec)
+            submit_time=now, eligible_time=initial_eligible_time(spec, dep_text, now),
+            time_limit_min=effective_time_limit(spec, part),
+            exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=dep_text,
+            deadline=float(spec.deadline))
         array_fields = {}
         if array is not None:
             # One row for the whole array (Slurm's meta record): the tasks are
@@ -436,7 +461,8 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         array_job_id=job.array_job_id, array_task_id=job.array_task_id,
         array_task_str=slurm.array_task_text(job.array_task_str, job.array_max_running)
         if job.array_task_str else "",
-        array_max_running=job.array_max_running)
+        array_max_running=job.array_max_running,
+        dependency=job.dependency, deadline=int(job.deadline))
     derived_code, derived_sig = 0, 0
     for s in steps or ():
         info.steps.append(api_pb2.StepInfo(

@@ -19,7 +19,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import jobenv
+from lingjund.service import dependencies, jobenv
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task, terminate_on_nodes)
@@ -42,7 +42,8 @@ def allocations(holding: list[JobRecord]) -> dict[str, dict]:
     return out
 
 
-def build_snapshot(ctl: Controller, now: float) -> Snapshot:
+def build_snapshot(ctl: Controller, now: float,
+                   dependency_reasons: dict[int, str] | None = None) -> Snapshot:
     st = ctl.store
     holding = st.holding_jobs()
     alloc = allocations(holding)
@@ -75,7 +76,10 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
         if j.array_job_id and j.state == slurm.RUNNING:
             running_tasks[j.array_job_id] = running_tasks.get(j.array_job_id, 0) + 1
     pending = []
+    dependency_reasons = dependency_reasons or {}
     for job in st.jobs(states=[slurm.PENDING]):
+        if job.completing:
+            continue    # requeued, its last run still cleaning up its nodes
         array: dict = {}
         if job.array_task_str:       # an array's pending remainder: one request for all
             slots = UNLIMITED
@@ -86,7 +90,9 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
         pending.append(job_request(
             job.job_id, job.spec, job.partition, priority=job.priority,
             submit_time=job.submit_time, time_limit_min=job.time_limit_min,
-            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time, **array))
+            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
+            hold_admin=job.hold_admin, dependency=dependency_reasons.get(job.job_id, ""),
+            **array))
     running = tuple(RunningJob(
         job_id=j.job_id, nodes=j.nodes, exclusive=j.exclusive,
         end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0,
@@ -99,6 +105,7 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
 
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
                 time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
+                hold_admin: bool = False, dependency: str = "",
                 array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe)."""
     min_nodes = spec.min_nodes or 1
@@ -116,6 +123,7 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
         constraint=spec.constraint, gpu_type=spec.gpu_type,
         mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
+        hold_admin=hold_admin, dependency=dependency,
         array_tasks=array_tasks, array_slots=array_slots)
 
 
@@ -180,7 +188,9 @@ def run_pass(ctl: Controller) -> int:
     now = ctl.clock()
     enforce_time_limits(ctl, now)
     send_warning_signals(ctl, now)
-    snap = build_snapshot(ctl, now)
+    enforce_deadlines(ctl, now)
+    waiting = dependencies.settle(ctl, now)
+    snap = build_snapshot(ctl, now, waiting)
     if not snap.pending:
         return 0
     plan = schedule(snap, now)
@@ -243,3 +253,46 @@ def next_deadline(ctl: Controller) -> float | None:
         if warn is not None and j.launched:
             times.append(warn)
     return min(times) if times else None
+
+
+def enforce_deadlines(ctl: Controller, now: float) -> None:
+    """--deadline: a pending job that can no longer end by its deadline, and a
+    running job that reaches it, end in state DEADLINE (Slurm's rule: a
+    pending job goes once now + its time limit would pass the deadline)."""
+    late_pending, late_running = [], []
+    for j in ctl.store.deadline_jobs():
+        limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
+        if j.state == slurm.PENDING and now + limit_s >= j.deadline:
+            late_pending.append(j)
+        elif j.state == slurm.RUNNING and not j.kill_reason and now >= j.deadline:
+            late_running.append(j)
+    if not late_pending and not late_running:
+        return
+    with ctl.store.transaction() as st:
+        for job in late_pending:
+            cur = st.job(job.job_id)
+            if cur.state == slurm.PENDING:
+                st.update_job(job.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
+                              start_time=now, end_time=now)
+        for job in late_running:
+            st.update_job(job.job_id, kill_reason=slurm.DEADLINE)
+    for job in late_pending:
+        log.info("job=%d cannot end by its deadline; ended DEADLINE", job.job_id)
+    for job in late_running:
+        log.info("job=%d reached its deadline", job.job_id)
+        terminate_on_nodes(ctl, job, "deadline")
+
+
+def next_deadline(ctl: Controller) -> float | None:
+    """The next moment a pass must run: a time limit, a begin time, a deadline."""
+    moments = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
+               if j.end_time and not j.kill_reason]
+    begin = ctl.store.next_eligible_time(ctl.clock())
+    if begin is not None:
+        moments.append(begin)
+    for j in ctl.store.deadline_jobs():
+        if j.state == slurm.PENDING:
+            moments.append(j.deadline - (j.time_limit_min * 60 if j.time_limit_min > 0 else 0))
+        elif not j.kill_reason:
+            moments.append(j.deadline)
+    return min(moments) if moments else None

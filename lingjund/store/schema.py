@@ -110,4 +110,13 @@ MIGRATIONS: list[str] = [
     -- wp-sbopts: the --signal warning was sent for this run (cleared on requeue)
     ALTER TABLE jobs ADD COLUMN warn_signal_sent INTEGER NOT NULL DEFAULT 0
     """,
+    # 5: dependencies and holds
+    """
+    -- wp-deps: what is left of a job's dependency as scontrol shows it, with
+    -- sticky "(failed)" marks, an admin hold (JobHeldAdmin) apart from a user
+    -- hold, and --deadline (0 = none) where each pass can find it cheaply
+    ALTER TABLE jobs ADD COLUMN dependency TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN hold_admin INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN deadline REAL NOT NULL DEFAULT 0
+    """,
 ]

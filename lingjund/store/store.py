@@ -65,6 +65,9 @@ class JobRecord:
     array_task_str: str = ""          # meta record: the tasks still pending ("4-9,12")
     array_max_running: int = 0        # meta record: the %N throttle (0 = none)
     warn_signal_sent: bool = False    # --signal's warning went out for this run
+    dependency: str = ""              # what is left to wait for ("afterok:7(unfulfilled)"); "" = none
+    hold_admin: bool = False          # held by an operator (JobHeldAdmin); only with held
+    deadline: float = 0.0             # --deadline, Unix seconds; 0 = none
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ def _job_from_row(row: dict) -> JobRecord:
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
         row[c] = tuple(json.loads(row[c]))
-    for c in ("exclusive", "launched", "held", "warn_signal_sent"):
+    for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin"):
         row[c] = bool(row[c])
     return JobRecord(spec=spec, **row)
 
@@ -265,6 +268,33 @@ class Store:
                if f.name not in ("job_id", "client_token")}
         row.update(array_task_id=task_id, array_task_str="", **fields)
         return self.insert_job(**row)
+
+    def jobs_and_arrays(self, ids: Iterable[int]) -> list[JobRecord]:
+        """The jobs with these ids, and every record of the arrays they head."""
+        ids = list(ids)
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        return [_job_from_row(r) for r in self.db.query(
+            f"SELECT * FROM jobs WHERE job_id IN ({marks}) OR array_job_id IN ({marks}) "
+            "ORDER BY job_id", ids + ids)]
+
+    def dependent_jobs(self) -> list[JobRecord]:
+        """Pending jobs that still wait on a dependency."""
+        return [_job_from_row(r) for r in self.db.query(
+            "SELECT * FROM jobs WHERE state = 'PENDING' AND dependency != '' ORDER BY job_id")]
+
+    def deadline_jobs(self) -> list[JobRecord]:
+        """Pending and running jobs that have a --deadline."""
+        return [_job_from_row(r) for r in self.db.query(
+            "SELECT * FROM jobs WHERE state IN ('PENDING', 'RUNNING') AND deadline > 0 "
+            "ORDER BY job_id")]
+
+    def next_eligible_time(self, after: float) -> float | None:
+        """The earliest begin time of a pending job still to come."""
+        row = self.db.execute("SELECT MIN(eligible_time) FROM jobs WHERE state = 'PENDING' "
+                              "AND eligible_time > ?", [after]).fetchone()
+        return row[0] if row and row[0] is not None else None
 
     def holding_jobs(self) -> list[JobRecord]:
         """Jobs that hold resources: running, or finished but still completing."""

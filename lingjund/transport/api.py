@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import errors, jobs, nodes, steps
+from lingjund.service import errors, jobctl, jobs, nodes, steps
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.api")
@@ -30,6 +30,8 @@ def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
         raise errors.InvalidRequest("Batch script is too large")
     if len(spec.environment) > MAX_ENV_ENTRIES:
         raise errors.InvalidRequest("Too many environment variables")
+    if len(spec.dependency) > 100_000:
+        raise errors.InvalidRequest("Job dependency problem")
     if len(req.client_token) > 200:
         raise errors.InvalidRequest("client token is too long")
     for path in (spec.work_dir, spec.stdout_pattern, spec.stderr_pattern, spec.stdin_path):
@@ -80,6 +82,25 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         if len(request.job_ids) + sum(len(s.task_ids) for s in request.array_tasks) > MAX_IDS:
             raise errors.InvalidRequest("Too many job ids")
         return jobs.cancel(self.ctl, request)
+
+    @unary
+    def UpdateJob(self, request, context):
+        if len(request.dependency) > 100_000 or len(request.comment) > 100_000:
+            raise errors.InvalidRequest("Request too large")
+        jobctl.update_job(self.ctl, request)
+        return api_pb2.JobUpdateResponse()
+
+    @unary
+    def HoldJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        return jobctl.hold_jobs(self.ctl, request)
+
+    @unary
+    def RequeueJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        return jobctl.requeue_jobs(self.ctl, request)
 
     @unary
     def GetNodes(self, request, context):

@@ -1,0 +1,211 @@
+"""Changing jobs after submission: update, hold/release, requeue.
+
+One function per operation, one transaction each; a refused change changes
+nothing. Who may do what follows Slurm: a user changes only their own jobs;
+root (uid 0) any job. A hold by root is an admin hold (``JobHeldAdmin``) that
+only root can release; a hold by the owner, or ``uhold``, is a user hold
+(``JobHeldUser``). Raising a time limit is root's alone.
+
+Requeue, as job_mgr.c does it:
+
+    RUNNING --requeue--> (batch script stopped) --> PENDING, Restarts+1,
+                          reason BeginTime until now + requeue_delay_s
+    COMPLETED/FAILED/... --requeue--> PENDING at once, the same way
+    requeuehold: the same, plus a user hold
+"""
+from __future__ import annotations
+
+import logging
+
+from lingjun import slurm
+from lingjun.v1 import api_pb2
+from lingjund.sched import dependency
+from lingjund.service import errors
+from lingjund.service.context import Controller
+from lingjund.service.jobs import _validate, terminate_on_nodes, validate_dependency
+from lingjund.store.store import JobRecord
+
+log = logging.getLogger("lingjund.jobctl")
+
+# kill_reason of a running job being requeued (stopped, then pending again)
+REQUEUE = "REQUEUE"
+REQUEUE_HOLD = "REQUEUE_HOLD"
+
+ROOT = 0
+
+
+def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
+                   release_nodes: bool = True) -> dict:
+    """The job row of a job put back in the queue (same id, one more restart).
+
+    ``release_nodes`` False keeps the last run's nodes listed while they still
+    clean up (batch.job_cleaned lets go of them), so nothing else lands there
+    before they are clean.
+    """
+    fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
+                  eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
+                  exit_signal=0, kill_reason="", launched=False, cancelled_by="")
+    if release_nodes:
+        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
+                      tasks_per_node=(), batch_host="")
+    if hold:
+        fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
+    return fields
+
+
+def _owned(job: JobRecord, uid: int) -> None:
+    if uid != ROOT and uid != job.uid:
+        raise errors.AccessDenied()
+
+
+# -- scontrol update JobId=... ----------------------------------------------------
+# Slurm refuses these once a job runs (ESLURM_JOB_NOT_PENDING); NumNodes too:
+# Slurm can shrink a running job, we cannot yet.
+_PENDING_ONLY = ("partition", "min_nodes", "max_nodes", "dependency", "begin_time")
+
+
+def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
+    now = ctl.clock()
+    with ctl.store.transaction() as st:
+        job = st.job(req.job_id)
+        if job is None:
+            raise errors.InvalidJobId()
+        _owned(job, req.requester_uid)
+        if job.state not in (slurm.PENDING, slurm.RUNNING) or job.completing:
+            raise errors.AlreadyDone()
+        if job.state != slurm.PENDING and any(req.HasField(f) for f in _PENDING_ONLY):
+            raise errors.JobNotPending()
+        spec = api_pb2.JobSpec()
+        spec.CopyFrom(job.spec)
+        fields: dict = {}
+        if req.HasField("name"):
+            fields["name"] = req.name
+            spec.name = req.name
+        if req.HasField("comment"):
+            spec.comment = req.comment
+        if req.HasField("time_limit_min"):
+            _time_limit(job, req, fields)
+        if req.HasField("partition") or req.HasField("min_nodes") or req.HasField("max_nodes"):
+            if req.HasField("partition"):
+                spec.partition = req.partition
+            if req.HasField("min_nodes"):
+                spec.min_nodes = req.min_nodes
+                spec.max_nodes = req.max_nodes if req.HasField("max_nodes") else 0
+            part, _ = _validate(ctl, spec)
+            fields["partition"] = part.name
+        if req.HasField("dependency"):
+            fields["dependency"] = _dependency(job, req.dependency)
+            fields["eligible_time"] = 0.0 if fields["dependency"] else max(job.eligible_time, now)
+        if req.HasField("nice"):
+            if req.nice < 0 and req.requester_uid != ROOT:
+                raise errors.AccessDenied()
+            spec.nice = req.nice
+        if req.HasField("begin_time"):
+            fields["eligible_time"] = float(max(req.begin_time, now))
+        if req.HasField("deadline"):
+            if req.deadline and req.deadline < now:
+                raise errors.InvalidTimeValue()
+            spec.deadline = req.deadline
+            fields["deadline"] = float(req.deadline)
+        st.update_job(job.job_id, spec=spec, **fields)
+    log.info("job=%d updated by uid %d: %s", job.job_id, req.requester_uid,
+             ", ".join(f.name for f, _ in req.ListFields() if f.name not in ("job_id", "requester_uid")))
+    ctl.wake_scheduler()
+
+
+def _time_limit(job: JobRecord, req: api_pb2.JobUpdateRequest, fields: dict) -> None:
+    new = req.time_limit_min
+    if new < slurm.UNLIMITED or new == 0:
+        raise errors.InvalidTimeLimit()
+    old = job.time_limit_min
+    raising = old != slurm.UNLIMITED and (new == slurm.UNLIMITED or new > old)
+    if raising and req.requester_uid != ROOT:
+        raise errors.AccessDenied()
+    fields["time_limit_min"] = new
+    if job.state == slurm.RUNNING:
+        fields["end_time"] = job.start_time + new * 60 if new > 0 else 0.0
+
+
+def _dependency(job: JobRecord, text: str) -> str:
+    left = validate_dependency(text)
+    if left and any(t.job_id == job.job_id for t in dependency.parse(left).terms):
+        raise errors.DependencyProblem()     # a job cannot wait on itself
+    return left
+
+
+# -- scontrol hold | uhold | release -----------------------------------------------
+def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobControlResponse:
+    results = []
+    now = ctl.clock()
+    with ctl.store.transaction() as st:
+        for job_id in req.job_ids:
+            job = st.job(job_id)
+            try:
+                if job is None:
+                    raise errors.InvalidJobId()
+                _owned(job, req.requester_uid)
+                if job.state != slurm.PENDING:
+                    raise errors.JobNotPending()
+                if req.action == api_pb2.JobHoldRequest.RELEASE:
+                    if job.held and job.hold_admin and req.requester_uid != ROOT:
+                        raise errors.AccessDenied()
+                    if job.held:
+                        st.update_job(job_id, held=False, hold_admin=False,
+                                      reason=slurm.REASON_NONE,
+                                      eligible_time=job.eligible_time
+                                      or (0.0 if job.dependency else now))
+                else:
+                    root = req.requester_uid == ROOT
+                    if job.held and job.hold_admin and not root:
+                        raise errors.AccessDenied()     # only root undoes an admin hold
+                    admin = req.action == api_pb2.JobHoldRequest.HOLD and root
+                    st.update_job(job_id, held=True, hold_admin=admin,
+                                  reason=slurm.REASON_HELD_ADMIN if admin
+                                  else slurm.REASON_HELD_USER)
+                results.append(api_pb2.CancelResult(job_id=job_id, ok=True))
+            except errors.SlurmError as e:
+                results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
+    if any(r.ok for r in results):
+        log.info("jobs %s: %s by uid %d", ",".join(str(r.job_id) for r in results if r.ok),
+                 api_pb2.JobHoldRequest.Action.Name(req.action).lower(), req.requester_uid)
+        ctl.wake_scheduler()
+    return api_pb2.JobControlResponse(results=results)
+
+
+# -- scontrol requeue | requeuehold ------------------------------------------------
+def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.JobControlResponse:
+    results = []
+    stopping: list[JobRecord] = []
+    now = ctl.clock()
+    delay = ctl.config.controller.requeue_delay_s
+    with ctl.store.transaction() as st:
+        for job_id in req.job_ids:
+            job = st.job(job_id)
+            try:
+                if job is None:
+                    raise errors.InvalidJobId()
+                _owned(job, req.requester_uid)
+                if not job.spec.batch:
+                    raise errors.BatchOnly()
+                if job.state == slurm.PENDING:
+                    raise errors.JobPending()
+                requeue = (job.spec.requeue if job.spec.HasField("requeue")
+                           else ctl.config.controller.job_requeue)
+                if not requeue:
+                    raise errors.Disabled()
+                if job.completing or job.kill_reason:
+                    raise errors.AlreadyDone()
+                if job.state == slurm.RUNNING:
+                    st.update_job(job_id, kill_reason=REQUEUE_HOLD if req.hold else REQUEUE)
+                    stopping.append(job)
+                else:
+                    st.update_job(job_id, **requeue_fields(job, now, delay, req.hold))
+                results.append(api_pb2.CancelResult(job_id=job_id, ok=True))
+            except errors.SlurmError as e:
+                results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
+    for job in stopping:
+        log.info("job=%d requeued by uid %d: stopping it", job.job_id, req.requester_uid)
+        terminate_on_nodes(ctl, job, "requeued")
+    if any(r.ok for r in results):
+        ctl.wake_scheduler()
+    return api_pb2.JobControlResponse(results=results)
