@@ -14,7 +14,7 @@ import signal as signals
 from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import errors
+from lingjund.service import batch, errors
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -39,7 +39,7 @@ def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
 
 
 def _validate(ctl: Controller, spec: api_pb2.JobSpec):
-    if not spec.script.startswith("#!"):
+    if spec.batch and not spec.script.startswith("#!"):
         raise errors.InvalidRequest("Batch script is empty or lacks #!")
     part = ctl.partition(spec.partition) if spec.partition else ctl.default_partition()
     if part is None:
@@ -166,6 +166,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     now = ctl.clock()
     to_terminate: list[JobRecord] = []
     to_signal: list[JobRecord] = []
+    ended_allocations: list[tuple[int, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
         for job in targets:
             job = st.job(job.job_id)
@@ -180,6 +181,14 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             elif job.state == slurm.RUNNING and req.signal:
                 to_signal.append(job)
                 results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
+            elif job.state == slurm.RUNNING and not job.spec.batch:
+                # No batch script will report this job's end: it ends now, and its
+                # srun/salloc learns it from the allocation stream.
+                st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
+                              cancelled_by=str(req.requester_uid))
+                ended_allocations.append((job.job_id, batch.finish_allocation(
+                    ctl, st, job, slurm.CANCELLED, slurm.REASON_NONE, now, exit_signal=int(signals.SIGTERM))))
+                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
             elif job.state == slurm.RUNNING:
                 if not job.kill_reason:
                     st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
@@ -192,6 +201,9 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     for job in to_terminate:
         log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
         terminate_on_nodes(ctl, job, "cancelled")
+    for job_id, nodes in ended_allocations:
+        log.info("job=%d (allocation) cancelled by uid %d", job_id, req.requester_uid)
+        batch.send_cleanup(ctl, job_id, nodes, ctl.config.controller.kill_wait_s, "cancelled")
     for job in to_signal:
         msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
             job_id=job.job_id, signal=req.signal, batch_only=req.batch_only, step_id=-1))
@@ -199,6 +211,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             ctl.agents.send(node, msg)
     if any(r.ok for r in results):
         ctl.wake_scheduler()
+        ctl.jobs_changed()
     return api_pb2.CancelJobsResponse(results=results)
 
 

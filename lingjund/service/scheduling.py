@@ -15,7 +15,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot)
-from lingjund.service import jobenv
+from lingjund.service import batch, jobenv
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, terminate_on_nodes
 from lingjund.store.store import JobRecord
@@ -135,7 +135,11 @@ def run_pass(ctl: Controller) -> int:
     started = apply_plan(ctl, plan, now)
     for job in started:
         log.info("job=%d started on %s", job.job_id, slurm.compress_hostlist(list(job.nodes)))
-        ctl.agents.send(job.batch_host, launch_message(ctl, job))
+        if job.spec.batch:
+            ctl.agents.send(job.batch_host, launch_message(ctl, job))
+        # an allocation (srun/salloc) has no script: its client runs steps once told
+    if started:
+        ctl.jobs_changed()
     return len(started)
 
 
@@ -144,12 +148,19 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
             if j.time_limit_min > 0 and not j.kill_reason and j.end_time and now >= j.end_time]
     if not over:
         return
+    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
         for job in over:
             st.update_job(job.job_id, kill_reason=slurm.TIMEOUT)
+            if not job.spec.batch:  # no script will report the end: it ends here
+                ended.append((job, batch.finish_allocation(
+                    ctl, st, job, slurm.TIMEOUT, slurm.REASON_TIME_LIMIT, now)))
     for job in over:
         log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
-        terminate_on_nodes(ctl, job, "time limit")
+        if job.spec.batch:
+            terminate_on_nodes(ctl, job, "time limit")
+    for job, nodes in ended:
+        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "time limit")
 
 
 def next_deadline(ctl: Controller) -> float | None:
