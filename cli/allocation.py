@@ -1,0 +1,97 @@
+"""The client's end of an srun/salloc allocation: holding its lease.
+
+``Allocate`` is one bidirectional stream that lives as long as the
+allocation (lingjund/service/allocations.py says why the stream is the
+lease): the first message asks for the job, the controller answers
+queued / granted, and the command's last message releases the job with its
+exit code, which sacct then shows. A stream that closes without a release
+(the command was interrupted or died) ends the job as CANCELLED; so does a
+stream that breaks because this process is killed, even with SIGKILL.
+
+After the grant a watcher thread keeps reading the stream, so that a job
+ended by someone else (scancel, its time limit) is noticed at once and the
+command can say "revoked" and stop.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable
+
+import grpc
+
+from lingjun.v1 import api_pb2
+
+
+class AllocationEnded(Exception):
+    """The job ended before it was granted (cancelled while pending)."""
+
+    def __init__(self, state: str):
+        super().__init__(state)
+        self.state = state
+
+
+class Allocation:
+    def __init__(self, stub, on_revoked: Callable[[api_pb2.AllocationEnded], None] | None = None):
+        self._stub = stub
+        self._requests: queue.Queue = queue.Queue()
+        self._call = None
+        self._releasing = False
+        self._on_revoked = on_revoked
+        self.job_id = 0
+        self.ended = threading.Event()
+        self.end: api_pb2.AllocationEnded | None = None
+
+    def _request_stream(self):
+        while True:
+            msg = self._requests.get()
+            if msg is None:
+                return      # half-close: without a release first, the controller ends the job
+            yield msg
+
+    def open(self, spec: api_pb2.JobSpec, on_queued: Callable[[api_pb2.AllocationQueued], None]
+             ) -> api_pb2.AllocationGranted:
+        """Ask for the allocation and wait for it; grpc.RpcError on refusal."""
+        self._requests.put(api_pb2.AllocationRequest(spec=spec))
+        self._call = self._stub.Allocate(self._request_stream())
+        for ev in self._call:
+            kind = ev.WhichOneof("event")
+            if kind == "queued":
+                self.job_id = ev.queued.job_id
+                on_queued(ev.queued)
+            elif kind == "granted":
+                self.job_id = ev.granted.job.job_id
+                threading.Thread(target=self._watch, name="allocation-lease", daemon=True).start()
+                return ev.granted
+            elif kind == "ended":
+                self.end = ev.ended
+                self.job_id = ev.ended.job_id
+                raise AllocationEnded(ev.ended.state)
+        raise AllocationEnded("")
+
+    def _watch(self) -> None:
+        try:
+            for ev in self._call:
+                if ev.WhichOneof("event") == "ended":
+                    self.end = ev.ended
+                    break
+        except grpc.RpcError:
+            pass
+        self.ended.set()
+        if not self._releasing and self.end is not None and self._on_revoked is not None:
+            self._on_revoked(self.end)
+
+    def release(self, exit_code: int, signal: int = 0, timeout: float = 30.0) -> None:
+        """End the job with the command's status and wait until the controller has it."""
+        self._releasing = True
+        self._requests.put(api_pb2.AllocationRequest(
+            release=api_pb2.AllocationRelease(exit_code=exit_code, signal=signal)))
+        self.ended.wait(timeout)
+        self._requests.put(None)
+
+    def abandon(self) -> None:
+        """Give the allocation up at once (interrupted): the controller cancels the job."""
+        self._releasing = True
+        self._requests.put(None)
+        if self._call is not None:
+            self._call.cancel()
