@@ -10,17 +10,24 @@ stream that breaks because this process is killed, even with SIGKILL.
 
 After the grant a watcher thread keeps reading the stream, so that a job
 ended by someone else (scancel, its time limit) is noticed at once and the
-command can say "revoked" and stop.
+command can say "revoked" and stop. If the stream breaks because the
+controller went away (a restart), the watcher takes the lease again
+(``attach_job_id``) for up to REATTACH_S: the controller keeps an
+allocation that long for its client to come back.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Callable
 
 import grpc
 
-from lingjun.v1 import api_pb2
+from lingjun import client
+from lingjun.v1 import api_pb2, api_pb2_grpc
+
+REATTACH_S = 60.0
 
 
 class AllocationEnded(Exception):
@@ -32,8 +39,10 @@ class AllocationEnded(Exception):
 
 
 class Allocation:
-    def __init__(self, stub, on_revoked: Callable[[api_pb2.AllocationEnded], None] | None = None):
-        self._stub = stub
+    def __init__(self, api: client.Api,
+                 on_revoked: Callable[[api_pb2.AllocationEnded], None] | None = None):
+        self._stub = api.stub
+        self._address = api.address
         self._requests: queue.Queue = queue.Queue()
         self._call = None
         self._releasing = False
@@ -42,9 +51,10 @@ class Allocation:
         self.ended = threading.Event()
         self.end: api_pb2.AllocationEnded | None = None
 
-    def _request_stream(self):
+    @staticmethod
+    def _request_stream(requests: queue.Queue):
         while True:
-            msg = self._requests.get()
+            msg = requests.get()
             if msg is None:
                 return      # half-close: without a release first, the controller ends the job
             yield msg
@@ -53,7 +63,7 @@ class Allocation:
              ) -> api_pb2.AllocationGranted:
         """Ask for the allocation and wait for it; grpc.RpcError on refusal."""
         self._requests.put(api_pb2.AllocationRequest(spec=spec))
-        self._call = self._stub.Allocate(self._request_stream())
+        self._call = self._stub.Allocate(self._request_stream(self._requests))
         for ev in self._call:
             kind = ev.WhichOneof("event")
             if kind == "queued":
@@ -70,16 +80,45 @@ class Allocation:
         raise AllocationEnded("")
 
     def _watch(self) -> None:
-        try:
-            for ev in self._call:
-                if ev.WhichOneof("event") == "ended":
-                    self.end = ev.ended
+        while True:
+            try:
+                for ev in self._call:
+                    if ev.WhichOneof("event") == "ended":
+                        self.end = ev.ended
+                        break
+                break
+            except grpc.RpcError as e:
+                if self._releasing or e.code() != grpc.StatusCode.UNAVAILABLE or not self._reattach():
                     break
-        except grpc.RpcError:
-            pass
         self.ended.set()
         if not self._releasing and self.end is not None and self._on_revoked is not None:
             self._on_revoked(self.end)
+
+    def _reattach(self) -> bool:
+        """Take the lease again after the controller came back; False when it cannot."""
+        deadline = time.monotonic() + REATTACH_S
+        while time.monotonic() < deadline and not self._releasing:
+            time.sleep(1.0)
+            requests: queue.Queue = queue.Queue()
+            requests.put(api_pb2.AllocationRequest(attach_job_id=self.job_id))
+            # A fresh channel each try: an old one waits out its reconnect backoff
+            # (up to minutes) before it even tries the restarted controller.
+            stub = api_pb2_grpc.SlurmApiStub(client.channel(self._address))
+            call = stub.Allocate(self._request_stream(requests))
+            try:
+                first = next(iter(call))
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    continue
+                return False
+            except StopIteration:
+                return False
+            self._requests, self._call = requests, call
+            if first.WhichOneof("event") == "ended":
+                self.end = first.ended
+                return False
+            return True
+        return False
 
     def release(self, exit_code: int, signal: int = 0, timeout: float = 30.0) -> None:
         """End the job with the command's status and wait until the controller has it."""

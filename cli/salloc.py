@@ -63,7 +63,7 @@ def _salloc(argv, api, out, err) -> int:
         for p in child:
             _signal(p, signal.SIGHUP)
 
-    alloc = Allocation(api.stub, on_revoked=revoked)
+    alloc = Allocation(api, on_revoked=revoked)
     interrupted: list[int] = []
 
     def on_signal(sig, frame) -> None:

@@ -96,7 +96,7 @@ class _Interrupts:
 def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrupts, err) -> int:
     def revoked(end: api_pb2.AllocationEnded) -> None:
         print(f"srun: Force Terminated job {end.job_id}", file=err, flush=True)
-    alloc = Allocation(api.stub, on_revoked=revoked)
+    alloc = Allocation(api, on_revoked=revoked)
     stop.on.append(alloc.abandon)
     spec = allocation_spec(o, env, work_dir, PROG, os.path.basename(o.command[0]))
 

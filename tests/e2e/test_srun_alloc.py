@@ -327,3 +327,21 @@ def test_scancel_of_an_srun_job_ends_srun(cluster):
     assert proc.returncode != 0
     assert f"srun: Force Terminated job {jid}" in err.splitlines(), err
     assert cluster.state_of(jid) in ("CANCELLED", "")
+
+
+def test_salloc_keeps_its_allocation_across_a_controller_restart(cluster):
+    """Last in the file: it restarts the module's controller."""
+    gate = cluster.work / "gate-restart"
+    proc = popen(cluster, ["salloc", "-N1", "-J", "survivor", "bash", "-c",
+                           f"while [ ! -e {gate} ]; do sleep 0.1; done; srun printenv SLURMD_NODENAME"])
+    try:
+        jid = wait_job_state(cluster, "survivor", "RUNNING")
+        cluster.kill9("lingjund")
+        cluster.restart("lingjund")
+        cluster.wait_nodes_up(timeout=30)
+        assert cluster.state_of(jid) == "RUNNING"
+    finally:
+        gate.touch()
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (0, "node1\n"), err
+    cluster.wait_state(jid, "COMPLETED", timeout=20)
