@@ -94,6 +94,9 @@ class _Interrupts:
 
 
 def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrupts, err) -> int:
+    if o.nodelist:
+        # a new job cannot ask for nodes by name yet (JobSpec has no node list)
+        raise CommandError("srun: error: --nodelist is not supported yet outside an allocation")
     def revoked(end: api_pb2.AllocationEnded) -> None:
         print(f"srun: Force Terminated job {end.job_id}", file=err, flush=True)
     alloc = Allocation(api, on_revoked=revoked)

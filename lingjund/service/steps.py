@@ -81,9 +81,9 @@ def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int
     return nodes, tasks
 
 
-def _cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
-                tasks: list[int]) -> dict[str, int]:
-    """CPUs the step holds per node (see the module doc)."""
+def cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
+               tasks: list[int]) -> dict[str, int]:
+    """CPUs the step holds per node (see the module doc); {} for --overlap."""
     if req.overlap:
         return {}
     asked = {}
@@ -99,17 +99,24 @@ def _cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
     return asked
 
 
-def _busy(ctl: Controller, job, asked: dict[str, int]) -> bool:
+def held_cpus(runs, job_id: int) -> dict[str, int]:
+    """CPUs the job's live steps hold, per node."""
     held: dict[str, int] = {}
-    for (jid, _), run in ctl.steps.items():
-        if jid == job.job_id:
+    for run in runs:
+        if run.job_id == job_id:
             for node, n in run.cpus.items():
                 held[node] = held.get(node, 0) + n
+    return held
+
+
+def fits(job, held: dict[str, int], asked: dict[str, int]) -> bool:
+    """Whether a step asking ``asked`` fits beside steps holding ``held``. A step
+    alone always fits (it was checked against the allocation when asked)."""
     for node, want in asked.items():
         have = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else want
         if held.get(node, 0) and held[node] + want > have:
-            return True
-    return False
+            return False
+    return True
 
 
 def _output_paths(job, req: api_pb2.RunStepRequest, step_id: int, node: str, node_index: int,
@@ -139,9 +146,9 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     missing = [n for n in nodes if not ctl.agents.connected(n)]
     if missing:
         raise errors.NodeConfigUnavailable(f"Unable to contact node(s) {','.join(missing)}")
-    asked = _cpus_asked(job, req, nodes, tasks)
+    asked = cpus_asked(job, req, nodes, tasks)
     said_busy = False
-    while _busy(ctl, job, asked):
+    while not fits(job, held_cpus(ctl.steps.values(), job.job_id), asked):
         if not said_busy:
             said_busy = True
             yield api_pb2.StepEvent(waiting=api_pb2.StepWaiting(reason=BUSY))
