@@ -97,6 +97,7 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
     if o.nodelist:
         # a new job cannot ask for nodes by name yet (JobSpec has no node list)
         raise CommandError("srun: error: --nodelist is not supported yet outside an allocation")
+
     def revoked(end: api_pb2.AllocationEnded) -> None:
         print(f"srun: Force Terminated job {end.job_id}", file=err, flush=True)
     alloc = Allocation(api, on_revoked=revoked)
