@@ -50,6 +50,7 @@ class Allocation:
         self.job_id = 0
         self.ended = threading.Event()
         self.end: api_pb2.AllocationEnded | None = None
+        self._watcher: threading.Thread | None = None
 
     @staticmethod
     def _request_stream(requests: queue.Queue):
@@ -64,6 +65,8 @@ class Allocation:
         """Ask for the allocation and wait for it; grpc.RpcError on refusal."""
         self._requests.put(api_pb2.AllocationRequest(spec=spec))
         self._call = self._stub.Allocate(self._request_stream(self._requests))
+        if self._releasing:     # abandoned (interrupted) before the call existed
+            self._call.cancel()
         for ev in self._call:
             kind = ev.WhichOneof("event")
             if kind == "queued":
@@ -71,7 +74,8 @@ class Allocation:
                 on_queued(ev.queued)
             elif kind == "granted":
                 self.job_id = ev.granted.job.job_id
-                threading.Thread(target=self._watch, name="allocation-lease", daemon=True).start()
+                self._watcher = threading.Thread(target=self._watch, name="allocation-lease", daemon=True)
+                self._watcher.start()
                 return ev.granted
             elif kind == "ended":
                 self.end = ev.ended
@@ -126,11 +130,20 @@ class Allocation:
         self._requests.put(api_pb2.AllocationRequest(
             release=api_pb2.AllocationRelease(exit_code=exit_code, signal=signal)))
         self.ended.wait(timeout)
-        self._requests.put(None)
+        self.close()
 
     def abandon(self) -> None:
         """Give the allocation up at once (interrupted): the controller cancels the job."""
         self._releasing = True
-        self._requests.put(None)
         if self._call is not None:
             self._call.cancel()
+
+    def close(self) -> None:
+        """Let the watcher leave gRPC's code before the process exits. A daemon
+        thread stopped at exit while holding a call's lock makes the call's
+        __del__ wait forever (seen: 1 exit in ~50 hung). The request stream is
+        left blocked on its queue on purpose: waking it would send it into
+        gRPC's locks just as the process ends."""
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(5.0)
+        self._call = None   # its __del__ now, while every thread still runs

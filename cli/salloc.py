@@ -48,10 +48,19 @@ def _salloc(argv, api, out, err) -> int:
     o = parse_salloc(argv)
     command = list(o.command) or [os.environ.get("SHELL") or "/bin/sh"]
     work_dir = os.path.abspath(o.chdir) if o.chdir else os.getcwd()
+    own_api = api is None
     try:
         api = api or make_api()
     except ControllerUnreachable as e:
         raise CommandError(f"salloc: error: {e}") from None
+    try:
+        return _allocate_and_run(api, o, command, work_dir, err)
+    finally:
+        if own_api:
+            api.close()   # before exit, not in gRPC's __del__ at interpreter shutdown
+
+
+def _allocate_and_run(api, o, command: list[str], work_dir: str, err) -> int:
     child: list[subprocess.Popen] = []
 
     def revoked(end: api_pb2.AllocationEnded) -> None:
@@ -122,6 +131,7 @@ def _salloc(argv, api, out, err) -> int:
                 print(f"salloc: Relinquishing job allocation {job_id}", file=err, flush=True)
             if interrupted and rc == 1:
                 alloc.abandon()
+                alloc.close()
             else:
                 alloc.release(rc if rc < 128 else 0, rc - 128 if rc > 128 else 0)
     return rc

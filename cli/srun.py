@@ -67,14 +67,20 @@ def _srun(argv, api, out, err) -> int:
         env["SLURM_LABELIO"] = "1"
     work_dir = os.path.abspath(o.chdir) if o.chdir else os.getcwd()
     job_id = o.jobid or int(os.environ.get("SLURM_JOB_ID", "0") or 0)
+    stop = _Interrupts()
+    own_api = api is None
     try:
         api = api or make_api()
     except ControllerUnreachable as e:
         raise CommandError(f"srun: error: {e}") from None
-    stop = _Interrupts()
-    if not job_id:
-        return _srun_own_allocation(api, o, env, work_dir, stop, err)
-    return _run_step(api, o, job_id, env, work_dir, stop, err, job_name=os.environ.get("SLURM_JOB_NAME", ""))
+    try:
+        if not job_id:
+            return _srun_own_allocation(api, o, env, work_dir, stop, err)
+        return _run_step(api, o, job_id, env, work_dir, stop, err,
+                         job_name=os.environ.get("SLURM_JOB_NAME", ""))
+    finally:
+        if own_api:
+            api.close()   # before exit, not in gRPC's __del__ at interpreter shutdown
 
 
 class _Interrupts:
@@ -92,6 +98,12 @@ class _Interrupts:
         for fn in list(self.on):
             fn()
 
+    def add(self, fn) -> None:
+        """Call ``fn`` on an interrupt; at once if one came already (before ``fn`` existed)."""
+        self.on.append(fn)
+        if self.got:
+            fn()
+
 
 def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrupts, err) -> int:
     if o.nodelist:
@@ -101,7 +113,7 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
     def revoked(end: api_pb2.AllocationEnded) -> None:
         print(f"srun: Force Terminated job {end.job_id}", file=err, flush=True)
     alloc = Allocation(api, on_revoked=revoked)
-    stop.on.append(alloc.abandon)
+    stop.add(alloc.abandon)
     spec = allocation_spec(o, env, work_dir, PROG, os.path.basename(o.command[0]))
 
     def queued(q: api_pb2.AllocationQueued) -> None:
@@ -131,6 +143,7 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
         raise
     if stop.got:
         alloc.abandon()
+        alloc.close()
     else:
         alloc.release(rc if rc < 128 else 0, rc - 128 if rc > 128 else 0)
     return rc
@@ -156,7 +169,7 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         stdout_pattern=o.output if per_node(o.output) else "",
         stderr_pattern=o.error if per_node(o.error) else "")
     call = api.stub.RunStep(req)
-    stop.on.append(call.cancel)
+    stop.add(call.cancel)
     output: StepOutput | None = None
     said_busy = False
     rc = 1
