@@ -1,165 +1,250 @@
-"""srun: run a parallel step inside an allocation.
+"""srun: run a parallel step, inside an allocation or in one of its own.
 
-    srun [-N nodes] [-n tasks] [--ntasks-per-node=N] [-c cpus] [-l] command [args...]
+    srun [-N nodes] [-n tasks] [--ntasks-per-node=N] [-c cpus] [-l] [-u] [-o out] command [args...]
 
-Inside a batch job (``SLURM_JOB_ID`` set, or ``--jobid``) it asks the
-controller to launch the tasks on the job's nodes, writes their output to its
-own stdout/stderr as it arrives (``-l`` prefixes each line with the task
-rank), and exits with the highest task exit code (128+signal for a task
-killed by a signal), as Slurm's srun does.
+Inside an allocation (``SLURM_JOB_ID`` set by sbatch or salloc, or
+``--jobid``) it asks the controller for a step on the job's nodes. Outside
+one it first makes its own allocation (a job without a batch script), says
+"job N queued and waiting for resources" / "has been allocated resources"
+only when it had to wait, runs the step there, and releases the job with
+the step's exit code when the step ends (sacct then shows it COMPLETED or
+FAILED with that code). Ctrl-C or SIGTERM ends the step and cancels its own
+allocation; if srun dies outright, the controller sees the allocation's
+stream break and ends the job itself (cli/allocation.py).
+
+Task output arrives as it is written (cli/step_output.py), and srun exits
+with the highest task exit code (128+signal for a task killed by a
+signal), as Slurm's srun does.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
 import sys
 import threading
+from contextlib import ExitStack
 
 import grpc
 
-from lingjun.client import Api, ControllerUnreachable
+from cli.allocation import Allocation, AllocationEnded
+from cli.common import CONNECT_FAILURE, CommandError, current_user, details, make_api, run
+from cli.sbatch import build_environment
+from cli.srun_options import RunOptions, parse_srun
+from cli.step_output import StepOutput
+from lingjun.client import ControllerUnreachable
+from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import api_pb2
 
 PROG = "srun"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # getopt's words and exit code, as Slurm's srun
-        sys.stderr.write(f"{PROG}: {message}\nTry \"srun --help\" for more information\n")
-        sys.exit(255)
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, add_help=True, allow_abbrev=True)
-    p.add_argument("-N", "--nodes", type=str)
-    p.add_argument("-n", "--ntasks", type=int)
-    p.add_argument("--ntasks-per-node", type=int)
-    p.add_argument("-c", "--cpus-per-task", type=int)
-    p.add_argument("-l", "--label", action="store_true")
-    p.add_argument("-J", "--job-name")
-    p.add_argument("-D", "--chdir")
-    p.add_argument("-K", "--kill-on-bad-exit", nargs="?", const="1", default=None)
-    p.add_argument("-u", "--unbuffered", action="store_true")
-    p.add_argument("--export")
-    p.add_argument("--jobid", type=int)
-    p.add_argument("--overlap", action="store_true")
-    p.add_argument("--exclusive", action="store_true")
-    p.add_argument("--mpi")
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    return p.parse_args(argv)
-
-
-class _Labeller:
-    """Write task output, with ``rank: `` before each line under -l."""
-
-    def __init__(self, label: bool, width: int):
-        self.label = label
-        self.width = width
-        self.partial: dict[tuple[int, int], bytes] = {}
-
-    def write(self, rank: int, stream: int, data: bytes) -> None:
-        out = sys.stdout.buffer if stream == 1 else sys.stderr.buffer
-        if not self.label:
-            out.write(data)
-            out.flush()
-            return
-        buf = self.partial.pop((rank, stream), b"") + data
-        *lines, rest = buf.split(b"\n")
-        prefix = f"{rank:>{self.width}}: ".encode()
-        for line in lines:
-            out.write(prefix + line + b"\n")
-        if rest:
-            self.partial[(rank, stream)] = rest
-        out.flush()
-
-    def flush_all(self) -> None:
-        for (rank, stream), rest in self.partial.items():
-            out = sys.stdout.buffer if stream == 1 else sys.stderr.buffer
-            out.write(f"{rank:>{self.width}}: ".encode() + rest + b"\n")
-        self.partial.clear()
-        sys.stdout.flush()
+PER_TASK_LETTERS = ("%t", "%n", "%N")   # patterns the nodes expand and write themselves
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
-    if not args.command:
-        sys.stderr.write("srun: fatal: No command given to execute.\n")
+    return run(_srun, argv, None, None, None)
+
+
+def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str,
+                    default_name: str) -> api_pb2.JobSpec:
+    """The job an srun (or salloc) outside any allocation asks for."""
+    user, uid, gid, group = current_user()
+    return api_pb2.JobSpec(
+        name=o.job_name or default_name, work_dir=work_dir, submit_dir=os.getcwd(),
+        partition=o.partition, min_nodes=o.min_nodes, max_nodes=o.max_nodes,
+        num_tasks=o.ntasks, ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
+        time_limit_min=o.time_limit_min, exclusive=o.exclusive, environment=env,
+        export_spec=o.export, account=o.account, qos=o.qos, comment=o.comment,
+        submit_host=socket.gethostname().split(".")[0], user=user, uid=uid, gid=gid, group=group,
+        command=" ".join(o.command) if o.command else prog, batch=False)
+
+
+def _srun(argv, api, out, err) -> int:
+    o = parse_srun(argv)
+    if not o.command:
+        raise CommandError("srun: fatal: No command given to execute.", 1)
+    env = build_environment(o.export, os.environ)
+    if o.label:
+        env["SLURM_LABELIO"] = "1"
+    work_dir = os.path.abspath(o.chdir) if o.chdir else os.getcwd()
+    job_id = o.jobid or int(os.environ.get("SLURM_JOB_ID", "0") or 0)
+    stop = _Interrupts()
+    own_api = api is None
+    try:
+        api = api or make_api()
+    except ControllerUnreachable as e:
+        raise CommandError(f"srun: error: {e}") from None
+    try:
+        if not job_id:
+            return _srun_own_allocation(api, o, env, work_dir, stop, err)
+        return _run_step(api, o, job_id, env, work_dir, stop, err,
+                         job_name=os.environ.get("SLURM_JOB_NAME", ""))
+    finally:
+        if own_api:
+            api.close()   # before exit, not in gRPC's __del__ at interpreter shutdown
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM/SIGHUP end the step (and srun's own allocation) at once."""
+
+    def __init__(self):
+        self.got: list[int] = []
+        self.on: list = []
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(s, self._handle)
+
+    def _handle(self, sig, frame) -> None:
+        self.got.append(sig)
+        for fn in list(self.on):
+            fn()
+
+    def add(self, fn) -> None:
+        """Call ``fn`` on an interrupt; at once if one came already (before ``fn`` existed)."""
+        self.on.append(fn)
+        if self.got:
+            fn()
+
+
+def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrupts, err) -> int:
+    if o.nodelist:
+        # a new job cannot ask for nodes by name yet (JobSpec has no node list)
+        raise CommandError("srun: error: --nodelist is not supported yet outside an allocation")
+
+    def revoked(end: api_pb2.AllocationEnded) -> None:
+        print(f"srun: Force Terminated job {end.job_id}", file=err, flush=True)
+    alloc = Allocation(api, on_revoked=revoked)
+    stop.add(alloc.abandon)
+    spec = allocation_spec(o, env, work_dir, PROG, os.path.basename(o.command[0]))
+
+    def queued(q: api_pb2.AllocationQueued) -> None:
+        if not o.quiet:
+            print(f"srun: job {q.job_id} queued and waiting for resources", file=err, flush=True)
+    try:
+        granted = alloc.open(spec, queued)
+    except AllocationEnded:
+        if stop.got:
+            return 128 + stop.got[0]
+        print(f"srun: error: Job allocation {alloc.job_id} has been revoked", file=err)
         return 1
-    job_id = args.jobid or int(os.environ.get("SLURM_JOB_ID", "0") or 0)
-    if not job_id:
-        sys.stderr.write("srun: error: srun must run inside an allocation (an sbatch job); "
-                         "srun as its own allocation is not supported yet\n")
-        return 1
-    num_nodes = 0
-    if args.nodes:
-        try:
-            num_nodes = int(args.nodes.split("-")[0])
-        except ValueError:
-            sys.stderr.write(f"srun: error: \"{args.nodes}\" is not a valid node count\n")
-            return 1
-    num_tasks = args.ntasks or 0
-    if not (args.nodes or args.ntasks or args.ntasks_per_node):
+    except grpc.RpcError as e:
+        if stop.got:
+            print(f"srun: Job allocation {alloc.job_id} has been revoked", file=err)
+            return 128 + stop.got[0]
+        if e.code() == grpc.StatusCode.UNAVAILABLE:
+            raise CommandError(f"srun: error: {CONNECT_FAILURE}") from None
+        raise CommandError(f"srun: error: Unable to allocate resources: {details(e)}") from None
+    job_id = granted.job.job_id
+    if granted.waited and not o.quiet:
+        print(f"srun: job {job_id} has been allocated resources", file=err, flush=True)
+    try:
+        rc = _run_step(api, o, job_id, env, work_dir, stop, err, job_name=granted.job.name)
+    except BaseException:
+        alloc.abandon()
+        raise
+    if stop.got:
+        alloc.abandon()
+        alloc.close()
+    else:
+        alloc.release(rc if rc < 128 else 0, rc - 128 if rc > 128 else 0)
+    return rc
+
+
+def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interrupts, err,
+              job_name: str) -> int:
+    in_job = bool(o.jobid or os.environ.get("SLURM_JOB_ID"))
+    num_nodes, num_tasks = o.min_nodes, o.ntasks
+    if in_job and not (o.min_nodes or o.ntasks or o.ntasks_per_node or o.nodelist):
+        # a bare srun inside a job runs the job's shape (its SLURM_NTASKS over SLURM_NNODES)
         num_tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
         num_nodes = int(os.environ.get("SLURM_NNODES", "0") or 0)
+    per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
     req = api_pb2.RunStepRequest(
         job_id=job_id, num_nodes=num_nodes, num_tasks=num_tasks,
-        ntasks_per_node=args.ntasks_per_node or 0, cpus_per_task=args.cpus_per_task or 0,
-        argv=args.command, environment=dict(os.environ),
-        work_dir=os.path.abspath(args.chdir) if args.chdir else os.getcwd(),
-        name=args.job_name or "", requester_uid=os.getuid(),
+        ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
+        argv=list(o.command), environment=env, work_dir=work_dir,
+        name=o.job_name if in_job else "", requester_uid=os.getuid(),
         submit_host=socket.gethostname().split(".")[0],
-        kill_on_bad_exit=args.kill_on_bad_exit not in (None, "0"))
-    try:
-        api = Api()
-    except ControllerUnreachable as e:
-        sys.stderr.write(f"srun: error: {e}\n")
-        return 1
-    call = api.stream("RunStep", req)
-    got_signal: list[int] = []
-
-    def on_signal(sig, frame):
-        got_signal.append(sig)
-        call.cancel()
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, on_signal)
-    out = None
+        kill_on_bad_exit=bool(o.kill_on_bad_exit), overlap=o.overlap,
+        exact=o.exclusive or bool(o.cpus_per_task), node_names=list(o.nodelist),
+        stdout_pattern=o.output if per_node(o.output) else "",
+        stderr_pattern=o.error if per_node(o.error) else "")
+    call = api.stub.RunStep(req)
+    stop.add(call.cancel)
+    output: StepOutput | None = None
+    said_busy = False
     rc = 1
-    try:
-        for ev in call:
-            kind = ev.WhichOneof("event")
-            if kind == "started":
-                out = _Labeller(args.label, len(str(max(ev.started.num_tasks - 1, 0))))
-            elif kind == "output":
-                out.write(ev.output.rank, ev.output.stream, ev.output.data)
-            elif kind == "task_exit":
-                te = ev.task_exit
-                if te.error == "node lost":
-                    sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: node lost\n")
-                if te.signal:
-                    sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: "
-                                     f"{signal.strsignal(te.signal) or te.signal}\n")
-                elif te.exit_code:
-                    sys.stderr.write(f"srun: error: {te.node}: task {te.rank}: "
-                                     f"Exited with exit code {te.exit_code}\n")
-            elif kind == "done":
-                rc = ev.done.exit_code
-    except grpc.RpcError as e:
-        if got_signal:
-            sys.stderr.write("srun: forcing job termination\n")
-            return 128 + got_signal[0]
-        if e.code() in (grpc.StatusCode.UNAVAILABLE,):
-            sys.stderr.write("srun: error: Unable to contact slurm controller (connect failure)\n")
-        else:
-            sys.stderr.write(f"srun: error: Unable to create step for job {job_id}: {e.details()}\n")
-        return 1
-    finally:
-        if out is not None:
-            out.flush_all()
-        sys.stdout.flush()
+    with ExitStack() as files:
+        try:
+            for ev in call:
+                kind = ev.WhichOneof("event")
+                if kind == "waiting":
+                    said_busy = True
+                    if not o.quiet:
+                        print(f"srun: Job {job_id} step creation temporarily disabled, retrying "
+                              f"({ev.waiting.reason})", file=err, flush=True)
+                elif kind == "started":
+                    st = ev.started
+                    if said_busy and not o.quiet:
+                        print(f"srun: Step created for job {job_id}", file=err, flush=True)
+                    subst = dict(job_id=job_id, job_name=job_name or req.name, step_id=st.step_id,
+                                 user=current_user()[0])
+                    stdout, stderr = _local_files(files, o, subst, work_dir, per_node)
+                    output = StepOutput(o.label, len(str(max(st.num_tasks - 1, 0))), o.unbuffered,
+                                        stdout, stderr)
+                elif kind == "output":
+                    output.write(ev.output.rank, ev.output.stream, ev.output.data)
+                elif kind == "task_exit":
+                    te = ev.task_exit
+                    if output is not None:
+                        output.task_done(te.rank)
+                    _report_exit(te, err)
+                elif kind == "done":
+                    rc = ev.done.exit_code
+        except grpc.RpcError as e:
+            if stop.got:
+                print("srun: forcing job termination", file=err)
+                return 128 + stop.got[0]
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                print(f"srun: error: {CONNECT_FAILURE}", file=err)
+            else:
+                print(f"srun: error: Unable to create step for job {job_id}: {details(e)}", file=err)
+            return 1
+        finally:
+            if output is not None:
+                output.close()
+            sys.stdout.flush()
     return rc
+
+
+def _local_files(files: ExitStack, o: RunOptions, subst: dict, work_dir: str, per_node):
+    """-o/-e that srun writes itself (no per-task letter); the terminal otherwise."""
+    def open_one(pattern: str, default):
+        if not pattern or per_node(pattern):
+            return default
+        path = resolve_path(expand_pattern(pattern, **subst), work_dir)
+        try:
+            return files.enter_context(open(path, "wb"))
+        except OSError as e:
+            raise CommandError(f"srun: error: Could not open output file {path}: {e.strerror}") from None
+    stdout = open_one(o.output, sys.stdout.buffer)
+    if o.error:
+        stderr = open_one(o.error, sys.stderr.buffer)
+    elif o.output and not per_node(o.output):
+        stderr = stdout     # stderr goes with stdout unless -e says otherwise
+    else:
+        stderr = sys.stderr.buffer
+    return stdout, stderr
+
+
+def _report_exit(te: api_pb2.TaskExit, err) -> None:
+    if te.error == "node lost":
+        print(f"srun: error: {te.node}: task {te.rank}: node lost", file=err, flush=True)
+    elif te.signal:
+        print(f"srun: error: {te.node}: task {te.rank}: {signal.strsignal(te.signal) or te.signal}",
+              file=err, flush=True)
+    elif te.exit_code:
+        print(f"srun: error: {te.node}: task {te.rank}: Exited with exit code {te.exit_code}",
+              file=err, flush=True)
 
 
 if __name__ == "__main__":

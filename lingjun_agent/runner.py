@@ -265,18 +265,32 @@ class Agent:
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
         running = self.steps.setdefault(key, [])
+        # srun -o with %t/%n/%N: each file starts empty once per step, then tasks append
+        tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p})
         for spec in lt.tasks:
             env = dict(lt.environment)
             env.update(spec.environment)
-            running.append(asyncio.create_task(self._run_task(lt, spec.rank, env)))
+            running.append(asyncio.create_task(self._run_task(lt, spec, env)))
 
-    async def _run_task(self, lt: agent_pb2.LaunchTasks, rank: int, env: dict) -> None:
-        jid, sid = lt.job_id, lt.step_id
+    async def _run_task(self, lt: agent_pb2.LaunchTasks, spec: agent_pb2.TaskSpec, env: dict) -> None:
+        jid, sid, rank = lt.job_id, lt.step_id, spec.rank
+        files = None
 
         def on_output(stream: int, data: bytes) -> None:
+            if files is not None and files.write(stream, data):
+                return
             self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
                 job_id=jid, step_id=sid, rank=rank, stream=stream, data=data)))
         try:
+            try:
+                files = tasks.TaskFiles(spec.stdout_path, spec.stderr_path, lt.uid, lt.gid)
+            except OSError as e:
+                # slurmstepd's words; the task does not start
+                msg = f"Could not open output file {e.filename}: {e.strerror}"
+                on_output(2, f"slurmstepd: error: {msg}\n".encode())
+                res = tasks.TaskResult(exit_code=1, signal=0, error=msg)
+                self.send(self._exit_msg(jid, sid, rank, res))
+                return
             res = await tasks.run_task(node=self.mark, job_id=jid, step_id=sid, rank=rank,
                                        argv=list(lt.argv), env=env, cwd=lt.work_dir,
                                        uid=lt.uid, gid=lt.gid, on_output=on_output)
@@ -288,6 +302,8 @@ class Agent:
             log.exception("job=%d step=%d task %d failed to run", jid, sid, rank)
             res = tasks.TaskResult(exit_code=1, signal=0, error=str(e))
         finally:
+            if files is not None:
+                files.close()
             lst = self.steps.get((jid, sid))
             cur = asyncio.current_task()
             if lst is not None and cur in lst:

@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import config as configmod
 from lingjun.sdnotify import notify
-from lingjund.service import nodes, scheduling
+from lingjund.service import allocations, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.server import build_server
@@ -32,6 +32,7 @@ log = logging.getLogger("lingjund")
 
 async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
+    started_at = ctl.clock()
     interval = ctl.config.controller.scheduler_interval_s
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
@@ -45,6 +46,7 @@ async def scheduler_loop(ctl: Controller) -> None:
         wake.clear()
         try:
             nodes.check_heartbeats(ctl)
+            allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:
             log.exception("scheduling pass failed")
@@ -73,6 +75,7 @@ async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
+    ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
     ctl.agents.close_all()
     await server.stop(grace=2)

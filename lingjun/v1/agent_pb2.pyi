@@ -220,7 +220,7 @@ class LaunchBatch(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ..., launcher: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("rank", "local_id", "environment")
+    __slots__ = ("rank", "local_id", "environment", "stdout_path", "stderr_path")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -231,10 +231,14 @@ class TaskSpec(_message.Message):
     RANK_FIELD_NUMBER: _ClassVar[int]
     LOCAL_ID_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATH_FIELD_NUMBER: _ClassVar[int]
     rank: int
     local_id: int
     environment: _containers.ScalarMap[str, str]
-    def __init__(self, rank: _Optional[int] = ..., local_id: _Optional[int] = ..., environment: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    stdout_path: str
+    stderr_path: str
+    def __init__(self, rank: _Optional[int] = ..., local_id: _Optional[int] = ..., environment: _Optional[_Mapping[str, str]] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ...) -> None: ...
 
 class LaunchTasks(_message.Message):
     __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid")

@@ -535,7 +535,7 @@ class GetPartitionsResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ...) -> None: ...
 
 class RunStepRequest(_message.Message):
-    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit")
+    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit", "overlap", "exact", "node_names", "stdout_pattern", "stderr_pattern")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -555,6 +555,11 @@ class RunStepRequest(_message.Message):
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_HOST_FIELD_NUMBER: _ClassVar[int]
     KILL_ON_BAD_EXIT_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATTERN_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     num_nodes: int
     num_tasks: int
@@ -567,7 +572,12 @@ class RunStepRequest(_message.Message):
     requester_uid: int
     submit_host: str
     kill_on_bad_exit: bool
-    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ...) -> None: ...
+    overlap: bool
+    exact: bool
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    stdout_pattern: str
+    stderr_pattern: str
+    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ..., overlap: _Optional[bool] = ..., exact: _Optional[bool] = ..., node_names: _Optional[_Iterable[str]] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ...) -> None: ...
 
 class StepStarted(_message.Message):
     __slots__ = ("job_id", "step_id", "node_names", "num_tasks")
@@ -612,16 +622,87 @@ class StepDone(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ...) -> None: ...
 
 class StepEvent(_message.Message):
-    __slots__ = ("started", "output", "task_exit", "done")
+    __slots__ = ("started", "output", "task_exit", "done", "waiting")
     STARTED_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     started: StepStarted
     output: TaskOutput
     task_exit: TaskExit
     done: StepDone
-    def __init__(self, started: _Optional[_Union[StepStarted, _Mapping]] = ..., output: _Optional[_Union[TaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[TaskExit, _Mapping]] = ..., done: _Optional[_Union[StepDone, _Mapping]] = ...) -> None: ...
+    waiting: StepWaiting
+    def __init__(self, started: _Optional[_Union[StepStarted, _Mapping]] = ..., output: _Optional[_Union[TaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[TaskExit, _Mapping]] = ..., done: _Optional[_Union[StepDone, _Mapping]] = ..., waiting: _Optional[_Union[StepWaiting, _Mapping]] = ...) -> None: ...
+
+class StepWaiting(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class AllocationRequest(_message.Message):
+    __slots__ = ("spec", "attach_job_id", "release")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    attach_job_id: int
+    release: AllocationRelease
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., attach_job_id: _Optional[int] = ..., release: _Optional[_Union[AllocationRelease, _Mapping]] = ...) -> None: ...
+
+class AllocationRelease(_message.Message):
+    __slots__ = ("exit_code", "signal")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    signal: int
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[int] = ...) -> None: ...
+
+class AllocationQueued(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    reason: str
+    def __init__(self, job_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AllocationGranted(_message.Message):
+    __slots__ = ("job", "waited", "environment")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WAITED_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    job: JobInfo
+    waited: bool
+    environment: _containers.ScalarMap[str, str]
+    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., waited: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AllocationEnded(_message.Message):
+    __slots__ = ("job_id", "state", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    state: str
+    reason: str
+    def __init__(self, job_id: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AllocationEvent(_message.Message):
+    __slots__ = ("queued", "granted", "ended")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    queued: AllocationQueued
+    granted: AllocationGranted
+    ended: AllocationEnded
+    def __init__(self, queued: _Optional[_Union[AllocationQueued, _Mapping]] = ..., granted: _Optional[_Union[AllocationGranted, _Mapping]] = ..., ended: _Optional[_Union[AllocationEnded, _Mapping]] = ...) -> None: ...
 
 class PingRequest(_message.Message):
     __slots__ = ()

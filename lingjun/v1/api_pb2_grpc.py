@@ -99,6 +99,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
                 _registered_method=True)
+        self.Allocate = channel.stream_stream(
+                '/lingjun.v1.SlurmApi/Allocate',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.AllocationRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.AllocationEvent.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -182,6 +187,13 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Allocate(self, request_iterator, context):
+        """wp-srun
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +261,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.RequeueJobs,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
+            ),
+            'Allocate': grpc.stream_stream_rpc_method_handler(
+                    servicer.Allocate,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.AllocationRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.AllocationEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +619,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/RequeueJobs',
             lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Allocate(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/lingjun.v1.SlurmApi/Allocate',
+            lingjun_dot_v1_dot_api__pb2.AllocationRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.AllocationEvent.FromString,
             options,
             channel_credentials,
             insecure,

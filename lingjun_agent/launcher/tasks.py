@@ -219,6 +219,57 @@ async def _sample(pid: int, rss: usage.RssSampler, exited: asyncio.Future) -> No
         await asyncio.sleep(interval)
 
 
+class TaskFiles:
+    """The files a task's output goes to on this node (srun -o/-e with %t, %n
+    or %N), by stream: 1 stdout, 2 stderr; a stream without one is relayed to
+    srun. Files are opened for appending, so tasks sharing one (``%N``) each
+    add their writes whole; ``truncate`` empties each file once per step first.
+    Opened as the agent, then handed to the task's user when the agent is root.
+    """
+
+    def __init__(self, stdout_path: str, stderr_path: str, uid: int, gid: int):
+        self.fds: dict[int, int] = {}
+        try:
+            for stream, path in ((1, stdout_path), (2, stderr_path)):
+                if not path:
+                    continue
+                same = [fd for s, fd in self.fds.items() if (stdout_path, stderr_path)[s - 1] == path]
+                if same:
+                    self.fds[stream] = same[0]
+                    continue
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                self.fds[stream] = fd
+                if os.geteuid() == 0 and uid != 0:
+                    os.fchown(fd, uid, gid)
+        except OSError:
+            self.close()
+            raise
+
+    @staticmethod
+    def truncate(paths: set[str]) -> None:
+        for path in paths:
+            try:
+                os.truncate(path, 0)
+            except OSError:
+                pass  # not there yet (created on open) or not ours to empty: open says why
+
+    def write(self, stream: int, data: bytes) -> bool:
+        """Write to the stream's file; False when the stream has none (relay it)."""
+        fd = self.fds.get(stream)
+        if fd is None:
+            return False
+        try:
+            os.write(fd, data)
+        except OSError as e:
+            log.warning("task output lost: %s", e)
+        return True
+
+    def close(self) -> None:
+        for fd in set(self.fds.values()):
+            os.close(fd)
+        self.fds.clear()
+
+
 def _reap_later(loop: asyncio.AbstractEventLoop, proc: subprocess.Popen,
                 pidfd: int) -> None:
     """Reap a killed task once it has died, without blocking the loop."""

@@ -5,6 +5,10 @@
        +--> the job stays "completing" (squeue: CG) and keeps its nodes until
             every node of the allocation has said JobCleaned.
 
+A job without a batch script (an srun or salloc allocation) has no script to
+report its end: ``finish_allocation`` ends it, in the caller's transaction,
+when its client releases it, is cancelled, times out or goes away.
+
 Each report is idempotent: a result that arrives twice (once on the stream,
 once again in the next Register) changes nothing the second time.
 """
@@ -121,7 +125,35 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
     for n in completing:
         ctl.agents.send(n, cleanup)
     ctl.wake_scheduler()
+    ctl.jobs_changed()
     return True
+
+
+def finish_allocation(ctl: Controller, st, job, state: str, reason: str, now: float, *,
+                      exit_code: int = 0, exit_signal: int = 0) -> tuple[str, ...]:
+    """End a RUNNING allocation (no batch script) inside the caller's transaction
+    ``st``; returns the nodes that must now clean up (``send_cleanup``).
+
+    The job keeps its nodes as "completing" until each says JobCleaned, as a
+    batch job does, so nothing new lands on a node where a task still dies.
+    """
+    completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
+    st.update_job(job.job_id, state=state, reason=reason, end_time=now, exit_code=exit_code,
+                  exit_signal=exit_signal, completing=completing)
+    for n in job.nodes:
+        st.put_node(n, last_busy_time=now)
+    return completing
+
+
+def send_cleanup(ctl: Controller, job_id: int, nodes: tuple[str, ...], grace_s: float,
+                 reason: str) -> None:
+    """After ``finish_allocation`` has committed: end what still runs there."""
+    msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+        job_id=job_id, grace_s=grace_s, reason=reason))
+    for n in nodes:
+        ctl.agents.send(n, msg)
+    ctl.wake_scheduler()
+    ctl.jobs_changed()
 
 
 def job_cleaned(ctl: Controller, node: str, msg: agent_pb2.JobCleaned) -> None:

@@ -25,7 +25,12 @@ class Controller:
     steps: dict = field(default_factory=dict)
     # node name -> the last heartbeat's numbers (memory, load), not persisted
     live: dict = field(default_factory=dict)
+    # job_id -> the live lease of an srun/salloc allocation (service/allocations.py)
+    allocations: dict = field(default_factory=dict)
+    # set while the daemon stops: streams then break without their clients' fault
+    stopping: bool = False
     _wake: asyncio.Event | None = None
+    _jobs_changed: asyncio.Event | None = None
 
     @property
     def cluster(self) -> str:
@@ -44,6 +49,23 @@ class Controller:
         if self._wake is None:
             self._wake = asyncio.Event()
         return self._wake
+
+    def jobs_changed(self) -> None:
+        """Tell whoever waits on a job (an allocation, a step waiting for CPUs)
+        that job states changed; each waiter re-reads what it waits for."""
+        if self._jobs_changed is not None:
+            self._jobs_changed.set()
+            self._jobs_changed = None
+
+    async def wait_jobs_changed(self, timeout: float) -> None:
+        """Until the next ``jobs_changed`` or ``timeout`` seconds (a safety net:
+        waiters re-check on their own then, so a missed call only delays)."""
+        if self._jobs_changed is None:
+            self._jobs_changed = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._jobs_changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
 
     # -- partitions and nodes as configured ------------------------------------
     def partitions(self) -> tuple[PartitionConfig, ...]:

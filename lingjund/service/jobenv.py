@@ -112,6 +112,21 @@ def batch_env(job: JobRecord, cluster: str, controller: str,
     return env
 
 
+def allocation_env(job: JobRecord, cluster: str, controller: str) -> dict[str, str]:
+    """What salloc adds to its command's environment once the allocation is granted
+    (salloc.1 OUTPUT ENVIRONMENT VARIABLES): the job's variables, no node's or
+    task's (the command runs on the submit host, not on a node of the job)."""
+    env = _job_common(job, cluster)
+    for per_job_only in ("SLURM_JOB_USER", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_PRIO_PROCESS",
+                         "SLURM_TOPOLOGY_ADDR_PATTERN"):
+        env.pop(per_job_only, None)
+    if not job.spec.num_tasks:  # salloc sets SLURM_NTASKS only when -n was given
+        env.pop("SLURM_NTASKS", None)
+        env.pop("SLURM_NPROCS", None)
+    env["LINGJUN_CONTROLLER"] = controller
+    return env
+
+
 def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
     """Tasks per node, block distribution: 5 tasks on 2 nodes -> [3, 2]."""
     n = len(nodes)
@@ -121,8 +136,11 @@ def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
 
 def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
              step_nodes: tuple[str, ...], tasks_per_node: list[int],
-             base_env: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Environment common to a step's tasks, per node (keyed by node name)."""
+             base_env: dict[str, str], cpus_per_task: int = 0) -> dict[str, dict[str, str]]:
+    """Environment common to a step's tasks, per node (keyed by node name).
+
+    ``cpus_per_task`` is the step's own -c (22.05: srun does not inherit the
+    job's); when given it is the step's SLURM_CPUS_PER_TASK."""
     ntasks = sum(tasks_per_node)
     step_nodelist = slurm.compress_hostlist(list(step_nodes))
     out = {}
@@ -148,6 +166,8 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
             "SLURM_DISTRIBUTION": "block" if ntasks > len(step_nodes) else "cyclic",
             "LINGJUN_CONTROLLER": controller,
         })
+        if cpus_per_task:
+            env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
         first = sum(tasks_per_node[:i])
         env["SLURM_GTIDS"] = ",".join(str(first + k) for k in range(tasks_per_node[i]))
         name = base_env.get(launchers.ENV_VAR) or job.spec.launcher

@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import errors
+from lingjund.service import batch, errors
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -94,7 +94,7 @@ def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, nodes: list[str]) -
 
 
 def _validate(ctl: Controller, spec: api_pb2.JobSpec):
-    if not spec.script.startswith("#!"):
+    if spec.batch and not spec.script.startswith("#!"):
         raise errors.InvalidRequest("Batch script is empty or lacks #!")
     part = ctl.partition(spec.partition) if spec.partition else ctl.default_partition()
     if part is None:
@@ -332,6 +332,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     to_terminate: list[JobRecord] = []
     to_signal: list[JobRecord] = []
     done: set[int] = set()
+    ended_allocations: list[tuple[int, tuple[str, ...]]] = []
 
     def cancel_row(st, job: JobRecord) -> None:
         if job.job_id in done:      # "scancel 12 12_1" answers once per job
@@ -347,6 +348,15 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
         elif job.state == slurm.RUNNING and req.signal:
             to_signal.append(job)
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
+        elif job.state == slurm.RUNNING and not job.spec.batch:
+            # No batch script will report this job's end: it ends now, and its
+            # srun/salloc learns it from the allocation stream.
+            st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
+                          cancelled_by=str(req.requester_uid))
+            ended_allocations.append((job.job_id, batch.finish_allocation(
+                ctl, st, job, slurm.CANCELLED, slurm.REASON_NONE, now,
+                exit_signal=int(signals.SIGTERM))))
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
         elif job.state == slurm.RUNNING:
             if not job.kill_reason:
@@ -366,6 +376,9 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     for job in to_terminate:
         log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
         terminate_on_nodes(ctl, job, "cancelled")
+    for job_id, nodes in ended_allocations:
+        log.info("job=%d (allocation) cancelled by uid %d", job_id, req.requester_uid)
+        batch.send_cleanup(ctl, job_id, nodes, ctl.config.controller.kill_wait_s, "cancelled")
     for job in to_signal:
         msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
             job_id=job.job_id, signal=req.signal, batch_only=req.batch_only, step_id=-1))
@@ -373,6 +386,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             ctl.agents.send(node, msg)
     if any(r.ok for r in results):
         ctl.wake_scheduler()
+        ctl.jobs_changed()
     return api_pb2.CancelJobsResponse(results=results)
 
 

@@ -50,7 +50,8 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         if name not in job.nodes:
             continue
         if job.state == slurm.RUNNING and not job.kill_reason:
-            if job.batch_host == name and job.job_id not in running_there and job.job_id not in acked:
+            if (job.spec.batch and job.batch_host == name and job.job_id not in running_there
+                    and job.job_id not in acked):
                 if job.launched:
                     lost.append(job)
                     continue

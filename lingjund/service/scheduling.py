@@ -19,7 +19,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import dependencies, jobenv
+from lingjund.service import batch, dependencies, jobenv
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task, terminate_on_nodes)
@@ -199,7 +199,11 @@ def run_pass(ctl: Controller) -> int:
         task = f" (array {job.array_job_id}_{job.array_task_id})" if job.array_job_id else ""
         log.info("job=%d%s started on %s", job.job_id, task,
                  slurm.compress_hostlist(list(job.nodes)))
-        ctl.agents.send(job.batch_host, launch_message(ctl, job))
+        if job.spec.batch:
+            ctl.agents.send(job.batch_host, launch_message(ctl, job))
+        # an allocation (srun/salloc) has no script: its client runs steps once told
+    if started:
+        ctl.jobs_changed()
     return len(started)
 
 
@@ -208,12 +212,19 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
             if j.time_limit_min > 0 and not j.kill_reason and j.end_time and now >= j.end_time]
     if not over:
         return
+    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
         for job in over:
             st.update_job(job.job_id, kill_reason=slurm.TIMEOUT)
+            if not job.spec.batch:  # no script will report the end: it ends here
+                ended.append((job, batch.finish_allocation(
+                    ctl, st, job, slurm.TIMEOUT, slurm.REASON_TIME_LIMIT, now)))
     for job in over:
         log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
-        terminate_on_nodes(ctl, job, "time limit")
+        if job.spec.batch:
+            terminate_on_nodes(ctl, job, "time limit")
+    for job, nodes in ended:
+        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "time limit")
 
 
 def warning_time(job: JobRecord) -> float | None:

@@ -5,6 +5,17 @@ The controller relays task output (agents hold no listening port): agent
 stream -> StepRun.queue -> srun's reply stream. A step lives in memory
 while srun waits; its accounting row (``ID.0``) is committed when it ends.
 If srun goes away first, the step's tasks are killed.
+
+CPUs inside the allocation (Slurm 22.05's step rules): a step holds, on each
+of its nodes, all the job's CPUs there, or with ``exact`` (--exclusive, -c)
+only tasks x cpus-per-task. Steps do not share what they hold: a step that
+asks more than is free waits, saying so once ("Requested nodes are busy"),
+until another step of the job ends. An ``overlap`` step (--overlap) holds
+nothing and never waits. In a 2-CPU allocation on one node:
+
+    srun -n1 sleep 9 &      holds both CPUs
+    srun -n1 hostname       waits until the sleep ends
+    srun --overlap hostname runs at once
 """
 from __future__ import annotations
 
@@ -15,6 +26,7 @@ import signal
 from dataclasses import dataclass, field
 
 from lingjun import slurm
+from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import errors, jobenv
 from lingjund.service.context import Controller
@@ -33,10 +45,22 @@ class StepRun:
     exits: dict[int, tuple[int, int]] = field(default_factory=dict)
     # rank -> the task's AgentTaskExit, for the step's accounting (MaxRSS...)
     usage: dict[int, agent_pb2.AgentTaskExit] = field(default_factory=dict)
+    cpus: dict[str, int] = field(default_factory=dict)   # CPUs held per node (none with --overlap)
+
+BUSY = "Requested nodes are busy"
+PER_TASK_LETTERS = ("%t", "%n", "%N")   # output patterns the nodes write, one file each
 
 
 def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int]]:
     avail = job.nodes
+    if req.node_names:  # -w: those nodes of the allocation, in the allocation's order
+        wanted = set(req.node_names)
+        if not wanted <= set(avail) or (req.num_nodes and req.num_nodes < len(wanted)):
+            raise errors.NodeConfigUnavailable()
+        if not req.num_nodes:
+            avail = tuple(n for n in avail if n in wanted)
+        else:
+            avail = tuple(n for n in avail if n in wanted) + tuple(n for n in avail if n not in wanted)
     n_nodes = req.num_nodes
     if n_nodes > len(avail) or n_nodes < 0 or req.num_tasks < 0 or req.ntasks_per_node < 0:
         raise errors.NodeConfigUnavailable()
@@ -59,6 +83,58 @@ def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int
     return nodes, tasks
 
 
+def cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
+               tasks: list[int]) -> dict[str, int]:
+    """CPUs the step holds per node (see the module doc); {} for --overlap."""
+    if req.overlap:
+        return {}
+    asked = {}
+    for node, n in zip(nodes, tasks):
+        have = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else 0
+        if req.exact:
+            want = n * max(req.cpus_per_task, 1)
+            if have and want > have:
+                raise errors.NodeConfigUnavailable("More processors requested than permitted")
+            asked[node] = want
+        else:
+            asked[node] = have
+    return asked
+
+
+def held_cpus(runs, job_id: int) -> dict[str, int]:
+    """CPUs the job's live steps hold, per node."""
+    held: dict[str, int] = {}
+    for run in runs:
+        if run.job_id == job_id:
+            for node, n in run.cpus.items():
+                held[node] = held.get(node, 0) + n
+    return held
+
+
+def fits(job, held: dict[str, int], asked: dict[str, int]) -> bool:
+    """Whether a step asking ``asked`` fits beside steps holding ``held``. A step
+    alone always fits (it was checked against the allocation when asked)."""
+    for node, want in asked.items():
+        have = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else want
+        if held.get(node, 0) and held[node] + want > have:
+            return False
+    return True
+
+
+def _output_paths(job, req: api_pb2.RunStepRequest, step_id: int, node: str, node_index: int,
+                  rank: int) -> tuple[str, str]:
+    """-o/-e with %t, %n or %N: the file this task writes on its node ("" = streamed)."""
+    def one(pattern: str) -> str:
+        if not pattern or not any(p in pattern for p in PER_TASK_LETTERS):
+            return ""
+        return resolve_path(expand_pattern(
+            pattern, job_id=job.job_id, job_name=job.name, user=job.user, node=node,
+            step_id=step_id, task_id=rank, node_index=node_index), req.work_dir or job.spec.work_dir)
+    out = one(req.stdout_pattern)
+    # stderr goes with stdout unless -e says otherwise, as in Slurm
+    return out, one(req.stderr_pattern) if req.stderr_pattern else out
+
+
 async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     """Async generator of StepEvent for one srun."""
     if not req.argv:
@@ -72,21 +148,35 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     missing = [n for n in nodes if not ctl.agents.connected(n)]
     if missing:
         raise errors.NodeConfigUnavailable(f"Unable to contact node(s) {','.join(missing)}")
+    asked = cpus_asked(job, req, nodes, tasks)
+    said_busy = False
+    while not fits(job, held_cpus(ctl.steps.values(), job.job_id), asked):
+        if not said_busy:
+            said_busy = True
+            yield api_pb2.StepEvent(waiting=api_pb2.StepWaiting(reason=BUSY))
+        await ctl.wait_jobs_changed(2.0)
+        job = ctl.store.job(req.job_id)
+        if job.state != slurm.RUNNING or job.kill_reason:
+            raise errors.AlreadyDone()
+    # No await from the check above to here: no other step can take these CPUs between.
     with ctl.store.transaction() as st:
         job = st.job(req.job_id)
         step_id = job.next_step_id
         st.update_job(job.job_id, next_step_id=step_id + 1)
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=step_id, step_nodes=nodes,
-                           tasks_per_node=tasks, base_env=dict(req.environment))
-    run = StepRun(job.job_id, step_id, nodes, {})
+                           tasks_per_node=tasks, base_env=dict(req.environment),
+                           cpus_per_task=req.cpus_per_task)
+    run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked)
     ctl.steps[(job.job_id, step_id)] = run
     start = ctl.clock()
     rank = 0
     for i, node in enumerate(nodes):
         specs = []
         for local in range(tasks[i]):
+            out, err = _output_paths(job, req, step_id, node, i, rank)
             specs.append(agent_pb2.TaskSpec(rank=rank, local_id=local,
-                                            environment=jobenv.task_env(rank, local, envs[node])))
+                                            environment=jobenv.task_env(rank, local, envs[node]),
+                                            stdout_path=out, stderr_path=err))
             run.rank_node[rank] = node
             rank += 1
         ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
@@ -120,14 +210,22 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
             st.put_step(StepRecord(
                 job_id=job.job_id, step_id=str(step_id), name=name, state=state,
                 exit_code=worst[0], exit_signal=worst[1], nodes=nodes, num_tasks=rank,
-                num_cpus=sum(tasks), start_time=start, end_time=ctl.clock(),
+                num_cpus=sum(asked.values()) or sum(tasks), start_time=start, end_time=ctl.clock(),
                 **step_usage(run)))
         yield api_pb2.StepEvent(done=api_pb2.StepDone(exit_code=rc))
     finally:
         ctl.steps.pop((job.job_id, step_id), None)
+        ctl.jobs_changed()  # its CPUs are free: a waiting step may go
         if not finished:
             log.info("job=%d step=%d: srun went away, killing its tasks", job.job_id, step_id)
             _kill_step(ctl, run)
+            # sacct shows the step, as Slurm does for a step whose srun was interrupted
+            with ctl.store.transaction() as st:
+                st.put_step(StepRecord(
+                    job_id=job.job_id, step_id=str(step_id), name=name, state=slurm.CANCELLED,
+                    exit_code=0, exit_signal=int(signal.SIGKILL), nodes=nodes, num_tasks=rank,
+                    num_cpus=sum(asked.values()) or sum(tasks), start_time=start,
+                    end_time=ctl.clock()))
 
 
 def step_usage(run: StepRun) -> dict:

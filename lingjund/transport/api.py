@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import errors, jobctl, jobs, nodes, steps
+from lingjund.service import allocations, errors, jobctl, jobs, nodes, steps
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.api")
@@ -136,6 +136,16 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     async def RunStep(self, request, context):
         gen = steps.run_step(self.ctl, request)
+        try:
+            async for ev in gen:
+                yield ev
+        except errors.SlurmError as e:
+            await context.abort(e.code, str(e))
+        finally:
+            await gen.aclose()
+
+    async def Allocate(self, request_iterator, context):
+        gen = allocations.allocate(self.ctl, request_iterator)
         try:
             async for ev in gen:
                 yield ev

@@ -1,0 +1,242 @@
+"""srun's and salloc's command lines: Slurm 22.05's options, parsed once into
+frozen values, with Slurm's words for bad input.
+
+    >>> o = parse_srun(["-N2", "-l", "--export=NONE", "hostname"])
+    >>> (o.min_nodes, o.label, o.export, o.command)
+    (2, True, 'NONE', ('hostname',))
+
+Both commands stop at the first word that is not an option (getopt's "+"):
+what follows is the command and its own arguments. Options real srun knows
+that would change what runs, and that we do not model, are refused ("is not
+supported yet") rather than dropped; a few hints that change nothing a task
+can observe here are accepted (IGNORED).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cli.common import CommandError, Reply, parse_options
+from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
+from lingjun import slurm
+
+USAGE_RC = 255      # glibc getopt errors: Slurm's commands exit -1
+MPI_TYPES = ("none", "pmi2")
+
+_O = Opt
+_COMMON = [
+    _O("account", ("account",), "A", REQUIRED),
+    _O("chdir", ("chdir",), "D", REQUIRED),
+    _O("cpus-per-task", ("cpus-per-task",), "c", REQUIRED),
+    _O("exclusive", ("exclusive",), "", OPTIONAL),
+    _O("help", ("help",), "h", NO),
+    _O("job-name", ("job-name",), "J", REQUIRED),
+    _O("nodes", ("nodes",), "N", REQUIRED),
+    _O("ntasks", ("ntasks",), "n", REQUIRED),
+    _O("ntasks-per-node", ("ntasks-per-node",), "", REQUIRED),
+    _O("partition", ("partition",), "p", REQUIRED),
+    _O("quiet", ("quiet",), "Q", NO),
+    _O("time", ("time",), "t", REQUIRED),
+    _O("usage", ("usage",), "", NO),
+    _O("verbose", ("verbose",), "v", NO),
+    _O("version", ("version",), "V", NO),
+    _O("qos", ("qos",), "q", REQUIRED),
+    _O("comment", ("comment",), "", REQUIRED),
+    # hints with no effect here (no CPU binding, no mail): Slurm with task/none accepts them too
+    _O("ignore", ("cpu-bind", "gpu-bind", "mail-type", "mail-user", "hint"), "", REQUIRED),
+    # would change what runs, not modelled yet: refused rather than dropped
+    _O("unsupported", ("mem", "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node",
+                       "gpus-per-task", "constraint", "dependency", "distribution", "exclude",
+                       "het-group", "pty", "x11", "signal", "no-kill", "reservation", "begin",
+                       "hold", "nice", "requeue"), "", OPTIONAL),
+    _O("unsupported", (), "CdmWx", REQUIRED),
+]
+
+SRUN_OPTIONS = _COMMON + [
+    _O("error", ("error",), "e", REQUIRED),
+    _O("export", ("export",), "", REQUIRED),
+    _O("input", ("input",), "i", REQUIRED),
+    _O("jobid", ("jobid",), "", REQUIRED),
+    _O("kill-on-bad-exit", ("kill-on-bad-exit",), "K", OPTIONAL),
+    _O("label", ("label",), "l", NO),
+    _O("mpi", ("mpi",), "", REQUIRED),
+    _O("nodelist", ("nodelist",), "w", REQUIRED),
+    _O("output", ("output",), "o", REQUIRED),
+    _O("overlap", ("overlap",), "", NO),
+    _O("unbuffered", ("unbuffered",), "u", NO),
+]
+
+# -w for a new allocation needs the job to ask for nodes by name (JobSpec has no
+# such field yet): refused until it does, as srun -w outside an allocation is.
+SALLOC_OPTIONS = _COMMON + [
+    _O("unsupported", ("nodelist",), "w", REQUIRED),
+]
+
+SRUN_USAGE = """Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]
+
+Parallel run options:
+  -c, --cpus-per-task=ncpus   number of cpus required per task
+  -D, --chdir=path            change remote current working directory
+  -e, --error=err             location of stderr redirection
+      --exclusive             allocate CPUs for the step alone (--exact)
+      --export=env_vars|NONE  environment passed to the tasks
+  -i, --input=in              location of stdin redirection (none)
+  -J, --job-name=jobname      name of job
+      --jobid=id              run under already allocated job
+  -K, --kill-on-bad-exit      kill the job if any task terminates with a
+                              non-zero exit code
+  -l, --label                 prepend task number to lines of stdout/err
+      --mpi=type              type of MPI being used (none, pmi2)
+  -N, --nodes=N               number of nodes on which to run (N = min[-max])
+  -n, --ntasks=ntasks         number of tasks to run
+      --ntasks-per-node=n     number of tasks to invoke on each node
+  -o, --output=out            location of stdout redirection
+      --overlap               share the step's resources with other steps
+  -p, --partition=partition   partition requested
+  -Q, --quiet                 quiet mode (suppress informational messages)
+  -t, --time=minutes          time limit
+  -u, --unbuffered            do not line-buffer stdout/err
+  -w, --nodelist=hosts...     request a specific list of hosts
+
+Help options:
+  -h, --help                  show this help message
+      --usage                 display brief usage message
+"""
+
+SALLOC_USAGE = """Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]
+
+Parallel run options:
+  -c, --cpus-per-task=ncpus   number of cpus required per task
+  -D, --chdir=path            change working directory
+      --exclusive             allocate nodes in exclusive mode
+  -J, --job-name=jobname      name of job
+  -N, --nodes=N               number of nodes on which to run (N = min[-max])
+  -n, --ntasks=N              number of processors required
+      --ntasks-per-node=n     number of tasks to invoke on each node
+  -p, --partition=partition   partition requested
+  -Q, --quiet                 quiet mode (suppress informational messages)
+  -t, --time=minutes          time limit
+
+Help options:
+  -h, --help                  show this help message
+      --usage                 display brief usage message
+"""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What srun or salloc was asked, after parsing (0 / "" / None = not given)."""
+    command: tuple[str, ...] = ()
+    min_nodes: int = 0
+    max_nodes: int = 0
+    ntasks: int = 0
+    ntasks_per_node: int = 0
+    cpus_per_task: int = 0
+    job_name: str = ""
+    chdir: str = ""
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    comment: str = ""
+    time_limit_min: int = 0
+    exclusive: bool = False
+    quiet: bool = False
+    nodelist: tuple[str, ...] = ()
+    # srun only
+    label: bool = False
+    unbuffered: bool = False
+    kill_on_bad_exit: bool | None = None
+    export: str = ""
+    output: str = ""
+    error: str = ""
+    jobid: int = 0
+    overlap: bool = False
+    mpi: str = ""
+    ignored: tuple[str, ...] = ()
+
+
+def _err(prog: str, text: str, rc: int = 1) -> CommandError:
+    return CommandError(f"{prog}: error: {text}", rc)
+
+
+def _int(prog: str, value: str, name: str, minimum: int = 1) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        n = minimum - 1
+    if n < minimum:
+        raise _err(prog, f'Invalid numeric value "{value}" for {name}.')
+    return n
+
+
+def _nodes(prog: str, value: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", value.strip())
+    if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+        raise _err(prog, f"invalid node count `{value}'")
+    lo = int(m.group(1))
+    return lo, int(m.group(2)) if m.group(2) else lo
+
+
+def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptions:
+    opts, rest = parse_options(prog, argv, table, rc=USAGE_RC, stop_at_positional=True)
+    v: dict = {"command": tuple(rest)}
+    ignored = []
+    for key, value, spelled in opts:
+        if key == "unsupported":
+            raise _err(prog, f"{spelled} is not supported yet")
+        if key in ("help", "usage"):
+            raise Reply(usage)
+        if key == "version":
+            raise Reply(VERSION)
+        if key == "ignore":
+            ignored.append(spelled)
+        elif key == "nodes":
+            v["min_nodes"], v["max_nodes"] = _nodes(prog, value)
+        elif key == "ntasks":
+            v["ntasks"] = _int(prog, value, "--ntasks")
+        elif key == "ntasks-per-node":
+            v["ntasks_per_node"] = _int(prog, value, "--ntasks-per-node")
+        elif key == "cpus-per-task":
+            v["cpus_per_task"] = _int(prog, value, "--cpus-per-task")
+        elif key == "time":
+            try:
+                v["time_limit_min"] = slurm.parse_time_limit(value)
+            except ValueError:
+                raise _err(prog, "Invalid --time specification") from None
+        elif key == "nodelist":
+            try:
+                v["nodelist"] = tuple(slurm.expand_hostlist(value))
+            except Exception:  # noqa: BLE001 - python-hostlist's BadHostlist and friends
+                raise _err(prog, f"Invalid node name specified: {value}") from None
+        elif key == "kill-on-bad-exit":
+            if value not in (None, "0", "1"):
+                raise _err(prog, f'Invalid numeric value "{value}" for --kill-on-bad-exit.')
+            v["kill_on_bad_exit"] = value != "0"
+        elif key == "input":
+            if value.lower() != "none":
+                raise _err(prog, f"--input={value} is not supported yet (only none)")
+        elif key == "mpi":
+            if value == "list":
+                raise Reply("MPI plugin types are...\n" + "".join(f"\t{t}\n" for t in MPI_TYPES))
+            if value not in MPI_TYPES:
+                raise _err(prog, f"Invalid MPI type '{value}', --mpi=list for acceptable types")
+            v["mpi"] = value
+        elif key == "jobid":
+            v["jobid"] = _int(prog, value.split(".")[0], "--jobid")
+        elif key in ("exclusive", "label", "unbuffered", "overlap", "quiet"):
+            if key == "exclusive" and value not in (None, "user", "mcs"):
+                raise _err(prog, f"invalid exclusive option {value}")
+            v[key] = True
+        else:  # plain strings: job-name, chdir, partition, account, qos, comment, export, output, error
+            v[key.replace("-", "_")] = value
+    if ignored:
+        v["ignored"] = tuple(ignored)
+    return RunOptions(**v)
+
+
+def parse_srun(argv: list[str]) -> RunOptions:
+    return _parse("srun", argv, SRUN_OPTIONS, SRUN_USAGE)
+
+
+def parse_salloc(argv: list[str]) -> RunOptions:
+    return _parse("salloc", argv, SALLOC_OPTIONS, SALLOC_USAGE)
