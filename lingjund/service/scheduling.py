@@ -63,7 +63,8 @@ def build_snapshot(ctl: Controller, now: float) -> Snapshot:
     part_views = tuple(PartitionView(
         name=p.name, nodes=tuple(ctl.partition_nodes(p)), default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
-        max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier)
+        max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
+        total_cpus=sum(v.cpus for v in node_views if p.name in v.partitions))
         for p in parts)
     pending = []
     for job in st.jobs(states=[slurm.PENDING]):

@@ -104,7 +104,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "ClusterName": c.cluster_name, "SlurmctldHost": cc.connect_address,
             "SlurmctldPort": cc.listen.rsplit(":", 1)[-1], "StateSaveLocation": cc.state_dir,
             "KillWait": f"{int(cc.kill_wait_s)} sec", "SlurmdTimeout": f"{int(cc.heartbeat_timeout_s)} sec",
-            "JobRequeue": str(int(cc.job_requeue)), "MinJobAge": f"{int(cc.min_job_age_s)} sec",
+            "JobRequeue": str(int(cc.job_requeue)), "EnforcePartLimits": cc.enforce_part_limits, "MinJobAge": f"{int(cc.min_job_age_s)} sec",
             "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
             "SLURM_CONF": c.path or "(defaults)"})
