@@ -88,9 +88,9 @@ def _wait_done(job, timeout: float = 60):
 def test_a_function_runs_as_a_job_and_returns_its_value(executor):
     job = executor.submit(add, 2, 3)
     _wait_done(job)
-    assert job.result() == 5
     state = job.get_info(mode="force").get("State")   # a fresh sacct call, not submitit's cache
-    assert state == "COMPLETED", f"want sacct state COMPLETED, got {state!r}"
+    assert state == "COMPLETED", f"want sacct state COMPLETED, got {state!r}:\n{job.stderr()}"
+    assert job.result() == 5
 
 
 @not_yet
@@ -114,7 +114,8 @@ def test_a_failing_function_raises_its_error_locally(executor):
 @not_yet
 def test_a_cancelled_job_ends_cancelled(executor, cluster):
     job = executor.submit(sleep_then, 300)
-    cluster.wait_state(int(job.job_id), "RUNNING", timeout=30)
+    seen = cluster.wait_state(int(job.job_id), ("RUNNING", "FAILED", "COMPLETED"), timeout=30)
+    assert seen == "RUNNING", f"want RUNNING before the cancel, got {seen}:\n{job.stderr()}"
     job.cancel(check=True)
     _wait_done(job, timeout=30)
     assert job.state.startswith("CANCELLED"), f"want CANCELLED, got {job.state!r}"
@@ -127,6 +128,8 @@ def test_tasks_of_a_job_see_their_global_ranks(executor):
     ex.update_parameters(timeout_min=5, slurm_partition="debug", tasks_per_node=2, nodes=1)
     job = ex.submit(my_rank)
     _wait_done(job)
+    state = job.get_info(mode="force").get("State")
+    assert state == "COMPLETED", f"want sacct state COMPLETED, got {state!r}:\n{job.stderr()}"
     assert job.results() == [(0, 0, 2), (1, 1, 2)]
 
 
@@ -144,8 +147,8 @@ def test_without_srun_values_failures_and_cancel_work_today(executor, cluster):
     with pytest.raises(FailedJobError) as err:
         bad.result()
     assert "ValueError: no srun needed" in str(err.value), str(err.value)
-    cluster.wait_state(int(slow.job_id), "RUNNING", timeout=30)
+    cluster.wait_state(int(slow.job_id), "RUNNING", timeout=60)
     slow.cancel(check=True)
-    _wait_done(slow, timeout=30)
+    _wait_done(slow, timeout=60)
     want = f"CANCELLED by {os.getuid()}"
     assert slow.state == want, f"want sacct's {want!r}, got {slow.state!r}"
