@@ -2,18 +2,22 @@
 
 capture.sh (../shared/anchors/slurm/golden) is what produced the golden files
 from a real Slurm 22.05 with partition ``debug`` and node[1-4] of 2 CPUs and
-2000 MB. Here the same script, unchanged but for its work folder, runs once
-against ``lingjun up`` configured alike (cluster ``anchor``), with our commands
-first on PATH; then every file it wrote is compared with the golden one, field
+2000 MB. Here the same script runs once against ``lingjun up`` configured
+alike (cluster ``anchor``), with our commands first on PATH; no command line
+it captures is changed (only its work folder, and its wait on a job id we did
+not hand out). Then every file it wrote is compared with the golden one, field
 by field, after normalising only what must differ between two clusters: job
-ids (paired by order of submission), times and dates, elapsed times, pids,
-ports, host names and the work folder.
+ids (paired by order of submission, and the priority derived from them), times
+and dates, elapsed times, pids, ports, host names, the work folder, and what
+the machine measures (CPU load, free memory, daemon version).
 
 A file that differs for a reason that is not a bug of the commands it runs
 (a feature another part of the work builds, Slurm state we do not model) is
 listed in KNOWN_DIFFERENCES with why; its case is a strict xfail, so the table
 must stay true: a file that starts matching fails the run until it leaves the
-table. The run ends with "golden: N match, M differ".
+table. DEPENDS_ON_SPEED holds the few files whose match depends on how fast
+the machine runs the script (non-strict). The run ends with
+"golden: N match, M differ".
 """
 from __future__ import annotations
 
@@ -102,6 +106,13 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "scontrol_show_config": "we show the settings Lingjun has (about 15), not Slurm's 200-odd keys",
     "err_scancel_nonexistent": ("deliberate: the anchor exits 0 silently; issue #2 asks for Slurm's "
                                 "'Invalid job id specified' and exit 1 (tests/cli/test_commands.py)"),
+}
+
+# Files whose match depends on how fast this machine runs capture.sh, so they
+# cannot be strict either way (non-strict xfail; the summary still counts them).
+DEPENDS_ON_SPEED: dict[str, str] = {
+    "sacct_completed": (PENDING_SHORT + "; ours lands on node1 only if the 1-minute job there has "
+                        "already ended, else on node2 (best fit)"),
 }
 
 
@@ -313,16 +324,16 @@ class Comparison:
     log: str
 
 
-SUMMARY: dict[str, bool] = {}
+SUMMARY: dict[str, str] = {}   # golden file -> "" if it matches, else why it differs
 
 
 class _Summary:
     def pytest_terminal_summary(self, terminalreporter):
         if SUMMARY:
-            bad = sorted(n for n, ok in SUMMARY.items() if not ok)
-            terminalreporter.write_line(
-                f"golden: {len(SUMMARY) - len(bad)} match, {len(bad)} differ"
-                + (f" ({', '.join(bad)})" if bad else ""))
+            bad = sorted(n for n, why in SUMMARY.items() if why)
+            terminalreporter.write_line(f"golden: {len(SUMMARY) - len(bad)} match, {len(bad)} differ")
+            for name in bad:
+                terminalreporter.write_line(f"  {name}: {SUMMARY[name]}")
 
 
 @pytest.fixture(scope="module")
@@ -364,8 +375,11 @@ def capture(tmp_path_factory, request) -> Comparison:
 
 
 def _case(name: str):
-    why = KNOWN_DIFFERENCES.get(name)
-    marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+    marks = []
+    if name in KNOWN_DIFFERENCES:
+        marks = [pytest.mark.xfail(reason=KNOWN_DIFFERENCES[name], strict=True)]
+    elif name in DEPENDS_ON_SPEED:
+        marks = [pytest.mark.xfail(reason=DEPENDS_ON_SPEED[name], strict=False)]
     return pytest.param(name, marks=marks, id=name)
 
 
@@ -373,7 +387,7 @@ def _case(name: str):
 def test_command_output_matches_real_slurm(capture, name):
     want_raw = parse_capture((golden_dir() / f"{name}.txt").read_text())
     got_file = capture.out / f"{name}.txt"
-    SUMMARY[name] = False
+    SUMMARY[name] = "capture.sh wrote no file"
     assert got_file.exists(), f"capture.sh wrote no {name}.txt; its log:\n{capture.log[-3000:]}"
     got_raw = parse_capture(got_file.read_text())
 
@@ -384,10 +398,11 @@ def test_command_output_matches_real_slurm(capture, name):
     want = norm(want_raw, GOLDEN_WORK, {})
     got = norm(got_raw, capture.work, capture.ids)
     diffs = differences(want, got)
-    SUMMARY[name] = not diffs
+    known = KNOWN_DIFFERENCES.get(name) or DEPENDS_ON_SPEED.get(name)
+    SUMMARY[name] = (known or f"UNEXPECTED: {diffs[0]}") if diffs else ""
     assert not diffs, f"{name}: {len(diffs)}+ difference(s) from Slurm 22.05:\n  " + "\n  ".join(diffs)
 
 
 def test_known_differences_name_golden_files():
-    stale = sorted(set(KNOWN_DIFFERENCES) - set(golden_names()))
+    stale = sorted((set(KNOWN_DIFFERENCES) | set(DEPENDS_ON_SPEED)) - set(golden_names()))
     assert not stale, f"KNOWN_DIFFERENCES lists files that are not golden files: {stale}"
