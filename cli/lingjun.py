@@ -1,6 +1,7 @@
 """lingjun: the cluster's own command.
 
-    lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--state-dir DIR] [--port P]
+    lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--cluster-name NAME]
+               [--partition-name NAME] [--state-dir DIR] [--port P]
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
     lingjun down [--state-dir DIR]
     lingjun status
@@ -67,7 +68,7 @@ reconnect_max_s = 2.0
 
 {_nodes_text(args)}
 [[partitions]]
-name = "debug"
+name = "{args.partition_name}"
 nodes = "ALL"
 default = true
 """
@@ -272,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--state-dir")
     up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
     up.add_argument("--cluster-name", default="local")
+    up.add_argument("--partition-name", default="debug", help="the one partition, holding every node")
     up.add_argument("--kill-wait", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
     up.add_argument("--heartbeat-timeout", type=float, default=30.0,
                     help="seconds of agent silence before a node is DOWN (Slurm's SlurmdTimeout)")

@@ -8,6 +8,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     [controller]
     listen = "127.0.0.1:6917"       # API and agent channel; Slurm uses 6817-6819
     state_dir = "/var/lib/lingjun"
+    enforce_part_limits = "NO"      # NO | ANY | ALL, as Slurm's EnforcePartLimits
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
@@ -24,13 +25,14 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import hostlist
 
 DEFAULT_PORT = 6917
 DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"
+ENFORCE_PART_LIMITS = ("NO", "ANY", "ALL")
 
 
 class ConfigError(ValueError):
@@ -81,6 +83,10 @@ class ControllerConfig:
     # A requeued job pends with reason BeginTime this long. Slurm waits
     # cred_expire+1 (121 s), an artefact of its credentials; short here.
     requeue_delay_s: float = 2.0
+    # Slurm's EnforcePartLimits: NO accepts a job over its partition's limits and lets it
+    # pend (PartitionNodeLimit, PartitionConfig, PartitionTimeLimit); ANY/ALL refuse it at
+    # submission. A job names one partition here, so ANY and ALL decide alike.
+    enforce_part_limits: str = "NO"
 
     @property
     def connect_address(self) -> str:
@@ -156,6 +162,13 @@ def parse(text: str, path: str = "") -> Config:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path or 'config'}: {e}") from None
     controller = _take(data.pop("controller", {}), ControllerConfig, "[controller]")
+    enforce = controller.enforce_part_limits.upper()
+    if enforce == "YES":            # Slurm's older spelling of ANY
+        enforce = "ANY"
+    if enforce not in ENFORCE_PART_LIMITS:
+        raise ConfigError(f"[controller] enforce_part_limits: {controller.enforce_part_limits!r} "
+                          f"is not one of {', '.join(ENFORCE_PART_LIMITS)}")
+    controller = replace(controller, enforce_part_limits=enforce)
     agent = _take(data.pop("agent", {}), AgentConfig, "[agent]")
     nodes: list[NodeConfig] = []
     for i, t in enumerate(data.pop("nodes", [])):

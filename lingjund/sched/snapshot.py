@@ -50,6 +50,7 @@ class PartitionView:
     max_nodes: int = UNLIMITED
     min_nodes: int = 0
     priority_tier: int = 1
+    total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,14 @@ class NodeConfigUnavailable(SlurmError):
     message = "Requested node configuration is not available"
 
 
+class InvalidNodeCount(SlurmError):
+    message = "Node count specification invalid"
+
+
+class TooManyCpus(SlurmError):
+    message = "More processors requested than permitted"
+
+
 class InvalidTimeLimit(SlurmError):
     message = "Requested time limit is invalid (missing or exceeds some limit)"
 

@@ -115,14 +115,18 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         min_nodes = max(min_nodes, math.ceil(spec.num_tasks / spec.ntasks_per_node))
     if spec.max_nodes and spec.max_nodes < min_nodes:
         raise errors.NodeConfigUnavailable()
-    if nodes and min_nodes > len(nodes):
-        raise errors.NodeConfigUnavailable()
     caps = [c for c in (node_capacity(ctl, n) for n in nodes) if c]
+    over = _over_partition_limits(spec, part, min_nodes, nodes, caps)
+    if over is not None and ctl.config.controller.enforce_part_limits != "NO":
+        raise over
     if caps:
+        # The shape of one node's share must exist somewhere: that no amount of
+        # waiting cures, whatever EnforcePartLimits says. How many such nodes
+        # the partition has is a partition limit (above).
         cpt = spec.cpus_per_task or 1
         max_nodes = spec.max_nodes or min_nodes
         if spec.num_tasks and not spec.min_nodes:
-            max_nodes = min(spec.num_tasks, len(nodes))  # -n alone: as many nodes as it takes
+            max_nodes = spec.num_tasks  # -n alone: as many nodes as it takes
         if spec.ntasks_per_node:
             per_node_tasks = spec.ntasks_per_node
         elif spec.num_tasks:
@@ -135,12 +139,11 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
                    and (not spec.HasField("mem_per_node_mb") or spec.mem_per_node_mb <= c[1])
                    and per_node_tasks * cpt * mem_per_cpu <= c[1]
                    and gpus_per_node(spec, min_nodes) <= c[2]]
-        if len(fitting) < min_nodes:
+        if len(fitting) < min(min_nodes, len(caps)):
             raise errors.NodeConfigUnavailable()
-        if spec.num_tasks and spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
+        if over is None and spec.num_tasks and \
+                spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
             raise errors.NodeConfigUnavailable()
-    # Over the partition's MaxTime is accepted and pends with PartitionTimeLimit
-    # (Slurm's default EnforcePartLimits=NO); the scheduling core says so.
     return part, min_nodes
 
 
@@ -149,6 +152,29 @@ def gpus_per_node(spec: api_pb2.JobSpec, nodes: int) -> int:
     if spec.gpus_per_node or not spec.gpus:
         return spec.gpus_per_node
     return math.ceil(spec.gpus / max(1, nodes))
+
+
+def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int, nodes: list[str],
+                           caps: list[tuple[int, int, int]]) -> errors.SlurmError | None:
+    """The partition limit ``spec`` breaks, as the error EnforcePartLimits=ANY/ALL raises.
+
+    With Slurm's default NO the job is accepted and pends; the scheduling core
+    gives the same limit as its reason, checked in this order: PartitionConfig
+    for more CPUs than the partition has, PartitionNodeLimit for nodes,
+    PartitionTimeLimit for time.
+    """
+    cpus = (spec.num_tasks or 1) * (spec.cpus_per_task or 1)
+    if caps and cpus > sum(c[0] for c in caps):
+        return errors.TooManyCpus()
+    most = len(nodes) if part.max_nodes == -1 else min(len(nodes), part.max_nodes)
+    if nodes and min_nodes > most:
+        return errors.InvalidNodeCount()
+    if spec.max_nodes and spec.max_nodes < part.min_nodes:
+        return errors.InvalidNodeCount()
+    if (spec.time_limit_min > 0 and part.max_time_min != -1
+            and spec.time_limit_min > part.max_time_min):
+        return errors.InvalidTimeLimit()
+    return None
 
 
 def effective_time_limit(spec: api_pb2.JobSpec, part) -> int:
@@ -435,6 +461,23 @@ def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, t
 
 
 # -- reading -----------------------------------------------------------------------
+def _pending_node_count(ctl: Controller, job: JobRecord) -> int:
+    """Nodes a job not yet placed will need, as Slurm estimates them for squeue.
+
+    ``-n`` without ``-N`` counts the nodes its CPUs fill on the partition's
+    largest node (``-n 9`` on 2-CPU nodes: 5, golden squeue_O_fields).
+    """
+    spec = job.spec
+    if spec.min_nodes or not spec.num_tasks:
+        return spec.min_nodes or 1
+    part = ctl.partition(job.partition)
+    caps = [c for c in (node_capacity(ctl, n) for n in ctl.partition_nodes(part))] if part else []
+    biggest = max((c[0] for c in caps if c), default=0)
+    if not biggest:
+        return 1
+    return max(1, math.ceil(spec.num_tasks * (spec.cpus_per_task or 1) / biggest))
+
+
 def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = None) -> api_pb2.JobInfo:
     spec = job.spec
     state = job.state
@@ -445,8 +488,9 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         job_id=job.job_id, name=job.name, user=job.user, uid=job.uid, gid=spec.gid,
         group=spec.group or str(spec.gid), state=state, reason=job.reason,
         partition=job.partition,
-        num_nodes=len(job.nodes) if job.nodes else (spec.min_nodes or 1),
-        max_nodes=spec.max_nodes or (spec.min_nodes or 1),
+        num_nodes=len(job.nodes) if job.nodes else _pending_node_count(ctl, job),
+        # 0 when -N was not given: scontrol shows NumNodes=1, not 1-1, as Slurm does
+        max_nodes=spec.max_nodes,
         num_cpus=sum(cpn) if cpn else max(spec.num_tasks, spec.min_nodes or 1) * (spec.cpus_per_task or 1),
         num_tasks=sum(job.tasks_per_node) if job.tasks_per_node else (spec.num_tasks or (spec.min_nodes or 1) * (spec.ntasks_per_node or 1)),
         cpus_per_task=spec.cpus_per_task or 1, ntasks_per_node=spec.ntasks_per_node,
@@ -478,7 +522,8 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         array_max_running=job.array_max_running,
         dependency=job.dependency, deadline=int(job.deadline))
     derived_code, derived_sig = 0, 0
-    for s in steps or ():
+    # sacct lists ID.batch before ID.0 even though the batch step ends last (golden sacct_steps).
+    for s in sorted(steps or (), key=lambda s: s.step_id != "batch"):
         info.steps.append(api_pb2.StepInfo(
             step_id=s.step_id, name=s.name, state=s.state, exit_code=s.exit_code,
             exit_signal=s.exit_signal, nodes=slurm.compress_hostlist(list(s.nodes)),

@@ -69,7 +69,8 @@ def build_snapshot(ctl: Controller, now: float,
     part_views = tuple(PartitionView(
         name=p.name, nodes=tuple(ctl.partition_nodes(p)), default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
-        max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier)
+        max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
+        total_cpus=sum(v.cpus for v in node_views if p.name in v.partitions))
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:

@@ -1,6 +1,9 @@
 """Bad input: Slurm's words, a non-zero exit, and nothing changed (issue #2, 6)."""
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 from tests.e2e.conftest import Cluster
@@ -22,9 +25,6 @@ CASES = [
     pytest.param(["sbatch", "--bogus-option", "--wrap", "true"], None, 255,
                  "sbatch: unrecognized option '--bogus-option'\nTry \"sbatch --help\" for more information\n",
                  id="an unknown option is refused by name"),
-    pytest.param(["sbatch", "-N", "5", "--wrap", "true"], None, 1,
-                 "sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
-                 id="more nodes than the cluster has is refused"),
     pytest.param(["sbatch", "-p", "nosuchpart", "--wrap", "true"], None, 1,
                  "sbatch: error: invalid partition specified: nosuchpart\n"
                  "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
@@ -58,6 +58,30 @@ def test_bad_input_is_refused_in_slurms_words(cluster, argv, stdin, rc, stderr):
     p = cluster.run(argv, input=stdin)
     assert (p.returncode, p.stderr, p.stdout) == (rc, stderr, "")
     assert _dump(cluster) == before
+
+
+@pytest.mark.parametrize("argv,reason", [
+    (["-N", "5"], "PartitionNodeLimit"),
+    (["--parsable", "--nodes=5"], "PartitionNodeLimit"),
+    (["-n", "9"], "PartitionConfig"),
+], ids=["sbatch -N 5 on 4 nodes pends with PartitionNodeLimit",
+        "sbatch --parsable --nodes=5 prints the id and pends",
+        "sbatch -n 9 on 8 CPUs pends with PartitionConfig"])
+def test_over_partition_limits_is_accepted_and_pends_as_in_slurm(cluster, argv, reason):
+    # Slurm's default EnforcePartLimits=NO (golden err_sbatch_too_many_*, squeue_default_busy).
+    p = cluster.run(["sbatch", *argv, "--wrap", "true"])
+    pattern = r"(\d+)\n" if "--parsable" in argv else r"Submitted batch job (\d+)\n"
+    m = re.fullmatch(pattern, p.stdout)
+    assert (p.returncode, p.stderr, bool(m)) == (0, "", True), f"want rc 0 and an id, got {p}"
+    jid = int(m.group(1))
+    try:
+        deadline, got = time.time() + 15, ""
+        while time.time() < deadline and got != f"PENDING {reason}":
+            got = cluster.squeue(jid, "%T %r")
+            time.sleep(0.2)
+        assert got == f"PENDING {reason}", f"want 'PENDING {reason}', got {got!r}"
+    finally:
+        cluster.run(["scancel", str(jid)])
 
 
 def test_script_without_shebang_in_a_file_is_refused(cluster):

@@ -27,11 +27,21 @@ nodes = "ALL"
 @pytest.fixture
 def api(tmp_path):
     """A controller on port 0, its loop in a thread of its own; yields (stub, store)."""
+    yield from _serve(tmp_path, CONF)
+
+
+@pytest.fixture(params=["ANY", "ALL"])
+def api_enforcing(tmp_path, request):
+    """The same controller with EnforcePartLimits=ANY or ALL."""
+    yield from _serve(tmp_path, f'[controller]\nenforce_part_limits = "{request.param}"\n' + CONF)
+
+
+def _serve(tmp_path, conf: str):
     loop = asyncio.new_event_loop()
     t = threading.Thread(target=loop.run_forever, daemon=True)
     t.start()
     store = Store(str(tmp_path / "db.sqlite"))
-    ctl = Controller(config=config.parse(CONF), store=store)
+    ctl = Controller(config=config.parse(conf), store=store)
 
     async def start():
         server, port, _ = build_server(ctl, "127.0.0.1:0")
@@ -77,16 +87,16 @@ def test_an_acknowledged_job_is_in_the_store_before_the_reply(api):
 
 @pytest.mark.parametrize("bad,code,words", [
     (spec(partition="nosuch"), grpc.StatusCode.INVALID_ARGUMENT, "Invalid partition name specified"),
-    (spec(min_nodes=5), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
     (spec(cpus_per_task=3), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
-    (spec(num_tasks=9), grpc.StatusCode.INVALID_ARGUMENT, "Requested node configuration is not available"),
+    (spec(min_nodes=2, max_nodes=2, num_tasks=5), grpc.StatusCode.INVALID_ARGUMENT,
+     "Requested node configuration is not available"),
     (spec(script="no shebang"), grpc.StatusCode.INVALID_ARGUMENT, "lacks #!"),
     (spec(work_dir="relative/dir"), grpc.StatusCode.INVALID_ARGUMENT, "absolute path"),
     (spec(min_nodes=-1), grpc.StatusCode.INVALID_ARGUMENT, "Invalid min_nodes"),
     (spec(time_limit_min=-7), grpc.StatusCode.INVALID_ARGUMENT, "Requested time limit is invalid"),
     (spec(script="#!/bin/sh\n" + "x" * (5 * 1024 * 1024)), grpc.StatusCode.INVALID_ARGUMENT, "too large"),
-], ids=["unknown partition", "more nodes than exist", "more CPUs per task than a node has",
-        "more tasks than the cluster has CPUs", "a script without #!", "a relative working dir",
+], ids=["unknown partition", "more CPUs per task than a node has",
+        "more tasks than two nodes have CPUs for -N 2 -n 5", "a script without #!", "a relative working dir",
         "a negative node count", "a negative time limit", "a script over the size limit"])
 def test_impossible_requests_are_refused_and_change_nothing(api, bad, code, words):
     stub, store = api
@@ -95,6 +105,33 @@ def test_impossible_requests_are_refused_and_change_nothing(api, bad, code, word
         stub.SubmitJob(api_pb2.SubmitJobRequest(spec=bad))
     assert e.value.code() == code
     assert words in (e.value.details() or "")
+    assert store.dump() == before
+
+
+OVER_PARTITION_LIMITS = [
+    pytest.param(spec(min_nodes=5), "Node count specification invalid",
+                 id="more nodes than the partition has (sbatch -N 5)"),
+    pytest.param(spec(num_tasks=9), "More processors requested than permitted",
+                 id="more tasks than the partition has CPUs (sbatch -n 9)"),
+]
+
+
+@pytest.mark.parametrize("over,words", OVER_PARTITION_LIMITS)
+def test_over_partition_limits_is_accepted_by_default_as_in_slurm(api, over, words):
+    # Slurm's default EnforcePartLimits=NO: the job is taken and pends (golden
+    # err_sbatch_too_many_nodes: "Submitted batch job 1"); the reason comes from the core.
+    stub, store = api
+    r = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=over))
+    assert store.job(r.job_id).state == "PENDING"
+
+
+@pytest.mark.parametrize("over,words", OVER_PARTITION_LIMITS)
+def test_over_partition_limits_is_refused_when_enforced(api_enforcing, over, words):
+    stub, store = api_enforcing
+    before = store.dump()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.SubmitJob(api_pb2.SubmitJobRequest(spec=over))
+    assert (e.value.code(), e.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, words)
     assert store.dump() == before
 
 

@@ -1,6 +1,8 @@
 """partition/limits: jobs that their partition will not run as they are.
 
 A partition that is DOWN or INACTIVE starts nothing; a job asking more
+CPUs than all the partition's nodes together have (PartitionConfig, as
+Slurm says for `-n 9` on 4 nodes x 2 CPUs), more
 nodes than the partition has or allows, fewer than it requires, or a longer
 time limit than it allows, will not start by waiting. These refusals never
 block lower-priority jobs. A DRAIN partition takes no new submissions but
@@ -8,8 +10,9 @@ still runs what is queued, so it passes here.
 """
 from __future__ import annotations
 
-from lingjun.slurm import (REASON_PARTITION_DOWN, REASON_PARTITION_INACTIVE,
-                           REASON_PARTITION_NODE_LIMIT, REASON_PARTITION_TIME_LIMIT)
+from lingjun.slurm import (REASON_PARTITION_CONFIG, REASON_PARTITION_DOWN,
+                           REASON_PARTITION_INACTIVE, REASON_PARTITION_NODE_LIMIT,
+                           REASON_PARTITION_TIME_LIMIT)
 from lingjund.sched.snapshot import UNLIMITED, JobRequest, PartitionView
 
 
@@ -31,6 +34,9 @@ class PartitionLimits:
         if state == "INACTIVE":
             return REASON_PARTITION_INACTIVE
         min_nodes = max(1, job.min_nodes)
+        tasks = job.num_tasks or (job.ntasks_per_node or 1) * min_nodes
+        if partition.total_cpus and tasks * max(1, job.cpus_per_task) > partition.total_cpus:
+            return REASON_PARTITION_CONFIG
         max_nodes = max(min_nodes, job.max_nodes)
         if min_nodes > node_cap(partition) or max_nodes < partition.min_nodes:
             return REASON_PARTITION_NODE_LIMIT
