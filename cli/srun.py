@@ -187,7 +187,7 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                     if said_busy and not o.quiet:
                         print(f"srun: Step created for job {job_id}", file=err, flush=True)
                     subst = dict(job_id=job_id, job_name=job_name or req.name, step_id=st.step_id,
-                                 user=current_user()[0])
+                                 user=current_user()[0], **_array_ids(os.environ))
                     stdout, stderr = _local_files(files, o, subst, work_dir, per_node)
                     output = StepOutput(o.label, len(str(max(st.num_tasks - 1, 0))), o.unbuffered,
                                         stdout, stderr)
@@ -214,6 +214,15 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                 output.close()
             sys.stdout.flush()
     return rc
+
+
+def _array_ids(env) -> dict:
+    """%A/%a inside an array task come from the task's own SLURM_ARRAY_* variables."""
+    try:
+        return dict(array_job_id=int(env["SLURM_ARRAY_JOB_ID"]),
+                    array_task_id=int(env["SLURM_ARRAY_TASK_ID"]))
+    except (KeyError, ValueError):
+        return {}
 
 
 def _local_files(files: ExitStack, o: RunOptions, subst: dict, work_dir: str, per_node):

@@ -129,6 +129,8 @@ def _output_paths(job, req: api_pb2.RunStepRequest, step_id: int, node: str, nod
             return ""
         return resolve_path(expand_pattern(
             pattern, job_id=job.job_id, job_name=job.name, user=job.user, node=node,
+            array_job_id=job.array_job_id,
+            array_task_id=job.array_task_id if job.array_task_id >= 0 else None,
             step_id=step_id, task_id=rank, node_index=node_index), req.work_dir or job.spec.work_dir)
     out = one(req.stdout_pattern)
     # stderr goes with stdout unless -e says otherwise, as in Slurm

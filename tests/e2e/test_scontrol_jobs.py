@@ -97,11 +97,11 @@ def held_job(cluster):
     (["Partition=nosuch"], "Invalid partition name specified for job {job}"),
     (["Dependency=bogus"], "Job dependency problem for job {job}"),
     (["Dependency=afterok:{job}"], "Job dependency problem for job {job}"),
-    (["NumNodes=9"], "Requested node configuration is not available for job {job}"),
+    (["NumNodes=lots"], "scontrol: error: Invalid node count specified: lots"),
     (["Nice=99999999999"], "scontrol: error: Nice value out of range (+/- 2147483645). Value ignored"),
     ([], "No changes specified"),
 ], ids=["a key scontrol does not know", "a time limit nobody can read", "a partition that does not exist",
-        "a dependency nobody can read", "a job that depends on itself", "more nodes than the cluster has",
+        "a dependency nobody can read", "a job that depends on itself", "a node count nobody can read",
         "a nice value out of range", "nothing to change"])
 def test_bad_updates_change_nothing(cluster, held_job, args, want_err):
     job, before = held_job

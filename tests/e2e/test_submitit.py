@@ -14,27 +14,8 @@ import time
 
 import pytest
 
-submitit = pytest.importorskip("submitit")  # the test extra installs it
-from submitit.core.utils import FailedJobError  # noqa: E402
-
-# What submitit needs that this branch does not have yet; strict, so each entry
-# must go as soon as the feature lands (the lead removes them after merging).
-SRUN_OUTPUT = ("not built yet (issue: srun options): submitit runs "
-               "`srun --unbuffered --output <folder>/%j_%t_log.out --error <folder>/%j_%t_log.err`")
-NOT_YET = {
-    "test_a_function_runs_as_a_job_and_returns_its_value": SRUN_OUTPUT,
-    "test_map_array_runs_one_array_task_per_input":
-        "not built yet (issue 3: arrays): `#SBATCH --array=0-4%5`, %A_%a in --output, "
-        "sacct rows 7_0..7_4; and " + SRUN_OUTPUT,
-    "test_a_failing_function_raises_its_error_locally": SRUN_OUTPUT,
-    "test_a_cancelled_job_ends_cancelled": SRUN_OUTPUT,
-    "test_tasks_of_a_job_see_their_global_ranks": SRUN_OUTPUT,
-}
-
-
-def not_yet(test):
-    why = NOT_YET.get(test.__name__)
-    return pytest.mark.xfail(reason=why, strict=True)(test) if why else test
+import submitit  # the test extra installs it
+from submitit.core.utils import FailedJobError
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +65,6 @@ def _wait_done(job, timeout: float = 60):
         time.sleep(0.2)
 
 
-@not_yet
 def test_a_function_runs_as_a_job_and_returns_its_value(executor):
     job = executor.submit(add, 2, 3)
     _wait_done(job)
@@ -93,7 +73,6 @@ def test_a_function_runs_as_a_job_and_returns_its_value(executor):
     assert job.result() == 5
 
 
-@not_yet
 def test_map_array_runs_one_array_task_per_input(executor):
     jobs = executor.map_array(square, [0, 1, 2, 3, 4])
     assert len({j.job_id.split("_")[0] for j in jobs}) == 1, [j.job_id for j in jobs]
@@ -102,7 +81,6 @@ def test_map_array_runs_one_array_task_per_input(executor):
     assert [j.result() for j in jobs] == [0, 1, 4, 9, 16]
 
 
-@not_yet
 def test_a_failing_function_raises_its_error_locally(executor):
     job = executor.submit(fail, "boom from the job")
     _wait_done(job)
@@ -111,7 +89,6 @@ def test_a_failing_function_raises_its_error_locally(executor):
     assert "ValueError: boom from the job" in str(err.value), str(err.value)
 
 
-@not_yet
 def test_a_cancelled_job_ends_cancelled(executor, cluster):
     job = executor.submit(sleep_then, 300)
     seen = cluster.wait_state(int(job.job_id), ("RUNNING", "FAILED", "COMPLETED"), timeout=30)
@@ -122,7 +99,6 @@ def test_a_cancelled_job_ends_cancelled(executor, cluster):
     assert not cluster.job_processes(int(job.job_id))
 
 
-@not_yet
 def test_tasks_of_a_job_see_their_global_ranks(executor):
     ex = submitit.AutoExecutor(folder=executor.folder, cluster="slurm")
     ex.update_parameters(timeout_min=5, slurm_partition="debug", tasks_per_node=2, nodes=1)
