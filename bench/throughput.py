@@ -231,7 +231,16 @@ def phase_array(side: Side, o: argparse.Namespace) -> list[Figure]:
         return [Figure(f"array_{o.array}_submit", None, "s", f"sbatch failed: {err}"),
                 Figure(name, None, "s", f"sbatch failed: {err}")]
     t2, dnote = drain(side, side.jobs["array"], deadline)
-    return [Figure(f"array_{o.array}_submit", dt, "s"), Figure(name, t2 - t0, "s", dnote)]
+    # How many tasks ended COMPLETED by then: a rate both sides can be compared
+    # on even when a drain of 10,000 tasks outlasts LIMIT.
+    acct = side.run("sacct", "-X", "-n", "-P", "-s", "CD", "-o", "JobID", "-j",
+                    side.jobs["array"][0], timeout=60)
+    done = sum(1 for line in acct.stdout.splitlines() if line.strip()) if acct.returncode == 0 else None
+    rate = done / (t2 - t0) if done is not None else None
+    return [Figure(f"array_{o.array}_submit", dt, "s"), Figure(name, t2 - t0, "s", dnote),
+            Figure(f"array_{o.array}_tasks_completed", done, "tasks",
+                   "" if done is not None else "sacct failed"),
+            Figure(f"array_{o.array}_task_rate", rate, "tasks/s")]
 
 
 def phase_launch(side: Side, o: argparse.Namespace) -> list[Figure]:
