@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import batch, errors
+from lingjund.service import errors
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -338,6 +338,8 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     pending task named alone ("scancel 12_2") is split off the array into a
     row of its own and recorded CANCELLED, as Slurm does; the rest stay pending.
     """
+    # batch imports jobctl, which imports this module: import it when cancelling.
+    from lingjund.service import batch
     results: list[api_pb2.CancelResult] = []
     if req.signal and req.signal not in signals.valid_signals():
         raise errors.InvalidRequest(f"Invalid signal {req.signal}")
