@@ -528,12 +528,24 @@ def scontrol_show_job(jobs: Sequence[api_pb2.JobInfo], oneliner: bool = False,
 # --- nodes: scontrol show node --------------------------------------------------
 
 
-def _node_port(node: api_pb2.NodeInfo) -> tuple[str, str]:
+def node_port(node: api_pb2.NodeInfo) -> tuple[str, str]:
     addr = node.address or node.name
     host, sep, port = addr.rpartition(":")
     if sep and port.isdigit() and "]" not in port:
         return host, port
     return addr, getattr(node, "port", 0) or "0"
+
+
+def node_tres(n: api_pb2.NodeInfo) -> tuple[str, str]:
+    """A node's configured and allocated TRES ("cpu=2,mem=2000M,billing=2", "cpu=1"),
+    as scontrol's CfgTRES/AllocTRES and sinfo --json's tres/tres_used write them."""
+    cfg = [f"cpu={n.cpus}", f"mem={n.real_memory_mb}M", f"billing={n.cpus}"]
+    if n.gpus:
+        cfg.append(f"gres/gpu={n.gpus}")
+    alloc = [f"{name}={value}" for name, value in (
+        ("cpu", n.cpus_alloc), ("mem", f"{n.alloc_memory_mb}M" if n.alloc_memory_mb else 0),
+        ("gres/gpu", n.gpus_alloc)) if value]
+    return ",".join(cfg), ",".join(alloc)
 
 
 def _node_gres(n: api_pb2.NodeInfo) -> str:
@@ -547,20 +559,11 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
     ts = slurm.format_timestamp
     out = []
     for n in nodes:
-        addr, port = _node_port(n)
+        addr, port = node_port(n)
         threads = n.threads_per_core or 1
         sockets = n.sockets or 1
         cores = n.cores_per_socket or max(1, n.cpus // (sockets * threads))
-        cfg = [f"cpu={n.cpus}", f"mem={n.real_memory_mb}M", f"billing={n.cpus}"]
-        if n.gpus:
-            cfg.append(f"gres/gpu={n.gpus}")
-        alloc = []
-        if n.cpus_alloc:
-            alloc.append(f"cpu={n.cpus_alloc}")
-        if n.alloc_memory_mb:
-            alloc.append(f"mem={n.alloc_memory_mb}M")
-        if n.gpus_alloc:
-            alloc.append(f"gres/gpu={n.gpus_alloc}")
+        cfg, alloc = node_tres(n)
         state = slurm.node_state_long(n.state, n.drain, n.not_responding, n.completing)
         lines = [
             f"NodeName={n.name} Arch={n.arch or 'x86_64'} CoresPerSocket={cores} ",
@@ -578,8 +581,8 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
             f"Partitions={','.join(n.partitions)} ",
             f"BootTime={ts(n.boot_time, 'None')} SlurmdStartTime={ts(n.agent_start_time, 'None')}",
             f"LastBusyTime={ts(n.last_busy_time, 'None')}",
-            f"CfgTRES={','.join(cfg)}",
-            f"AllocTRES={','.join(alloc)}",
+            f"CfgTRES={cfg}",
+            f"AllocTRES={alloc}",
             "CapWatts=n/a",
             "CurrentWatts=0 AveWatts=0",
             "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
@@ -795,7 +798,7 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
         "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
         "I": "1", "M": "OFF", "v": n.version or SLURM_VERSION,
-        "allocmem": str(n.alloc_memory_mb), "port": _node_port(n)[1], "comment": "(null)",
+        "allocmem": str(n.alloc_memory_mb), "port": node_port(n)[1], "comment": "(null)",
         "gresused": f"gpu:{n.gpus_alloc}" if n.gpus else "gpu:0",
         "statecomplete": slurm.node_state_long(n.state, n.drain, n.not_responding,
                                                n.completing).lower(),
@@ -820,7 +823,7 @@ def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
     return {
         "N": slurm.compress_hostlist(names), "D": str(len(nodes)),
         "n": slurm.compress_hostlist([n.hostname or n.name for n in nodes]),
-        "o": slurm.compress_hostlist([(_node_port(n)[0]) for n in nodes]),
+        "o": slurm.compress_hostlist([(node_port(n)[0]) for n in nodes]),
         "C": f"{a}/{t - a - o}/{o}/{t}",
         "F": f"{na}/{len(nodes) - na - no}/{no}/{len(nodes)}",
         "A": f"{na}/{len(nodes) - na - no}",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from cli.formats import step_order
+from cli.formats import node_port, node_tres, step_order
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 
@@ -169,19 +169,8 @@ def node_dict(n: api_pb2.NodeInfo) -> dict[str, Any]:
     sockets = n.sockets or 1
     cores = n.cores_per_socket or max(1, n.cpus // (sockets * threads))
     state, flags = _node_state_words(n)
-    host, _, port = (n.address or n.name).rpartition(":")
-    if not port.isdigit():
-        host, port = n.address or n.name, "0"
-    tres = [f"cpu={n.cpus}", f"mem={n.real_memory_mb}M", f"billing={n.cpus}"]
-    if n.gpus:
-        tres.append(f"gres/gpu={n.gpus}")
-    used = []
-    if n.cpus_alloc:
-        used.append(f"cpu={n.cpus_alloc}")
-    if n.alloc_memory_mb:
-        used.append(f"mem={n.alloc_memory_mb}M")
-    if n.gpus_alloc:
-        used.append(f"gres/gpu={n.gpus_alloc}")
+    host, port = node_port(n)
+    tres, used = node_tres(n)
     return {
         "architecture": n.arch or "x86_64", "burstbuffer_network_address": "", "boards": 1,
         "boot_time": n.boot_time, "comment": "", "cores": cores, "cpu_binding": 0,
@@ -197,10 +186,10 @@ def node_dict(n: api_pb2.NodeInfo) -> dict[str, Any]:
         "reason_changed_at": n.reason_time if n.reason else 0,
         "reason_set_by_user": (n.reason_user or "root") if n.reason else "",
         "slurmd_start_time": n.agent_start_time, "sockets": sockets, "threads": threads,
-        "temporary_disk": n.tmp_disk_mb, "weight": n.weight or 1, "tres": ",".join(tres),
+        "temporary_disk": n.tmp_disk_mb, "weight": n.weight or 1, "tres": tres,
         "slurmd_version": n.version or RELEASE, "alloc_memory": n.alloc_memory_mb,
         "alloc_cpus": n.cpus_alloc, "idle_cpus": n.cpus - n.cpus_alloc,
-        "tres_used": ",".join(used) or None, "tres_weighted": float(n.cpus_alloc),
+        "tres_used": used or None, "tres_weighted": float(n.cpus_alloc),
     }
 
 
