@@ -1,0 +1,227 @@
+"""Keep the node converged: reconcile on every netlink event that concerns the profile.
+
+One thread per agent. It binds a netlink socket to the link, IPv4 address,
+IPv4 route and rule groups and sleeps in ``select`` on it; the only timeout
+is the end of an uplink hold-down (failover.py), so there is no polling loop.
+An event (a link lost carrier, someone deleted an address or changed an
+MTU) wakes it; it gathers whatever else arrives within ``debounce_s`` (one
+``ip`` command or one failing cable sends several messages), then reads the
+live state, steps each uplink pair's failover state, plans and applies the
+difference, and reports.
+
+    events ─► drain for debounce_s ─► read_live ─► failover.step ─► plan ─► apply ─► report
+       ▲                                                              │
+       └──────────── our own changes echo back as events, plan is [] ─┘
+
+Our own changes come back as events too; the reconcile they trigger plans
+nothing, so the loop settles after one extra read.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lingjun_agent.network import failover, rdma, reconcile
+from lingjun_agent.network.profile import Profile, ProfileError, check_live
+
+log = logging.getLogger("lingjun_agent.network")
+
+CONVERGED, DEGRADED, REFUSED, FAILED = "converged", "degraded", "refused", "failed"
+
+
+@dataclass(frozen=True)
+class IfaceReport:
+    name: str
+    desired: str
+    live: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    profile: str
+    state: str                        # converged | degraded | refused | failed
+    message: str = ""
+    changes: tuple[str, ...] = ()     # what this run changed
+    errors: tuple[str, ...] = ()
+    interfaces: tuple[IfaceReport, ...] = ()
+    active: tuple[tuple[str, str], ...] = ()   # (uplink, "primary"|"backup")
+    rdma: tuple[rdma.RdmaPort, ...] = ()
+    at: float = field(default_factory=time.time)
+
+
+def describe(profile: Profile, live: reconcile.LiveState, active: dict[str, str]) -> tuple[IfaceReport, ...]:
+    """Desired vs live, one line each, for the operator (lingjun net show)."""
+    out = []
+    want_routes, want_rules = reconcile.desired_routes(profile, live.links, active)
+    for i in profile.interfaces:
+        link = live.links.get(i.name)
+        d = [i.address or "-", f"mtu {i.mtu}" if i.mtu else "", f"table {i.table}" if i.table else "",
+             "up"]
+        if link is None:
+            out.append(IfaceReport(i.label, " ".join(x for x in d if x), "absent", False))
+            continue
+        addrs = sorted(live.addrs.get(link.index, ()))
+        have_table = i.table and all(r in live.routes for r in want_routes if r.table == i.table) \
+            and all(r in live.rules for r in want_rules if r.table == i.table)
+        state = "up" if link.running else ("no-carrier" if link.up else "down")
+        l_ = [",".join(addrs) or "-", f"mtu {link.mtu}" if i.mtu else "",
+              f"table {i.table}" if have_table else ("table missing" if i.table else ""), state]
+        ok = ((not i.address or addrs == [i.address]) and (not i.mtu or link.mtu == i.mtu)
+              and (not i.table or bool(have_table)) and link.up)
+        out.append(IfaceReport(i.name, " ".join(x for x in d if x), " ".join(x for x in l_ if x), ok))
+    return tuple(out)
+
+
+class NetReconciler:
+    """The agent's network owner: validate a profile, converge to it, stay converged.
+
+    ``netns``: reconcile another network namespace (pyroute2 ``netns=``;
+    sysctls then need ``sysctl_root`` to point into it), used by nothing in
+    production. ``on_report`` is called from the watcher thread.
+    """
+
+    def __init__(self, profile: Profile, *, sysctl_root: str = reconcile.SYSCTL_ROOT,
+                 rdma_root: str = rdma.DEFAULT_ROOT, on_report: Callable[[Report], None] | None = None,
+                 debounce_s: float = 0.05, clock: Callable[[], float] = time.monotonic):
+        self.profile = profile
+        self.sysctl_root = sysctl_root
+        self.rdma_root = rdma_root
+        self.on_report = on_report or (lambda r: None)
+        self.debounce_s = debounce_s
+        self.clock = clock
+        self.failover: dict[str, failover.FailoverState] = {}
+        self.last: Report | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        self._stop = False
+        self._resolved: Profile | None = None
+
+    # -- one pass ------------------------------------------------------------------
+    def reconcile_once(self) -> tuple[Report, float | None]:
+        from pyroute2 import IPRoute
+        with self._lock, IPRoute() as ipr:
+            profile = self.profile
+            ports = tuple(rdma.inventory(self.rdma_root))
+            try:
+                live = reconcile.read_live(ipr, profile, self.sysctl_root)
+                resolved = check_live(profile, live.facts())
+            except ProfileError as e:
+                rep = Report(profile=profile.name, state=REFUSED, message=str(e), rdma=ports)
+                self.last = rep
+                return rep, None
+            if resolved != profile:
+                live = reconcile.read_live(ipr, resolved, self.sysctl_root)
+            self._resolved = resolved
+            active, wake = self._step_failover(resolved, live)
+            changes = reconcile.plan(resolved, live, active)
+            errors = reconcile.apply(ipr, changes, self.sysctl_root) if changes else []
+            if changes:
+                live = reconcile.read_live(ipr, resolved, self.sysctl_root)
+            ifaces = describe(resolved, live, active)
+            problems = list(errors) + rdma.mismatches(resolved, list(ports))
+            degraded = [u for u, a in active.items() if a == failover.BACKUP]
+            if degraded:
+                problems.append("uplink " + ",".join(degraded) + " on backup")
+            bad = [i.name for i in ifaces if not i.ok]
+            if bad:
+                problems.append("not converged: " + ",".join(bad))
+            state = DEGRADED if problems else CONVERGED
+            rep = Report(profile=resolved.name, state=state, message="; ".join(problems),
+                         changes=tuple(c.what for c in changes), errors=tuple(errors),
+                         interfaces=ifaces, active=tuple(sorted(active.items())), rdma=ports)
+            self.last = rep
+            return rep, wake
+
+    def _step_failover(self, profile: Profile, live: reconcile.LiveState) -> tuple[dict[str, str], float | None]:
+        now = self.clock()
+        active, wake = {}, None
+        for u in profile.uplinks:
+            p, b = live.links.get(u.primary), live.links.get(u.backup)
+            old = self.failover.get(u.name, failover.FailoverState())
+            new, w = failover.step(old, bool(p and p.running), bool(b and b.running), now, u.hold_down_s)
+            if new.active != old.active:
+                log.warning("network: uplink %s now on its %s (%s)", u.name, new.active,
+                            u.backup if new.active == failover.BACKUP else u.primary)
+            self.failover[u.name] = new
+            active[u.name] = new.active
+            if w is not None:
+                wake = w if wake is None else min(wake, w)
+        return active, wake
+
+    # -- the watcher -----------------------------------------------------------------
+    def set_profile(self, profile: Profile) -> None:
+        """Take a new profile (pushed by the controller); the watcher converges to it."""
+        with self._lock:
+            self.profile = profile
+            self.failover = {k: v for k, v in self.failover.items()
+                             if k in {u.name for u in profile.uplinks}}
+        os.write(self._wake_w, b"p")
+
+    def start(self) -> None:
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="net-watcher",
+                                        daemon=True)
+        self._thread.start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        self._stop = True
+        os.write(self._wake_w, b"s")
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.rtnl import (RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE,
+                                           RTMGRP_IPV4_RULE, RTMGRP_LINK)
+        mon = IPRoute()
+        try:
+            # Bound before the first reconcile, so no change between the two is missed.
+            mon.bind(groups=RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV4_RULE)
+            ready.set()
+            fds = [mon.fileno(), self._wake_r]
+            wake = self._pass()
+            while not self._stop:
+                timeout = None if wake is None else max(0.0, wake - self.clock())
+                readable, _, _ = select.select(fds, [], [], timeout)
+                if self._stop:
+                    break
+                if readable:
+                    self._drain(mon, readable)
+                    # one cable pull or one `ip` command sends a burst: take it all
+                    while True:
+                        more, _, _ = select.select(fds, [], [], self.debounce_s)
+                        if not more:
+                            break
+                        self._drain(mon, more)
+                wake = self._pass()
+        except Exception:
+            log.exception("network watcher failed")
+        finally:
+            mon.close()
+
+    def _drain(self, mon, readable) -> None:
+        if self._wake_r in readable:
+            os.read(self._wake_r, 4096)
+        if mon.fileno() in readable:
+            for _ in mon.get():
+                pass
+
+    def _pass(self) -> float | None:
+        try:
+            rep, wake = self.reconcile_once()
+        except Exception as e:  # noqa: BLE001 - the watcher must outlive a bad pass
+            log.exception("network reconcile failed")
+            rep, wake = Report(profile=self.profile.name, state=FAILED, message=str(e)), None
+        try:
+            self.on_report(rep)
+        except Exception:  # noqa: BLE001
+            log.exception("network report callback failed")
+        return wake
