@@ -305,3 +305,31 @@ def check_live(p: Profile, links: list[LinkFacts]) -> Profile:
             raise ProfileError(f"profile {p.name}: interface {i.name}: MTU {i.mtu} is out of range "
                                f"for this link ({link.min_mtu}-{link.max_mtu})")
     return resolved
+
+
+# -- on the wire (agent.proto NetProfileSpec) -----------------------------------------------
+def to_spec(p: Profile):
+    from lingjun.v1 import agent_pb2
+    return agent_pb2.NetProfileSpec(
+        name=p.name,
+        interfaces=[agent_pb2.NetInterfaceSpec(
+            name=i.name, mac=i.mac, address=i.address, mtu=i.mtu, table=i.table, gateway=i.gateway,
+            rule_priority=i.rule_priority, sysctl=dict(i.sysctl), rdma_device=i.rdma_device)
+            for i in p.interfaces],
+        uplinks=[agent_pb2.NetUplinkSpec(
+            name=u.name, primary=u.primary, backup=u.backup, target=u.target,
+            primary_gateway=u.primary_gateway, backup_gateway=u.backup_gateway, source=u.source,
+            hold_down_s=u.hold_down_s) for u in p.uplinks])
+
+
+def from_spec(spec) -> Profile:
+    return Profile(
+        name=spec.name,
+        interfaces=tuple(Interface(
+            name=i.name, mac=i.mac, address=i.address, mtu=i.mtu, table=i.table, gateway=i.gateway,
+            rule_priority=i.rule_priority, sysctl=tuple(sorted(i.sysctl.items())),
+            rdma_device=i.rdma_device) for i in spec.interfaces),
+        uplinks=tuple(Uplink(
+            name=u.name, primary=u.primary, backup=u.backup, target=u.target,
+            primary_gateway=u.primary_gateway, backup_gateway=u.backup_gateway, source=u.source,
+            hold_down_s=u.hold_down_s) for u in spec.uplinks))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lingjun_agent.network import failover, rdma, reconcile
-from lingjun_agent.network.profile import Profile, ProfileError, check_live
+from lingjun_agent.network.profile import Profile, ProfileError, check_live, check_static
 
 log = logging.getLogger("lingjun_agent.network")
 
@@ -109,11 +109,19 @@ class NetReconciler:
         with self._lock, IPRoute() as ipr:
             profile = self.profile
             ports = tuple(rdma.inventory(self.rdma_root))
+            live = None
             try:
                 live = reconcile.read_live(ipr, profile, self.sysctl_root)
                 resolved = check_live(profile, live.facts())
             except ProfileError as e:
-                rep = Report(profile=profile.name, state=REFUSED, message=str(e), rdma=ports)
+                ifaces: tuple[IfaceReport, ...] = ()
+                try:
+                    check_static(profile)     # words only for a profile that makes sense
+                    ifaces = describe(profile, live, {}) if live is not None else ()
+                except ProfileError:
+                    pass
+                rep = Report(profile=profile.name, state=REFUSED, message=str(e), rdma=ports,
+                             interfaces=ifaces)
                 self.last = rep
                 return rep, None
             if resolved != profile:
@@ -225,3 +233,17 @@ class NetReconciler:
         except Exception:  # noqa: BLE001
             log.exception("network report callback failed")
         return wake
+
+
+def report_msg(rep: Report):
+    """The report as api.proto's NetStatusReport (what the controller stores)."""
+    from lingjun.v1 import api_pb2
+    return api_pb2.NetStatusReport(
+        profile=rep.profile, state=rep.state, message=rep.message,
+        interfaces=[api_pb2.NetIfaceStatus(name=i.name, desired=i.desired, live=i.live, ok=i.ok)
+                    for i in rep.interfaces],
+        uplinks=[api_pb2.NetUplinkStatus(name=n, active=a) for n, a in rep.active],
+        rdma=[api_pb2.NetRdmaPort(device=p.device, port=p.port, state=p.state,
+                                  phys_state=p.phys_state, link_layer=p.link_layer, rate=p.rate,
+                                  netdev=p.netdev) for p in rep.rdma],
+        changes=list(rep.changes), time=rep.at)
