@@ -165,11 +165,10 @@ class NetReconciler:
 
     # -- the watcher -----------------------------------------------------------------
     def set_profile(self, profile: Profile) -> None:
-        """Take a new profile (pushed by the controller); the watcher converges to it."""
-        with self._lock:
-            self.profile = profile
-            self.failover = {k: v for k, v in self.failover.items()
-                             if k in {u.name for u in profile.uplinks}}
+        """Take a new profile (pushed by the controller); the watcher converges to it.
+        Called from the agent's event loop, so it never waits for a pass to end:
+        the next pass reads ``self.profile`` once and uses it throughout."""
+        self.profile = profile
         os.write(self._wake_w, b"p")
 
     def start(self) -> None:
@@ -180,10 +179,16 @@ class NetReconciler:
         ready.wait(10)
 
     def stop(self) -> None:
+        if self._thread is None:
+            return
         self._stop = True
         os.write(self._wake_w, b"s")
         if self._thread is not None:
             self._thread.join(10)
+            if not self._thread.is_alive():
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+            self._thread = None
 
     def _run(self, ready: threading.Event) -> None:
         from pyroute2 import IPRoute

@@ -37,6 +37,10 @@ class Netns:
         ns = self.name(short)
         sh("ip", "netns", "add", ns)
         self.made.append(ns)
+        # IPv4 only: IPv6 link-local addresses appear by themselves a while after
+        # a link comes up, which would count as changes nobody made.
+        sh("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6;"
+           " echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         return ns
 
