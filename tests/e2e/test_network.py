@@ -99,9 +99,18 @@ def test_agents_report_their_profile_and_rdma_and_take_a_pushed_profile(netclust
     assert net.startswith("Network=refused Profile=rails Interfaces=0/1 RDMA=mlx5_0/1:ACTIVE NetReason="), \
         f"want a one-line network status, got {net!r} in\n{show}"
 
+    # A bad profile is refused by reconfigure, and nothing is pushed.
+    conf = c.state / "lingjun.toml"
+    good = conf.read_text()
+    conf.write_text(good.replace("mtu = 4200", "mtu = 99999"))
+    p = c.run(["scontrol", "reconfigure"])
+    want = "slurm_reconfigure error: reconfigure failed, configuration unchanged: profile rails: " \
+           f"interface {IFACE}: MTU 99999 is out of range (68-65535)"
+    assert (p.returncode, p.stderr.strip()) == (1, want), f"want rc 1 and {want!r}, got {p.returncode} {p.stderr!r}"
+    conf.write_text(good)
+
     # A changed profile reaches the running agents; none restarts.
     pids = {n: c.pid_of(n) for n in ("node1", "node2", "node3")}
-    conf = c.state / "lingjun.toml"
     conf.write_text(conf.read_text().replace('name = "rails"', 'name = "rails2"')
                     .replace('nodes = "node[1-2]"', 'nodes = "node[1-3]"'))
     c.run(["scontrol", "reconfigure"], check=True)
