@@ -108,11 +108,24 @@ def test_bad_profile_is_refused_before_any_change(nets, tmp_path, profile, messa
     assert nets.snapshot(node) == before, "the namespace changed although the profile was refused"
 
 
+CHECK = """
+import json, sys
+from lingjun_agent import network
+from lingjun_agent.network import profile
+print(json.dumps(network.check(profile.from_table(json.load(open(sys.argv[1]))))))
+"""
+
+
 # -- 1 + 4. converge from bare; second run changes nothing; mgmt untouched --------------
 def test_reconcile_from_bare_then_nothing_and_mgmt_untouched(nets, tmp_path):
     node = nets.name("node")
     prof = write_profile(tmp_path / "rails.json", RAILS)
     mgmt_before = nets.snapshot(node, ("mgmt0", "lo"))
+    # The read-only check (for sanity probes) lists what differs and changes nothing.
+    before = nets.snapshot(node)
+    diff = json.loads(sh("ip", "netns", "exec", node, PY, "-c", CHECK, prof).stdout)
+    assert "rail0: mtu 1500 -> 4200" in diff and "rail1: addr add 10.1.0.2/24" in diff, diff
+    assert nets.snapshot(node) == before, "check() changed the namespace"
     rc, first = apply(node, prof)
     assert rc == 0 and first["state"] == "converged", first
     assert len(first["changes"]) >= 14, f"want every setting applied, got {first['changes']}"
