@@ -32,7 +32,7 @@ parser uses it too.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 MTU_MIN, MTU_MAX = 68, 65535          # IPv4's minimum; the largest IFLA_MTU any driver takes
 RESERVED_TABLES = {0, 253, 254, 255}  # unspec, default, main, local

@@ -81,9 +81,9 @@ def describe(profile: Profile, live: reconcile.LiveState, active: dict[str, str]
 class NetReconciler:
     """The agent's network owner: validate a profile, converge to it, stay converged.
 
-    ``netns``: reconcile another network namespace (pyroute2 ``netns=``;
-    sysctls then need ``sysctl_root`` to point into it), used by nothing in
-    production. ``on_report`` is called from the watcher thread.
+    Works on the network namespace of the process it runs in (the agent's;
+    the tests run it under ``ip netns exec``). ``on_report`` is called from
+    the watcher thread after every pass.
     """
 
     def __init__(self, profile: Profile, *, sysctl_root: str = reconcile.SYSCTL_ROOT,
@@ -101,7 +101,6 @@ class NetReconciler:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe()
         self._stop = False
-        self._resolved: Profile | None = None
 
     # -- one pass ------------------------------------------------------------------
     def reconcile_once(self) -> tuple[Report, float | None]:
@@ -126,7 +125,6 @@ class NetReconciler:
                 return rep, None
             if resolved != profile:
                 live = reconcile.read_live(ipr, resolved, self.sysctl_root)
-            self._resolved = resolved
             active, wake = self._step_failover(resolved, live)
             changes = reconcile.plan(resolved, live, active)
             errors = reconcile.apply(ipr, changes, self.sysctl_root) if changes else []
