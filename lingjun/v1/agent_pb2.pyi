@@ -179,7 +179,7 @@ class NetInterfaceSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., address: _Optional[str] = ..., mtu: _Optional[int] = ..., table: _Optional[int] = ..., gateway: _Optional[str] = ..., rule_priority: _Optional[int] = ..., sysctl: _Optional[_Mapping[str, int]] = ..., rdma_device: _Optional[str] = ...) -> None: ...
 
 class NetUplinkSpec(_message.Message):
-    __slots__ = ("name", "primary", "backup", "target", "primary_gateway", "backup_gateway", "source", "hold_down_s")
+    __slots__ = ("name", "primary", "backup", "target", "primary_gateway", "backup_gateway", "source", "hold_down_s", "probe", "probe_interval_s", "probe_timeout_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     BACKUP_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +188,9 @@ class NetUplinkSpec(_message.Message):
     BACKUP_GATEWAY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     HOLD_DOWN_S_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
+    PROBE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    PROBE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     primary: str
     backup: str
@@ -196,7 +199,10 @@ class NetUplinkSpec(_message.Message):
     backup_gateway: str
     source: str
     hold_down_s: float
-    def __init__(self, name: _Optional[str] = ..., primary: _Optional[str] = ..., backup: _Optional[str] = ..., target: _Optional[str] = ..., primary_gateway: _Optional[str] = ..., backup_gateway: _Optional[str] = ..., source: _Optional[str] = ..., hold_down_s: _Optional[float] = ...) -> None: ...
+    probe: str
+    probe_interval_s: float
+    probe_timeout_s: float
+    def __init__(self, name: _Optional[str] = ..., primary: _Optional[str] = ..., backup: _Optional[str] = ..., target: _Optional[str] = ..., primary_gateway: _Optional[str] = ..., backup_gateway: _Optional[str] = ..., source: _Optional[str] = ..., hold_down_s: _Optional[float] = ..., probe: _Optional[str] = ..., probe_interval_s: _Optional[float] = ..., probe_timeout_s: _Optional[float] = ...) -> None: ...
 
 class NetProfileSpec(_message.Message):
     __slots__ = ("name", "interfaces", "uplinks")

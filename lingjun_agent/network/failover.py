@@ -14,6 +14,11 @@ on both NICs. Two layers then act:
   not jump back immediately. Only after the primary has stayed up for
   ``hold_down_s`` does it become active again (a flapping link never does).
 
+"Up" is carrier; for a pair with a ``probe`` it is carrier and an ICMP echo
+through that NIC answered within ``probe_timeout_s`` (probe.py). A path that
+dies behind a live link is seen only by the probe, and the agent's route swap
+is then what moves the traffic (within the probe timeout plus one interval).
+
     ACTIVE=primary ──primary down, backup up──► ACTIVE=backup
     ACTIVE=backup  ──primary up for hold_down_s──► ACTIVE=primary
     ACTIVE=backup  ──backup down, primary up──► ACTIVE=primary (at once)

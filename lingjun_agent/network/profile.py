@@ -87,6 +87,9 @@ class Uplink:
     backup_gateway: str = ""
     source: str = ""                  # preferred source address of the routes ("" = kernel's choice)
     hold_down_s: float = 5.0          # primary must stay up this long before traffic returns
+    probe: str = ""                   # an address answering ICMP echo behind both NICs ("" = carrier only)
+    probe_interval_s: float = 0.5
+    probe_timeout_s: float = 1.5      # a NIC whose probes went unanswered this long counts as down
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,11 @@ def check_static(p: Profile) -> None:
             _ip(u.source, f"{w} source")
         if u.hold_down_s < 0:
             raise ProfileError(f"{w}: hold_down_s must not be negative")
+        if u.probe:
+            _ip(u.probe, f"{w} probe")
+            if not 0 < u.probe_interval_s < u.probe_timeout_s:
+                raise ProfileError(f"{w}: want 0 < probe_interval_s < probe_timeout_s, got "
+                                   f"{u.probe_interval_s} and {u.probe_timeout_s}")
 
 
 @dataclass(frozen=True)
@@ -319,7 +327,8 @@ def to_spec(p: Profile):
         uplinks=[agent_pb2.NetUplinkSpec(
             name=u.name, primary=u.primary, backup=u.backup, target=u.target,
             primary_gateway=u.primary_gateway, backup_gateway=u.backup_gateway, source=u.source,
-            hold_down_s=u.hold_down_s) for u in p.uplinks])
+            hold_down_s=u.hold_down_s, probe=u.probe, probe_interval_s=u.probe_interval_s,
+            probe_timeout_s=u.probe_timeout_s) for u in p.uplinks])
 
 
 def from_spec(spec) -> Profile:
@@ -332,4 +341,5 @@ def from_spec(spec) -> Profile:
         uplinks=tuple(Uplink(
             name=u.name, primary=u.primary, backup=u.backup, target=u.target,
             primary_gateway=u.primary_gateway, backup_gateway=u.backup_gateway, source=u.source,
-            hold_down_s=u.hold_down_s) for u in spec.uplinks))
+            hold_down_s=u.hold_down_s, probe=u.probe, probe_interval_s=u.probe_interval_s,
+            probe_timeout_s=u.probe_timeout_s) for u in spec.uplinks))

@@ -1,8 +1,9 @@
 """Keep the node converged: reconcile on every netlink event that concerns the profile.
 
 One thread per agent. It binds a netlink socket to the link, IPv4 address,
-IPv4 route and rule groups and sleeps in ``select`` on it; the only timeout
-is the end of an uplink hold-down (failover.py), so there is no polling loop.
+IPv4 route and rule groups and sleeps in ``select`` on it; the only timeouts
+are the end of an uplink hold-down (failover.py) and, for an uplink with a
+probe, the next ICMP echo (probe.py), so the node's state is never polled.
 An event (a link lost carrier, someone deleted an address or changed an
 MTU) wakes it; it gathers whatever else arrives within ``debounce_s`` (one
 ``ip`` command or one failing cable sends several messages), then reads the
@@ -101,6 +102,8 @@ class NetReconciler:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe()
         self._stop = False
+        self._prober = None               # probe.Prober while an uplink has a probe
+        self._next_probe = 0.0
 
     # -- one pass ------------------------------------------------------------------
     def reconcile_once(self) -> tuple[Report, float | None]:
@@ -149,9 +152,9 @@ class NetReconciler:
         now = self.clock()
         active, wake = {}, None
         for u in profile.uplinks:
-            p, b = live.links.get(u.primary), live.links.get(u.backup)
+            p_ok, b_ok = (self._usable(u, name, live, now) for name in (u.primary, u.backup))
             old = self.failover.get(u.name, failover.FailoverState())
-            new, w = failover.step(old, bool(p and p.running), bool(b and b.running), now, u.hold_down_s)
+            new, w = failover.step(old, p_ok, b_ok, now, u.hold_down_s)
             if new.active != old.active:
                 log.warning("network: uplink %s now on its %s (%s)", u.name, new.active,
                             u.backup if new.active == failover.BACKUP else u.primary)
@@ -160,6 +163,40 @@ class NetReconciler:
             if w is not None:
                 wake = w if wake is None else min(wake, w)
         return active, wake
+
+    def _usable(self, u, name: str, live: reconcile.LiveState, now: float) -> bool:
+        link = live.links.get(name)
+        if link is None or not link.running:
+            return False
+        if u.probe and self._prober is not None:
+            return self._prober.healthy(name, now, u.probe_timeout_s)
+        return True
+
+    def _probe_health(self, now: float) -> tuple:
+        """Each probed NIC's health now; the watcher re-plans when this changes."""
+        if self._prober is None:
+            return ()
+        return tuple((u.name, n, self._prober.healthy(n, now, u.probe_timeout_s))
+                     for u in self.profile.uplinks if u.probe for n in (u.primary, u.backup))
+
+    def _probe_tick(self, now: float) -> float | None:
+        """Send the probes that are due; when the next are due (None: no probes)."""
+        probed = [u for u in self.profile.uplinks if u.probe]
+        if not probed:
+            if self._prober is not None:
+                self._prober.close()
+                self._prober = None
+            return None
+        if self._prober is None:
+            from lingjun_agent.network.probe import Prober
+            self._prober = Prober(now)
+        if now >= self._next_probe:
+            for u in probed:
+                for name in (u.primary, u.backup):
+                    self._prober.send(name, u.probe)
+            self._prober.forget({n for u in probed for n in (u.primary, u.backup)})
+            self._next_probe = now + min(u.probe_interval_s for u in probed)
+        return self._next_probe
 
     # -- the watcher -----------------------------------------------------------------
     def set_profile(self, profile: Profile) -> None:
@@ -197,33 +234,52 @@ class NetReconciler:
             # Bound before the first reconcile, so no change between the two is missed.
             mon.bind(groups=RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV4_RULE)
             ready.set()
-            fds = [mon.fileno(), self._wake_r]
             wake = self._pass()
+            health = self._probe_health(self.clock())
             while not self._stop:
-                timeout = None if wake is None else max(0.0, wake - self.clock())
+                # Sleep until an event, the end of a hold-down, or the next probe.
+                next_probe = self._probe_tick(self.clock())
+                fds = [mon.fileno(), self._wake_r] + ([self._prober] if self._prober else [])
+                due = [t for t in (wake, next_probe) if t is not None]
+                timeout = max(0.0, min(due) - self.clock()) if due else None
                 readable, _, _ = select.select(fds, [], [], timeout)
                 if self._stop:
                     break
-                if readable:
-                    self._drain(mon, readable)
+                changed = self._drain(mon, readable)
+                if changed:
                     # one cable pull or one `ip` command sends a burst: take it all
                     while True:
                         more, _, _ = select.select(fds, [], [], self.debounce_s)
                         if not more:
                             break
                         self._drain(mon, more)
-                wake = self._pass()
+                now = self.clock()
+                if self._prober is not None:
+                    self._probe_tick(now)
+                fresh = self._probe_health(now)
+                if changed or fresh != health or (wake is not None and now >= wake):
+                    health = fresh
+                    wake = self._pass()
         except Exception:
             log.exception("network watcher failed")
         finally:
             mon.close()
+            if self._prober is not None:
+                self._prober.close()
 
-    def _drain(self, mon, readable) -> None:
+    def _drain(self, mon, readable) -> bool:
+        """Consume what is readable; True when the node or the profile changed."""
+        changed = False
         if self._wake_r in readable:
             os.read(self._wake_r, 4096)
+            changed = True
         if mon.fileno() in readable:
             for _ in mon.get():
                 pass
+            changed = True
+        if self._prober is not None and self._prober in readable:
+            self._prober.receive(self.clock())
+        return changed
 
     def _pass(self) -> float | None:
         try:

@@ -287,3 +287,47 @@ def test_uplink_failover_and_return_after_hold_down(uplinks, tmp_path):
         echo.kill()
         echo.wait(5)
         w.stop()
+
+
+def test_uplink_with_a_probe_fails_over_when_the_path_dies_behind_a_live_link(uplinks, tmp_path):
+    """Carrier stays up, but nothing sent through the primary arrives: only the
+    ICMP probe can tell, and traffic moves all the same."""
+    n = uplinks
+    host, up = n.name("host"), n.name("up")
+    prof = json.loads(json.dumps(UPLINKS))
+    prof["uplink"][0].update(probe="192.0.2.1", probe_interval_s=0.2, probe_timeout_s=0.8,
+                             hold_down_s=1.0)
+    w = Watcher(host, write_profile(tmp_path / "up.json", prof), tmp_path / "watch.log")
+    echo = subprocess.Popen(["ip", "netns", "exec", up, PY, "-c", ECHO])
+    probe = None
+    stop = tmp_path / "stop-probe"
+    try:
+        w.wait_report(lambda r: r["state"] == "converged")
+        probe = subprocess.Popen(["ip", "netns", "exec", host, PY, "-c", PROBE, "192.0.2.1", str(stop)],
+                                 stdout=subprocess.PIPE, text=True)
+        a0 = n.counters(host, "upa")[0]
+        wait_for(lambda: n.counters(host, "upa")[0] > a0 + 10, 5, "probes leave by the primary")
+
+        # The gateway behind upa turns into a black hole: frames go to a MAC nobody has.
+        n.ip(host, "neigh", "replace", "10.10.0.1", "lladdr", "02:00:00:00:00:01", "dev", "upa",
+             "nud", "permanent")
+        b1 = n.counters(host, "upb")[0]
+        wait_for(lambda: n.counters(host, "upb")[0] > b1 + 10, 4, "probes leave by the backup")
+        rep = w.wait_report(lambda r: ["storage", "backup"] in r["active"], timeout=5)
+        assert n.ipj(host, "link", "show", "dev", "upa")[0]["operstate"] == "UP", "the primary's link stayed up"
+        assert "uplink storage on backup" in rep["message"], rep
+
+        # The path heals: the next probes through upa are answered; back after the hold-down.
+        n.ip(host, "neigh", "del", "10.10.0.1", "dev", "upa")
+        w.wait_report(lambda r: ["storage", "primary"] in r["active"], timeout=8)
+        a2 = n.counters(host, "upa")[0]
+        wait_for(lambda: n.counters(host, "upa")[0] > a2 + 10, 3, "probes leave by the primary again")
+        stop.touch()
+        res = json.loads(probe.communicate(timeout=30)[0])
+        assert res["max_gap"] <= 2.0, f"want loss <= 2 s, longest silence {res['max_gap']:.2f}s"
+    finally:
+        if probe is not None and probe.poll() is None:
+            probe.kill()
+        echo.kill()
+        echo.wait(5)
+        w.stop()

@@ -60,6 +60,10 @@ def test_failover_step(state, primary_up, backup_up, now, want, wake):
                  "primary and backup are the same", id="an uplink pair of one NIC"),
     pytest.param(Profile("p", (RAIL0, RAIL1), (Uplink("u", "rail0", "rail1", "192.0.2.0/33"),)),
                  "target '192.0.2.0/33' is not an IPv4 prefix", id="an uplink target that is no prefix"),
+    pytest.param(Profile("p", (RAIL0, RAIL1), (Uplink("u", "rail0", "rail1", "192.0.2.0/24",
+                                                      probe="192.0.2.1", probe_interval_s=2,
+                                                      probe_timeout_s=1),)),
+                 "want 0 < probe_interval_s < probe_timeout_s", id="a probe timeout shorter than its interval"),
 ])
 def test_bad_profile_is_refused_statically(profile, message):
     with pytest.raises(ProfileError) as e:
