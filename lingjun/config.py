@@ -37,6 +37,12 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     primary = "upa"
     backup = "upb"
     target = "192.0.2.0/24"
+    primary_gateway = "10.10.0.1"
+    backup_gateway = "10.11.0.1"
+    hold_down_s = 5.0               # the primary must stay up this long before traffic returns
+    probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
+
+lingjun_agent/network/profile.py documents every key of a profile.
 """
 from __future__ import annotations
 
