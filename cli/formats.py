@@ -587,12 +587,61 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
             "CurrentWatts=0 AveWatts=0",
             "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
         ]
+        net = net_status_line(n)
+        if net:
+            lines.append(net)
         if n.reason:
             lines.append(f"Reason={n.reason} [{n.reason_user or 'root'}@{ts(n.reason_time)}]")
         if oneliner:
             out.append(" ".join(l.strip() for l in lines) + "\n")
         else:
             out.append(lines[0] + "\n" + "".join(f"   {l}\n" for l in lines[1:]) + "\n")
+    return "".join(out)
+
+
+def net_status_line(n: api_pb2.NodeInfo) -> str:
+    """scontrol show node's one network line ("" for a node with neither a
+    profile nor RDMA devices, so such nodes print exactly as Slurm's do):
+    ``Network=converged Profile=rails Interfaces=2/2 Uplinks=storage:primary RDMA=mlx5_0/1:ACTIVE``."""
+    if not n.HasField("net_status"):
+        return ""
+    s = n.net_status
+    if not s.profile and not s.rdma and s.state in ("", "none"):
+        return ""
+    words = [f"Network={s.state or 'unknown'}"]
+    if s.profile:
+        words.append(f"Profile={s.profile}")
+    if s.interfaces:
+        words.append(f"Interfaces={sum(i.ok for i in s.interfaces)}/{len(s.interfaces)}")
+    if s.uplinks:
+        words.append("Uplinks=" + ",".join(f"{u.name}:{u.active}" for u in s.uplinks))
+    if s.rdma:
+        words.append("RDMA=" + ",".join(f"{p.device}/{p.port}:{p.state or '?'}" for p in s.rdma))
+    if s.message:
+        words.append(f"NetReason={s.message.replace(' ', '_')}")
+    return " ".join(words)
+
+
+def net_show(nodes: Sequence[api_pb2.NodeInfo]) -> str:
+    """lingjun net show: per node its profile's state, then desired vs live per interface."""
+    out = []
+    for n in nodes:
+        s = n.net_status if n.HasField("net_status") else None
+        if s is None:
+            out.append(f"{n.name}: no network report\n")
+            continue
+        head = f"{n.name}: profile {s.profile or '(none)'} {s.state}"
+        out.append(head + (f": {s.message}" if s.message else "") + "\n")
+        if s.interfaces:
+            rows = [("INTERFACE", "DESIRED", "LIVE", "OK")] + [
+                (i.name, i.desired, i.live, "yes" if i.ok else "NO") for i in s.interfaces]
+            w = [max(len(r[k]) for r in rows) for k in range(3)]
+            out.extend(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}\n" for r in rows)
+        for u in s.uplinks:
+            out.append(f"  uplink {u.name}: on its {u.active}\n")
+        for p in s.rdma:
+            out.append(f"  rdma {p.device} port {p.port}: {p.state} {p.phys_state} {p.link_layer} "
+                       f"{p.rate} netdev {p.netdev or '-'}\n")
     return "".join(out)
 
 

@@ -5,6 +5,7 @@
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
     lingjun down [--state-dir DIR]
     lingjun status
+    lingjun net show [NODE]
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -25,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import psutil
 
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
@@ -151,7 +153,15 @@ def cmd_up(args) -> int:
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
     try:
-        conf.write_text(_config_text(args, port, state))
+        text = _config_text(args, port, state)
+        if args.extra_config:
+            text += "\n" + Path(args.extra_config).read_text()
+        from lingjun import config as configmod
+        configmod.parse(text, str(conf))     # refuse a bad file here, not in every daemon's log
+        conf.write_text(text)
+    except OSError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
@@ -259,6 +269,23 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_net(args) -> int:
+    """Desired vs live network state per node, as each agent last reported it."""
+    from cli import formats
+    from lingjun import slurm
+    try:
+        names = [args.node] if args.node else []
+        nodes = Api().call("GetNodes", api_pb2.GetNodesRequest(names=names)).nodes
+    except ControllerUnreachable as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as e:
+        print(f"{PROG}: error: {e.details()}", file=sys.stderr)
+        return 1
+    sys.stdout.write(formats.net_show(sorted(nodes, key=lambda n: slurm.natural_key(n.name))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -284,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--state-dir")
     st = sub.add_parser("status", help="show the local cluster's processes")
     st.add_argument("--state-dir")
+    net = sub.add_parser("net", help="network profiles: desired vs live per node")
+    net.add_argument("action", choices=("show",))
+    net.add_argument("node", nargs="?", help="one node (default: every node)")
+    up.add_argument("--extra-config", metavar="FILE",
+                    help="TOML appended to the generated configuration (e.g. a [network] table)")
     args = p.parse_args(argv)
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status}[args.cmd](args)
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net}[args.cmd](args)
 
 
 if __name__ == "__main__":

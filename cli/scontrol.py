@@ -446,6 +446,11 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if cmd == "version":
         out.write(VERSION)
         return 0
+    if cmd == "reconfigure":
+        # Slurm's reconfigure prints nothing; here it re-reads the network profiles.
+        with controller_errors("slurm_reconfigure error: "):
+            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest())
+        return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])
     if cmd is None and words[0].lower() == "requeuehold":

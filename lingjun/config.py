@@ -20,6 +20,29 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     nodes = "node[1-4]"             # or "ALL"
     default = true
     max_time = "UNLIMITED"          # Slurm time syntax
+
+    [network]                       # optional: NIC profiles the agents apply
+    rdma_sysfs_root = "/sys/class/infiniband"
+    [[network.profile]]
+    name = "rails"
+    nodes = "node[1-4]"             # node1 gets each base address, node2 base+1...
+    [[network.profile.interface]]
+    name = "rail0"                  # or mac = "..."
+    address = "10.0.0.11/24"
+    mtu = 4200
+    table = 100                     # per-rail table, rule "from ADDRESS lookup 100"
+    gateway = "10.0.0.1"
+    [[network.profile.uplink]]
+    name = "storage"
+    primary = "upa"
+    backup = "upb"
+    target = "192.0.2.0/24"
+    primary_gateway = "10.10.0.1"
+    backup_gateway = "10.11.0.1"
+    hold_down_s = 5.0               # the primary must stay up this long before traffic returns
+    probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
+
+lingjun_agent/network/profile.py documents every key of a profile.
 """
 from __future__ import annotations
 
@@ -101,6 +124,55 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class NetProfileConfig:
+    """One [[network.profile]]: a profile for the nodes of a hostlist."""
+    nodes: tuple[str, ...]
+    profile: object                  # lingjun_agent.network.profile.Profile (base addresses)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    rdma_sysfs_root: str = "/sys/class/infiniband"   # the agent's RDMA inventory reads here
+    profiles: tuple[NetProfileConfig, ...] = ()
+
+    def profile_for(self, node: str):
+        """The node's own profile (its addresses offset by its place in the
+        group's hostlist), or None when no profile names it."""
+        from lingjun_agent.network import profile as netprofile
+        for group in self.profiles:
+            if node in group.nodes:
+                return netprofile.for_node(group.profile, group.nodes.index(node))
+        return None
+
+
+def _network(table: dict) -> NetworkConfig:
+    from lingjun_agent.network import profile as netprofile  # the model is the agent's
+    table = dict(table)
+    groups: list[NetProfileConfig] = []
+    owner: dict[str, str] = {}
+    for i, t in enumerate(table.pop("profile", [])):
+        t = dict(t)
+        where = f"[[network.profile]] #{i + 1}"
+        if "nodes" not in t:
+            raise ConfigError(f"{where}: nodes (a hostlist) is required")
+        nodes = _expand(str(t.pop("nodes")))
+        try:
+            prof = netprofile.from_table(t, where)
+            netprofile.check_static(prof)
+            for k in range(len(nodes)):
+                netprofile.for_node(prof, k)
+        except netprofile.ProfileError as e:
+            raise ConfigError(str(e)) from None
+        for n in nodes:
+            if n in owner:
+                raise ConfigError(f"{where}: node {n} already has profile {owner[n]!r}")
+            owner[n] = prof.name or where
+        groups.append(NetProfileConfig(nodes=nodes, profile=prof))
+    net = _take(table, NetworkConfig, "[network]")
+    return replace(net, profiles=tuple(groups))
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -108,6 +180,7 @@ class Config:
     nodes: tuple[NodeConfig, ...] = ()
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
+    network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -190,11 +263,12 @@ def parse(text: str, path: str = "") -> Config:
         partitions.append(_take(t, PartitionConfig, where, **conv))
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
+    network = _network(data.pop("network", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
-                  nodes=tuple(nodes), partitions=tuple(partitions), path=path)
+                  nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network)
 
 
 def config_path() -> str:

@@ -33,6 +33,7 @@ async def _main(agent: Agent) -> None:
     # Jobs keep running: their supervisors outlive the agent, as slurmstepd does.
     notify("STOPPING=1")
     task.cancel()
+    agent.net.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(args.node, args.controller or cfg.controller.connect_address,
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,
-                  reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s)
+                  reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
+                  rdma_root=cfg.network.rdma_sysfs_root)
     try:
         asyncio.run(_main(agent))
     except KeyboardInterrupt:

@@ -29,6 +29,7 @@ from lingjun import launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
 from lingjun_agent.launcher import batch, distributed, procs, tasks
+from lingjun_agent.network.agent import NetworkOwner
 
 log = logging.getLogger("lingjun_agent")
 VERSION = "lingjun-0.1.0"
@@ -41,7 +42,7 @@ class Refused(Exception):
 class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
-                 reconnect_max_s: float = 5.0):
+                 reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband"):
         self.node = node
         self.controller = controller
         self.state_dir = Path(state_dir)
@@ -60,6 +61,8 @@ class Agent:
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
         self._rng = random.Random(node)
+        # wp-network: the NIC reconciler (a thread) while the node has a profile
+        self.net = NetworkOwner(self, rdma_root)
 
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
@@ -108,6 +111,7 @@ class Agent:
             self.heartbeat_s = reply.heartbeat_interval_s or 5.0
             self.registered.set()
             log.info("node=%s registered with %s", self.node, self.controller)
+            self.net.set_profile(reply.net_profile if reply.HasField("net_profile") else None)
             writer = asyncio.create_task(self._write(call, self.outbox))
             beat = asyncio.create_task(self._heartbeats())
             try:
@@ -171,6 +175,8 @@ class Agent:
             self._terminate(t.job_id, t.grace_s, report=True)
         elif kind == "ack_batch_finished":
             self._forget(msg.ack_batch_finished.job_id)
+        elif kind == "net_profile":
+            self.net.set_profile(msg.net_profile)
         else:
             log.warning("unexpected message %s", kind)
 

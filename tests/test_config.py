@@ -22,3 +22,49 @@ def test_an_unknown_enforce_part_limits_word_is_refused():
     with pytest.raises(config.ConfigError) as e:
         config.parse('[controller]\nenforce_part_limits = "SOMETIMES"\n')
     assert "enforce_part_limits: 'SOMETIMES' is not one of NO, ANY, ALL" in str(e.value)
+
+
+NET = '''
+[network]
+rdma_sysfs_root = "/tmp/ib"
+[[network.profile]]
+name = "rails"
+nodes = "node[1-3]"
+[[network.profile.interface]]
+name = "rail0"
+address = "10.0.0.11/24"
+mtu = 4200
+table = 100
+gateway = "10.0.0.1"
+sysctl = { rp_filter = 1 }
+'''
+
+
+def test_a_network_profile_gives_each_node_of_its_hostlist_its_own_address():
+    net = config.parse(NET).network
+    got = [(n, p.interfaces[0].address if p else None)
+           for n in ("node1", "node3", "node4") for p in [net.profile_for(n)]]
+    assert got == [("node1", "10.0.0.11/24"), ("node3", "10.0.0.13/24"), ("node4", None)], got
+    assert net.rdma_sysfs_root == "/tmp/ib"
+    assert net.profile_for("node2").interfaces[0].sysctl == (("rp_filter", 1),)
+    assert config.parse("").network.profile_for("node1") is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (("mtu = 4200", "mtu = 99999"), "interface rail0: MTU 99999 is out of range (68-65535)"),
+    (('nodes = "node[1-3]"', 'nodes = "node[1-300]"'), "leaves its subnet"),
+    (('nodes = "node[1-3]"', ""), "nodes (a hostlist) is required"),
+    (("table = 100", "table = 100\nspeed = 400"), "unknown key(s) speed"),
+    (('rdma_sysfs_root = "/tmp/ib"', 'rdma_root = "/tmp/ib"'), "[network]: unknown key(s) rdma_root"),
+], ids=["an MTU out of range", "more nodes than the subnet holds", "a profile without nodes",
+        "an unknown interface key", "an unknown [network] key"])
+def test_a_bad_network_table_is_refused(change, message):
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(NET.replace(*change))
+    assert message in str(e.value), f"want {message!r} in {str(e.value)!r}"
+
+
+def test_a_node_in_two_profiles_is_refused():
+    text = NET + NET.split("[network]\nrdma_sysfs_root = \"/tmp/ib\"\n")[1].replace("node[1-3]", "node3")
+    with pytest.raises(config.ConfigError, match="node node3 already has profile 'rails'"):
+        config.parse(text)

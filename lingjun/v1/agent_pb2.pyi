@@ -1,3 +1,4 @@
+from lingjun.v1 import api_pb2 as _api_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -148,8 +149,73 @@ class JobCleaned(_message.Message):
     job_id: int
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
+class NetInterfaceSpec(_message.Message):
+    __slots__ = ("name", "mac", "address", "mtu", "table", "gateway", "rule_priority", "sysctl", "rdma_device")
+    class SysctlEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MTU_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    RULE_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SYSCTL_FIELD_NUMBER: _ClassVar[int]
+    RDMA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mac: str
+    address: str
+    mtu: int
+    table: int
+    gateway: str
+    rule_priority: int
+    sysctl: _containers.ScalarMap[str, int]
+    rdma_device: str
+    def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., address: _Optional[str] = ..., mtu: _Optional[int] = ..., table: _Optional[int] = ..., gateway: _Optional[str] = ..., rule_priority: _Optional[int] = ..., sysctl: _Optional[_Mapping[str, int]] = ..., rdma_device: _Optional[str] = ...) -> None: ...
+
+class NetUplinkSpec(_message.Message):
+    __slots__ = ("name", "primary", "backup", "target", "primary_gateway", "backup_gateway", "source", "hold_down_s", "probe", "probe_interval_s", "probe_timeout_s")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    HOLD_DOWN_S_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
+    PROBE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    PROBE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    primary: str
+    backup: str
+    target: str
+    primary_gateway: str
+    backup_gateway: str
+    source: str
+    hold_down_s: float
+    probe: str
+    probe_interval_s: float
+    probe_timeout_s: float
+    def __init__(self, name: _Optional[str] = ..., primary: _Optional[str] = ..., backup: _Optional[str] = ..., target: _Optional[str] = ..., primary_gateway: _Optional[str] = ..., backup_gateway: _Optional[str] = ..., source: _Optional[str] = ..., hold_down_s: _Optional[float] = ..., probe: _Optional[str] = ..., probe_interval_s: _Optional[float] = ..., probe_timeout_s: _Optional[float] = ...) -> None: ...
+
+class NetProfileSpec(_message.Message):
+    __slots__ = ("name", "interfaces", "uplinks")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INTERFACES_FIELD_NUMBER: _ClassVar[int]
+    UPLINKS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    interfaces: _containers.RepeatedCompositeFieldContainer[NetInterfaceSpec]
+    uplinks: _containers.RepeatedCompositeFieldContainer[NetUplinkSpec]
+    def __init__(self, name: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetInterfaceSpec, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkSpec, _Mapping]]] = ...) -> None: ...
+
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +223,7 @@ class AgentMessage(_message.Message):
     TASK_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
     JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
+    NET_STATUS_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     batch_started: BatchStarted
@@ -164,23 +231,26 @@ class AgentMessage(_message.Message):
     task_output: AgentTaskOutput
     task_exit: AgentTaskExit
     job_cleaned: JobCleaned
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ...) -> None: ...
+    net_status: _api_pb2.NetStatusReport
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids")
+    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     ACKED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message: str
     controller_time: float
     heartbeat_interval_s: float
     expected_job_ids: _containers.RepeatedScalarFieldContainer[int]
     acked_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    net_profile: NetProfileSpec
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ...) -> None: ...
 
 class LaunchBatch(_message.Message):
     __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher")
@@ -298,17 +368,19 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_JOB_FIELD_NUMBER: _ClassVar[int]
     TERMINATE_JOB_FIELD_NUMBER: _ClassVar[int]
     ACK_BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
     signal_job: SignalJob
     terminate_job: TerminateJob
     ack_batch_finished: AckBatchFinished
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ...) -> None: ...
+    net_profile: NetProfileSpec
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ...) -> None: ...

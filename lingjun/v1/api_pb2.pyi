@@ -391,7 +391,7 @@ class CancelJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type")
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "net_status")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +425,7 @@ class NodeInfo(_message.Message):
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
     COMPLETING_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NET_STATUS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     drain: bool
@@ -458,7 +459,8 @@ class NodeInfo(_message.Message):
     tmp_disk_mb: int
     completing: bool
     gpu_type: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ...) -> None: ...
+    net_status: NetStatusReport
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ...) -> None: ...
 
 class GetNodesRequest(_message.Message):
     __slots__ = ("names", "partitions")
@@ -802,3 +804,71 @@ class JobControlResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CancelResult]
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
+
+class NetIfaceStatus(_message.Message):
+    __slots__ = ("name", "desired", "live", "ok")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    desired: str
+    live: str
+    ok: bool
+    def __init__(self, name: _Optional[str] = ..., desired: _Optional[str] = ..., live: _Optional[str] = ..., ok: _Optional[bool] = ...) -> None: ...
+
+class NetUplinkStatus(_message.Message):
+    __slots__ = ("name", "active")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    active: str
+    def __init__(self, name: _Optional[str] = ..., active: _Optional[str] = ...) -> None: ...
+
+class NetRdmaPort(_message.Message):
+    __slots__ = ("device", "port", "state", "phys_state", "link_layer", "rate", "netdev")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PHYS_STATE_FIELD_NUMBER: _ClassVar[int]
+    LINK_LAYER_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    NETDEV_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    port: int
+    state: str
+    phys_state: str
+    link_layer: str
+    rate: str
+    netdev: str
+    def __init__(self, device: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[str] = ..., phys_state: _Optional[str] = ..., link_layer: _Optional[str] = ..., rate: _Optional[str] = ..., netdev: _Optional[str] = ...) -> None: ...
+
+class NetStatusReport(_message.Message):
+    __slots__ = ("profile", "state", "message", "interfaces", "uplinks", "rdma", "changes", "time")
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INTERFACES_FIELD_NUMBER: _ClassVar[int]
+    UPLINKS_FIELD_NUMBER: _ClassVar[int]
+    RDMA_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    profile: str
+    state: str
+    message: str
+    interfaces: _containers.RepeatedCompositeFieldContainer[NetIfaceStatus]
+    uplinks: _containers.RepeatedCompositeFieldContainer[NetUplinkStatus]
+    rdma: _containers.RepeatedCompositeFieldContainer[NetRdmaPort]
+    changes: _containers.RepeatedScalarFieldContainer[str]
+    time: float
+    def __init__(self, profile: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetIfaceStatus, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkStatus, _Mapping]]] = ..., rdma: _Optional[_Iterable[_Union[NetRdmaPort, _Mapping]]] = ..., changes: _Optional[_Iterable[str]] = ..., time: _Optional[float] = ...) -> None: ...
+
+class NetReconfigureRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NetReconfigureResponse(_message.Message):
+    __slots__ = ("pushed",)
+    PUSHED_FIELD_NUMBER: _ClassVar[int]
+    pushed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, pushed: _Optional[_Iterable[str]] = ...) -> None: ...

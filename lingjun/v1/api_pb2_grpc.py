@@ -104,6 +104,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AllocationRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.AllocationEvent.FromString,
                 _registered_method=True)
+        self.NetReconfigure = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/NetReconfigure',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.NetReconfigureRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.NetReconfigureResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -194,6 +199,13 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NetReconfigure(self, request, context):
+        """wp-network
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -266,6 +278,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.Allocate,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.AllocationRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.AllocationEvent.SerializeToString,
+            ),
+            'NetReconfigure': grpc.unary_unary_rpc_method_handler(
+                    servicer.NetReconfigure,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.NetReconfigureRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.NetReconfigureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -646,6 +663,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/Allocate',
             lingjun_dot_v1_dot_api__pb2.AllocationRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.AllocationEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NetReconfigure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/NetReconfigure',
+            lingjun_dot_v1_dot_api__pb2.NetReconfigureRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.NetReconfigureResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -76,6 +76,10 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         accepted=True, controller_time=now,
         heartbeat_interval_s=ctl.config.controller.heartbeat_interval_s,
         expected_job_ids=expected, acked_job_ids=acked)
+    profile = ctl.config.network.profile_for(name)
+    if profile is not None:
+        from lingjun_agent.network.profile import to_spec
+        reply.net_profile.CopyFrom(to_spec(profile))
     ctl.wake_scheduler()
     return reply, follow
 
@@ -192,7 +196,8 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             cores_per_socket=inv.cores_per_socket or cap[0], threads_per_core=inv.threads_per_core or 1,
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
             job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
-            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec)))
+            features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
+            net_status=rec.net_status if rec else None))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

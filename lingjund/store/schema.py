@@ -119,4 +119,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN hold_admin INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN deadline REAL NOT NULL DEFAULT 0
     """,
+    # 6
+    """
+    -- wp-network: the agent's last network report (api.proto NetStatusReport blob;
+    -- NULL = none yet), for lingjun net show and scontrol show node
+    ALTER TABLE nodes ADD COLUMN net_status BLOB
+    """,
 ]

@@ -104,6 +104,7 @@ class NodeRecord:
     agent_start_time: float = 0.0
     last_seen: float = 0.0
     last_busy_time: float = 0.0
+    net_status: api_pb2.NetStatusReport | None = None   # wp-network: None = no report yet
 
 
 def _job_from_row(row: dict) -> JobRecord:
@@ -142,6 +143,10 @@ def _node_from_row(row: dict) -> NodeRecord:
     if row.get("inventory"):
         inv.ParseFromString(row["inventory"])
     row["inventory"] = inv
+    if row.get("net_status") is not None:
+        net = api_pb2.NetStatusReport()
+        net.ParseFromString(row["net_status"])
+        row["net_status"] = net
     for c in ("registered", "drain", "down"):
         row[c] = bool(row[c])
     return NodeRecord(**row)
@@ -323,7 +328,7 @@ class Store:
     def put_node(self, name: str, **fields) -> None:
         row = {"name": name}
         for k, v in fields.items():
-            if k == "inventory":
+            if k in ("inventory", "net_status"):
                 v = v.SerializeToString()
             elif isinstance(v, bool):
                 v = int(v)

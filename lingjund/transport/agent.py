@@ -13,7 +13,7 @@ import logging
 import grpc
 
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjund.service import batch, nodes, steps
+from lingjund.service import batch, network, nodes, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 
@@ -76,6 +76,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                         steps.task_exit(ctl, conn.node, msg.task_exit)
                     elif kind == "job_cleaned":
                         batch.job_cleaned(ctl, conn.node, msg.job_cleaned)
+                    elif kind == "net_status":
+                        network.record_status(ctl, conn.node, msg.net_status)
                     else:
                         log.warning("node=%s: unexpected %s", conn.node, kind)
                 except Exception:

@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, errors, jobctl, jobs, nodes, steps
+from lingjund.service import allocations, errors, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.api")
@@ -110,6 +110,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def UpdateNode(self, request, context):
         nodes.update_node(self.ctl, request)
         return api_pb2.UpdateNodeResponse()
+
+    @unary
+    def NetReconfigure(self, request, context):
+        return network.reconfigure(self.ctl)
 
     @unary
     def GetPartitions(self, request, context):
