@@ -264,6 +264,14 @@ def _route_words(r: Route, names: dict[int, str]) -> str:
 
 
 # -- applying --------------------------------------------------------------------------
+# Each netlink change: the IPRoute method and its verb.
+_NETLINK = {
+    "link": ("link", "set"),
+    "addr_add": ("addr", "add"), "addr_del": ("addr", "del"),
+    "route": ("route", "replace"), "route_del": ("route", "del"),
+    "rule": ("rule", "add"), "rule_del": ("rule", "del"),
+}
+
 def apply(ipr, changes: list[Change], sysctl_root: str = SYSCTL_ROOT) -> list[str]:
     """Carry out each change (one netlink request or sysctl write each); the
     errors, in words. A failed change does not stop the others: the next
@@ -272,22 +280,11 @@ def apply(ipr, changes: list[Change], sysctl_root: str = SYSCTL_ROOT) -> list[st
     errors = []
     for c in changes:
         try:
-            if c.op == "link":
-                ipr.link("set", **c.args)
-            elif c.op == "addr_add":
-                ipr.addr("add", **c.args)
-            elif c.op == "addr_del":
-                ipr.addr("del", **c.args)
-            elif c.op == "sysctl":
+            if c.op == "sysctl":
                 Path(sysctl_root, c.args["ifname"], c.args["key"]).write_text(f"{c.args['value']}\n")
-            elif c.op == "route":
-                ipr.route("replace", **c.args)
-            elif c.op == "route_del":
-                ipr.route("del", **c.args)
-            elif c.op == "rule":
-                ipr.rule("add", **c.args)
-            elif c.op == "rule_del":
-                ipr.rule("del", **c.args)
+            else:
+                method, verb = _NETLINK[c.op]
+                getattr(ipr, method)(verb, **c.args)
             log.info("network: %s", c.what)
         except NetlinkError as e:
             if c.op.endswith("_del") and e.code in (errno.ESRCH, errno.EADDRNOTAVAIL, errno.ENOENT):
