@@ -239,6 +239,8 @@ def cmd_up(args) -> int:
     deadline = time.time() + args.timeout
     while True:
         try:
+            if not Path(parsed.auth.socket).exists():   # the controller makes it before it serves
+                raise ControllerUnreachable("not yet")
             api.call("Ping", api_pb2.PingRequest(), timeout=1)
             break
         except ControllerUnreachable:

@@ -14,31 +14,47 @@ from lingjun.client import _Details
 from lingjund.transport.authn import ServerAuth
 
 
-def test_key() -> auth.ClusterKey:
+def random_key() -> auth.ClusterKey:
     return auth.ClusterKey.from_bytes(secrets.token_bytes(auth.KEY_BYTES))
 
 
 def server_auth(key: auth.ClusterKey | None = None) -> ServerAuth:
-    return ServerAuth(key=key or test_key())
+    return ServerAuth(key=key or random_key())
+
+
+def claimed(request) -> tuple[int, int]:
+    """The uid/gid a request claims (requester_uid, else its spec's uid/gid; root
+    when it claims none): what the service tests were written to play."""
+    fields = request.DESCRIPTOR.fields_by_name
+    if "requester_uid" in fields:
+        return request.requester_uid, request.requester_uid
+    if "spec" in fields and request.HasField("spec"):
+        return request.spec.uid, request.spec.gid
+    return 0, 0
 
 
 class SigningInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
                          grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Attaches a freshly minted token for ``uid``/``gid`` to every call."""
+    """Attaches a freshly minted token to every call: for ``uid``/``gid``, or,
+    when uid is None, for whoever each unary request claims to be."""
 
-    def __init__(self, key: auth.ClusterKey, uid: int = 0, gid: int = 0):
+    def __init__(self, key: auth.ClusterKey, uid: int | None = None, gid: int | None = None):
         self.key, self.uid, self.gid = key, uid, gid
 
-    def _d(self, d):
-        md = list(d.metadata or ()) + [(auth.TOKEN_METADATA, auth.mint_token(self.key, self.uid, self.gid, 60))]
+    def _d(self, d, request=None):
+        if self.uid is not None:
+            uid, gid = self.uid, self.gid if self.gid is not None else self.uid
+        else:
+            uid, gid = claimed(request) if request is not None else (0, 0)
+        md = list(d.metadata or ()) + [(auth.TOKEN_METADATA, auth.mint_token(self.key, uid, gid, 60))]
         return _Details(d.method, d.timeout, md, d.credentials, getattr(d, "wait_for_ready", None),
                         getattr(d, "compression", None))
 
     def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._d(details), request)
+        return continuation(self._d(details, request), request)
 
     def intercept_unary_stream(self, continuation, details, request):
-        return continuation(self._d(details), request)
+        return continuation(self._d(details, request), request)
 
     def intercept_stream_unary(self, continuation, details, request_iterator):
         return continuation(self._d(details), request_iterator)
@@ -47,5 +63,6 @@ class SigningInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClien
         return continuation(self._d(details), request_iterator)
 
 
-def signed_channel(address: str, key: auth.ClusterKey, uid: int = 0, gid: int = 0) -> grpc.Channel:
+def signed_channel(address: str, key: auth.ClusterKey, uid: int | None = None,
+                   gid: int | None = None) -> grpc.Channel:
     return grpc.intercept_channel(grpc.insecure_channel(address), SigningInterceptor(key, uid, gid))
