@@ -3,7 +3,7 @@
     lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--cluster-name NAME]
                [--partition-name NAME] [--state-dir DIR] [--port P]
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
-               [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]
+               [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] [--auth-socket PATH]
     lingjun down [--state-dir DIR]
     lingjun keygen PATH
     lingjun status
@@ -98,8 +98,8 @@ def _auth_socket_path(state: Path) -> str:
 
 
 def _auth_text(args, state: Path) -> str:
-    lines = ["[auth]", f'key_file = "{state / "cluster.key"}"',
-             f'socket = "{_auth_socket_path(state)}"']
+    sock = str(Path(args.auth_socket).absolute()) if args.auth_socket else _auth_socket_path(state)
+    lines = ["[auth]", f'key_file = "{state / "cluster.key"}"', f'socket = "{sock}"']
     for name in ("tls_cert", "tls_key", "tls_ca"):
         value = getattr(args, name)
         if value:
@@ -385,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--tls-cert", help="the controller's certificate (PEM)")
     up.add_argument("--tls-key", help="the controller's private key (PEM)")
     up.add_argument("--tls-ca", help="CA that signed --tls-cert (default: the certificate itself)")
+    up.add_argument("--auth-socket", help="where the controller serves users' credentials "
+                                          "(default DIR/auth.sock); its directory must let users in")
     kg = sub.add_parser("keygen", help="write a new cluster key (mode 0600; never overwrites)")
     kg.add_argument("path")
     args = p.parse_args(argv)

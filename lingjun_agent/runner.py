@@ -41,6 +41,10 @@ class Refused(Exception):
     pass
 
 
+class Unauthenticated(Exception):
+    """wp-auth: the controller did not accept our proof of the cluster key."""
+
+
 class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
@@ -89,12 +93,12 @@ class Agent:
             except Refused as e:
                 log.error("controller refused node %s: %s", self.node, e)
                 delay = self.reconnect[1]
+            except Unauthenticated as e:
+                log.error("controller refused node %s's proof of the cluster key (%s): wrong key "
+                          "file, or a clock off by more than the allowed skew?", self.node, e)
+                delay = self.reconnect[1]
             except grpc.aio.AioRpcError as e:
                 log.warning("stream to %s: %s %s", self.controller, e.code().name, e.details())
-                if e.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    log.error("controller refused node %s's proof of the cluster key "
-                              "(wrong key file, or a clock off by more than the allowed skew?)", self.node)
-                    delay = self.reconnect[1]
             except Exception:
                 log.exception("session failed")
             self.outbox = None
@@ -124,13 +128,21 @@ class Agent:
     async def _session(self) -> None:
         async with self._channel() as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
-            await self._prove(call)
             running = procs.running_jobs(self.mark) | set(self.batches)
-            await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
-                node_name=self.node, inventory=inventory.collect(*self.inv_args),
-                running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
-                agent_start_time=self.started_at, version=VERSION)))
-            first = await call.read()
+            try:
+                await self._prove(call)
+                await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
+                    node_name=self.node, inventory=inventory.collect(*self.inv_args),
+                    running_job_ids=sorted(running),
+                    unacked=[self._result_msg(r) for r in self.unacked.values()],
+                    agent_start_time=self.started_at, version=VERSION)))
+                first = await call.read()
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                # A write to a stream the controller already ended fails with a
+                # status of its own; the controller's reason is the call's status.
+                if await call.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise Unauthenticated(await call.details()) from None
+                raise
             if first is grpc.aio.EOF or first.WhichOneof("msg") != "register_reply":
                 raise ConnectionError("controller closed the stream before replying")
             reply = first.register_reply
