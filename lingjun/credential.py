@@ -43,6 +43,8 @@ class CredentialServer:
         p = Path(self.path)
         p.parent.mkdir(parents=True, exist_ok=True)
         if p.is_socket():
+            if _answers(self.path):
+                raise OSError(f"{self.path}: another daemon already serves credentials there")
             p.unlink()           # a socket left by an earlier run of this daemon
         self._server = await asyncio.start_unix_server(self._serve, path=self.path)
         # Every user must reach it: that is the point. What it hands out says who they are.
@@ -69,6 +71,16 @@ class CredentialServer:
                 os.unlink(self.path)
             except OSError:
                 pass
+
+
+def _answers(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
 
 
 class CredentialUnavailable(RuntimeError):

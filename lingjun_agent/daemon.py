@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                   rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca)
     try:
         asyncio.run(_main(agent, creds))
+    except OSError as e:                    # the credential socket could not be served
+        print(f"lingjun-agent: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

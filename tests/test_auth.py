@@ -216,6 +216,12 @@ def test_the_socket_signs_the_kernels_uid_not_the_callers_wish(socket_server):
     assert (who.uid, who.gid) == (65534, 65534)
 
 
+def test_a_second_daemon_does_not_steal_a_served_socket(socket_server):
+    with pytest.raises(OSError, match="already serves"):
+        asyncio.run(credential.CredentialServer(KEY, socket_server, ttl_s=60).start())
+    assert auth.verify_token(KEY, credential.fetch_token(socket_server)).uid == os.getuid()
+
+
 def test_no_socket_is_a_clear_error(tmp_path):
     with pytest.raises(credential.CredentialUnavailable, match="No such file"):
         credential.fetch_token(str(tmp_path / "none.sock"))

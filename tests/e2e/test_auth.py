@@ -107,10 +107,18 @@ def test_an_agent_with_a_wrong_key_is_refused_logged_and_never_sent_work(cluster
     finally:
         _stop(rogue)
     # The same agent with the cluster's key joins, and the job it was never sent runs now.
-    good = _agent(c, conf, "node9", c.root / "good.log")
+    # It also serves credentials for its node's users (as on a login node).
+    node_sock = f"{c.sockdir}/node9.sock"
+    good_conf = c.root / "good.toml"
+    good_conf.write_text(conf.read_text().replace(f"{c.sockdir}/auth.sock", node_sock)
+                         .replace("[auth]\n", "[auth]\nagent_serves_socket = true\n"))
+    good = _agent(c, good_conf, "node9", c.root / "good.log")
     try:
         c.wait_state(jid, "COMPLETED", timeout=30)
         assert marker.exists()
+        p = c.run(["squeue", "-h", "-j", str(jid), "-t", "all", "-o", "%T"],
+                  env=dict(c.env, LINGJUN_AUTH_SOCKET=node_sock))
+        assert (p.returncode, p.stdout.strip()) == (0, "COMPLETED"), p.stderr
     finally:
         _stop(good)
 
