@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from lingjun import auth
 from lingjun import config as configmod
@@ -73,13 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     except (auth.KeyFileError, OSError) as e:
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1
+    job_env = {"LINGJUN_AUTH_SOCKET": cfg.auth.socket}
+    if cfg.auth.tls:
+        job_env["LINGJUN_TLS_CA"] = str(Path(cfg.auth.tls_ca or cfg.auth.tls_cert).absolute())
     creds = (CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s)
              if cfg.auth.agent_serves_socket else None)
     agent = Agent(args.node, args.controller or cfg.controller.connect_address,
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
-                  rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca)
+                  rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
+                  job_env=job_env)
     try:
         asyncio.run(_main(agent, creds))
     except OSError as e:                    # the credential socket could not be served

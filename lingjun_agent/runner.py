@@ -49,7 +49,8 @@ class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
                  reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband",
-                 key: auth.ClusterKey | None = None, tls_ca: bytes | None = None):
+                 key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
+                 job_env: dict[str, str] | None = None):
         self.node = node
         self.controller = controller
         # wp-auth: the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -57,6 +58,9 @@ class Agent:
             raise ValueError("an agent needs the cluster key")
         self.key = key
         self.tls_ca = tls_ca
+        # Where commands inside a job find this node's credential socket (and TLS CA):
+        # the node's own settings, not whatever the submit host's environment said.
+        self.job_env = dict(job_env or {})
         self.state_dir = Path(state_dir)
         # What marks this agent's job processes: the node name alone is not unique
         # when several clusters' agents share a host (tests, a laptop).
@@ -237,6 +241,7 @@ class Agent:
         port = 0
         try:
             env = dict(lb.environment)
+            env.update(self.job_env)           # wp-auth
             files: dict[str, str] = {}
             if lb.launcher:
                 port, files = await self._prepare_launcher(lb, env)
@@ -318,6 +323,7 @@ class Agent:
         for spec in lt.tasks:
             env = dict(lt.environment)
             env.update(spec.environment)
+            env.update(self.job_env)           # wp-auth
             running.append(asyncio.create_task(self._run_task(lt, spec, env)))
 
     async def _run_task(self, lt: agent_pb2.LaunchTasks, spec: agent_pb2.TaskSpec, env: dict) -> None:

@@ -233,6 +233,16 @@ def test_a_users_job_is_theirs_by_the_kernels_word(cluster):
     c.run(["scancel", str(r.job_id)], check=True)
 
 
+def test_commands_inside_a_job_use_the_nodes_credential_socket(cluster):
+    """The submit host's socket path means nothing on a node: the agent gives the job its own."""
+    c = cluster
+    out = c.work / "inside.out"
+    jid = c.sbatch("--export=ALL,LINGJUN_AUTH_SOCKET=/nonexistent/auth.sock", "-o", str(out),
+                   "--wrap", 'echo "$LINGJUN_AUTH_SOCKET"; squeue -h -j "$SLURM_JOB_ID" -o %T')
+    c.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30)
+    assert out.read_text().split() == [f"{c.sockdir}/auth.sock", "RUNNING"]
+
+
 def test_a_command_without_a_credential_fails_in_slurms_words(cluster):
     c = cluster
     env = dict(c.env, LINGJUN_AUTH_SOCKET=str(c.root / "no-such.sock"))
