@@ -191,6 +191,7 @@ def verify_token(key: ClusterKey, token: str, now: float | None = None) -> Ident
     if now is not None and claims["exp"] < now:
         raise AuthError("expired credential")
     uid, gid = claims["uid"], claims["gid"]
-    if not (isinstance(uid, int) and isinstance(gid, int) and 0 <= uid < 2**32 and 0 <= gid < 2**32):
+    # The API carries ids as int32 (as Slurm's uint32 ids never reach 2**31 in practice).
+    if not (isinstance(uid, int) and isinstance(gid, int) and 0 <= uid < 2**31 and 0 <= gid < 2**31):
         raise AuthError("invalid credential: bad uid/gid")
     return Identity(uid=uid, gid=gid)

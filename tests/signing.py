@@ -28,11 +28,13 @@ def claimed(request) -> tuple[int, int]:
     if not hasattr(request, "DESCRIPTOR"):     # raw bytes (a fuzz test's payload): root
         return 0, 0
     fields = request.DESCRIPTOR.fields_by_name
+    uid = gid = 0
     if "requester_uid" in fields:
-        return request.requester_uid, request.requester_uid
-    if "spec" in fields and request.HasField("spec"):
-        return request.spec.uid, request.spec.gid
-    return 0, 0
+        uid = gid = request.requester_uid
+    elif "spec" in fields and request.HasField("spec"):
+        uid, gid = request.spec.uid, request.spec.gid
+    # No kernel hands out a negative uid: a request claiming one is signed as root's.
+    return (uid, gid) if uid >= 0 and gid >= 0 else (0, 0)
 
 
 class SigningInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,

@@ -93,10 +93,13 @@ def test_a_token_expires_after_its_ttl():
                                                                    "exp": int(time.time()) + 60}),
     lambda: jwt.encode({"uid": 0, "gid": 0}, KEY.token, algorithm="HS256"),
     lambda: jwt.encode({"uid": "0", "gid": 0, "exp": int(time.time()) + 60}, KEY.token, algorithm="HS256"),
+    lambda: jwt.encode({"uid": 2**31, "gid": 0, "exp": int(time.time()) + 60}, KEY.token, algorithm="HS256"),
+    lambda: jwt.encode({"uid": -1, "gid": 0, "exp": int(time.time()) + 60}, KEY.token, algorithm="HS256"),
     lambda: "not a token",
     lambda: auth.proof_mac(KEY, b"n" * 32, "node1", 0).hex(),
 ], ids=["signed with another cluster's key", "signed with a guessed key", "alg none",
-        "payload swapped under a real signature", "no expiry", "uid not a number", "garbage",
+        "payload swapped under a real signature", "no expiry", "uid not a number", "uid past int32",
+        "a negative uid", "garbage",
         "an agent MAC offered as a token"])
 def test_a_forged_token_is_refused(forge):
     with pytest.raises(auth.AuthError):
