@@ -39,6 +39,10 @@ carrying a munge credential and turn it into an Identity with ``unmunge``
 instead of reading our socket. Not built: the local socket covers one
 host, and agents serving the socket cover login nodes.
 
+The interceptor must see decoded messages: in ``grpc.aio.server(interceptors=
+[...])`` the first is outermost, so one that decodes requests itself goes
+before this one.
+
 A missing, forged or expired token ends the call with UNAUTHENTICATED and
 Slurm's words, "Protocol authentication error", before any service code
 runs. Health checks and reflection stay open (load balancers, grpcurl);
@@ -158,6 +162,10 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or not details.method.startswith(API_PREFIX):
             return handler
+        if handler.request_deserializer is None:
+            # An outer interceptor decodes requests itself (wp-authz's DecodeGuard):
+            # we would get bytes we cannot rewrite. Order them [that one, this one].
+            raise RuntimeError("AuthnInterceptor must come after any interceptor that decodes requests")
         key, method = self.key, details.method
         metadata = details.invocation_metadata
 
