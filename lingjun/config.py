@@ -48,7 +48,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     token_ttl_s = 300.0             # user tokens expire (like munge's TTL)
     handshake_max_skew_s = 30.0     # agent clock vs controller clock at the handshake
     controller_serves_socket = true # the controller hands out tokens on `socket`
-    agent_serves_socket = false     # each agent hands out tokens on `socket` (login/compute nodes)
+    agent_serves_socket = false     # agents hand out tokens on `socket` (login/compute nodes; one daemon per host)
     tls_cert = ""                   # PEM files: set cert+key on the controller to serve TLS,
     tls_key = ""                    # tls_ca on agents and commands to verify it
     tls_ca = ""
