@@ -256,17 +256,6 @@ def send_warning_signals(ctl: Controller, now: float) -> None:
             ctl.agents.send(node, msg)
 
 
-def next_deadline(ctl: Controller) -> float | None:
-    times = []
-    for j in ctl.store.jobs(states=[slurm.RUNNING]):
-        if j.end_time and not j.kill_reason:
-            times.append(j.end_time)
-        warn = warning_time(j)
-        if warn is not None and j.launched:
-            times.append(warn)
-    return min(times) if times else None
-
-
 def enforce_deadlines(ctl: Controller, now: float) -> None:
     """--deadline: a pending job that can no longer end by its deadline, and a
     running job that reaches it, end in state DEADLINE (Slurm's rule: a
@@ -296,9 +285,15 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
 
 
 def next_deadline(ctl: Controller) -> float | None:
-    """The next moment a pass must run: a time limit, a begin time, a deadline."""
-    moments = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
-               if j.end_time and not j.kill_reason]
+    """The next moment a pass must run: a time limit, a --signal warning, a
+    begin time, a deadline."""
+    moments = []
+    for j in ctl.store.jobs(states=[slurm.RUNNING]):
+        if j.end_time and not j.kill_reason:
+            moments.append(j.end_time)
+        warn = warning_time(j)
+        if warn is not None and j.launched:
+            moments.append(warn)
     begin = ctl.store.next_eligible_time(ctl.clock())
     if begin is not None:
         moments.append(begin)
