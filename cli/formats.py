@@ -472,10 +472,11 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"AccrueTime={ts(job.eligible_time)}"],
         [f"StartTime={ts(job.start_time)}", f"EndTime={ts(end)}",
          f"Deadline={ts(job.deadline) if job.deadline else 'N/A'}"],
-        # Slurm prints this line only for a job that may be preempted (preemptable_time set).
+        # Slurm prints this line only for a job that may be preempted (preemptable_time
+        # set); we print it too for one that was, so its PreemptTime stays visible.
         *([[f"PreemptEligibleTime={ts(job.preempt_eligible_time)}",
             f"PreemptTime={ts(job.preempt_time) if job.preempt_time else 'None'}"]]
-          if job.preempt_eligible_time else []),
+          if job.preempt_eligible_time or job.preempt_time else []),
         ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={ts(sched_eval)}",
          "Scheduler=Main"],
         [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
