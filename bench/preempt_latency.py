@@ -9,6 +9,9 @@ REQUEUE, GraceTime GRACE s) runs with a USR1 trap; a 2-node job arrives in
     itself writes;
   - to the high job RUNNING (polled with squeue every 50 ms).
 
+Beside the tries, on node5, one ``-t 1 --signal=B:USR1@5`` job (show 3):
+how long before its one-minute limit its trap ran (want 5 s).
+
 The trap exits at once, so the second figure is the controller's round
 trip (requeue, cleanup, next pass), not GRACE. With ``--stubborn`` the trap
 only notes the signal and the job runs on: then the high job waits for
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -81,10 +85,17 @@ preempt_mode = "OFF"
             time.sleep(step)
         raise SystemExit("timed out")
 
-    run("lingjun", "up", "--nodes", "4", "--cpus", "2", "--state-dir", str(root / "state"),
+    run("lingjun", "up", "--nodes", "5", "--cpus", "2", "--state-dir", str(root / "state"),
         "--port", str(port), "--kill-wait", "2", "--extra-config", str(extra))
     to_trap, to_start = [], []
+    warn_log = root / "warn.log"
+    warn = root / "warn.sh"
+    warn.write_text("#!/bin/bash\n#SBATCH -w node5 -t 1 --signal=B:USR1@5\n"
+                    f"trap 'echo trap $(date +%s.%N) >> {warn_log}; exit 0' USR1\n"
+                    f"echo start $(date +%s.%N) >> {warn_log}\n"
+                    "while true; do sleep 0.05; done\n")
     try:
+        run("sbatch", "-o", "/dev/null", str(warn))
         for i in range(args.tries):
             log = root / f"victim{i}.log"
             script = root / f"victim{i}.sh"
@@ -107,12 +118,18 @@ preempt_mode = "OFF"
             to_start.append(started)
             print(f"try {i + 1}: trap {trapped:.2f} s, high job running {started:.2f} s", flush=True)
             wait(lambda: state(victim) == "COMPLETED" and state(high) == "COMPLETED")
+        wait(lambda: "trap" in warn_log.read_text(), timeout=90, step=0.5)
+        marks = dict(line.split() for line in warn_log.read_text().splitlines())
+        before = 60 - (float(marks["trap"]) - float(marks["start"]))
     finally:
         subprocess.run(["lingjun", "down", "--state-dir", str(root / "state")], env=env,
                        capture_output=True, timeout=90)
     print(f"median over {args.tries}: submit -> victim trap {statistics.median(to_trap):.2f} s, "
           f"submit -> high job RUNNING {statistics.median(to_start):.2f} s (grace {args.grace:g} s"
           f"{', victim ignores its signal' if args.stubborn else ''})")
+    print(f"--signal=B:USR1@5 -t 1: trap {before:.2f} s before the limit "
+          f"({60 - before:.2f} s after the script started)")
+    shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
