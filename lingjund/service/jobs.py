@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import errors
+from lingjund.service import errors, preemption
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -542,7 +542,6 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
 
 def _preempt_fields(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None:
     """wp-preempt: PreemptEligibleTime, PreemptTime and who preempted it last."""
-    from lingjund.service import preemption   # it imports this module's neighbours
     info.preempt_eligible_time = int(preemption.eligible_time(ctl, job))
     info.preempt_time = int(job.preempt_time)
     info.preempted_by = job.preempted_by

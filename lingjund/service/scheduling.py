@@ -291,8 +291,8 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
 
 
 def next_deadline(ctl: Controller) -> float | None:
-    """The next moment a pass must run: a time limit, a --signal warning, a
-    begin time, a deadline."""
+    """The next moment a pass must run: a time limit, a --signal warning, the
+    end of a preempted job's grace time, a begin time, a deadline."""
     moments = []
     running = ctl.store.jobs(states=[slurm.RUNNING])
     for j in running:
