@@ -199,7 +199,8 @@ class PreemptConfig:
 
     @property
     def enabled(self) -> bool:
-        return self.type != "none" and self.mode != "OFF"
+        """Any job may preempt another; which may be preempted is each partition's mode."""
+        return self.type != "none"
 
 
 def _preempt(table: dict) -> PreemptConfig:

@@ -171,5 +171,6 @@ def test_signal_reaches_the_batch_shell_five_seconds_before_the_limit(pcluster):
     c.wait_file(c.warn_log, contains="trap", timeout=75)
     start, trap = _times(c.warn_log, "start")[0], _times(c.warn_log, "trap")[0]
     before_limit = 60 - (trap - start)
-    assert 4.0 <= before_limit <= 6.5, f"trap {before_limit:.2f}s before the limit, want ~5 s"
+    # The script starts a little after the controller's StartTime, which only widens this.
+    assert 4.0 <= before_limit <= 7.0, f"trap {before_limit:.2f}s before the limit, want ~5 s"
     assert c.wait_state(c.warn_job, DONE, timeout=15) == "COMPLETED"

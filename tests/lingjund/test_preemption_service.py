@@ -182,3 +182,15 @@ def test_preemption_off_leaves_running_jobs_alone(ctl):
 def test_bad_preempt_config_is_refused(text, error):
     with pytest.raises(config.ConfigError, match=error.replace("[", r"\[").replace("]", r"\]")):
         config.parse(text)
+
+
+def test_a_partition_may_opt_in_when_the_cluster_mode_is_off(ctl):
+    """[preempt] mode OFF (the default) leaves partitions that name no mode
+    alone; a partition with its own mode is still preemptible."""
+    text = CONF.replace('mode = "REQUEUE"\n', 'mode = "OFF"\n', 1)
+    ctl.config = config.parse(text)
+    assert ctl.config.preempt_mode(ctl.partition("low")) == "OFF"
+    victim = running_victim(ctl, "lowc")
+    submit(ctl, "high", nodes=2)
+    scheduling.run_pass(ctl)
+    assert ctl.store.job(victim).kill_reason == "PREEMPTED"
