@@ -125,4 +125,14 @@ MIGRATIONS: list[str] = [
     -- NULL = none yet), for lingjun net show and scontrol show node
     ALTER TABLE nodes ADD COLUMN net_status BLOB
     """,
+    # 7
+    """
+    -- wp-preempt: the last preemption of a job (0 = never): the job whose start
+    -- preempted it, when, whether its grace time ran out and it was killed, and
+    -- whether it goes back to the queue (PreemptMode=REQUEUE) or ends PREEMPTED
+    ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_time REAL NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_killed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_requeue INTEGER NOT NULL DEFAULT 0
+    """,
 ]
