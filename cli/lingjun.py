@@ -3,7 +3,9 @@
     lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--cluster-name NAME]
                [--partition-name NAME] [--state-dir DIR] [--port P]
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
+               [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] [--auth-socket PATH]
     lingjun down [--state-dir DIR]
+    lingjun keygen PATH
     lingjun status
     lingjun net show [NODE]
 
@@ -13,6 +15,12 @@ loopback), waits until every node has registered, and leaves a pointer in
 ``$LINGJUN_HOME/local.json`` (default ``~/.lingjun``) through which sbatch,
 squeue and the rest find it. ``down`` stops exactly what ``up`` started, by
 PID (checked against each process's start time), and the jobs' processes.
+
+wp-auth: ``up`` makes the cluster key ``DIR/cluster.key`` (kept across runs
+in the same state dir), and the controller serves users' credentials on
+``DIR/auth.sock``; both go into the generated ``[auth]`` table and the
+pointer. ``keygen`` writes a key for a real cluster (mode 0600, never over
+an existing file).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from pathlib import Path
 import grpc
 import psutil
 
+from lingjun import auth
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
 from lingjun.v1 import api_pb2
 
@@ -73,7 +82,51 @@ reconnect_max_s = 2.0
 name = "{args.partition_name}"
 nodes = "ALL"
 default = true
-"""
+
+{_auth_text(args, state)}"""
+
+
+# -- wp-auth: the local cluster's key, credential socket and (optional) TLS -----------
+def _auth_socket_path(state: Path) -> str:
+    """DIR/auth.sock, or a short path under /tmp when DIR is too deep for a
+    unix socket's 108-byte address."""
+    path = str(state / "auth.sock")
+    if len(path.encode()) < 100:
+        return path
+    import hashlib
+    return f"/tmp/lingjun-{hashlib.sha256(path.encode()).hexdigest()[:16]}.sock"
+
+
+def _auth_text(args, state: Path) -> str:
+    sock = str(Path(args.auth_socket).absolute()) if args.auth_socket else _auth_socket_path(state)
+    lines = ["[auth]", f'key_file = "{state / "cluster.key"}"', f'socket = "{sock}"']
+    for name in ("tls_cert", "tls_key", "tls_ca"):
+        value = getattr(args, name)
+        if value:
+            lines.append(f'{name} = "{Path(value).absolute()}"')
+    return "\n".join(lines) + "\n"
+
+
+def _ensure_key(path: Path) -> None:
+    """A key for the local cluster: made once, kept for the next `up` of the same dir."""
+    if not path.exists():
+        auth.write_key(path)
+    auth.load_key(path)         # refuses one that others can read
+
+
+def cmd_keygen(args) -> int:
+    try:
+        auth.write_key(args.path)
+    except auth.KeyFileError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{PROG}: error: {args.path}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(f"Wrote a new cluster key to {args.path} (mode 0600). Install the same file, owned by "
+          f"root with mode 0600, on the controller and on every agent, and name it in "
+          f"[auth] key_file.")
+    return 0
 
 
 def _node_features(args) -> dict[str, tuple[str, ...]]:
@@ -152,12 +205,20 @@ def cmd_up(args) -> int:
     (state / "logs").mkdir(exist_ok=True)
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print(f"{PROG}: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 1
+    try:
+        _ensure_key(state / "cluster.key")
+    except auth.KeyFileError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     try:
         text = _config_text(args, port, state)
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
         from lingjun import config as configmod
-        configmod.parse(text, str(conf))     # refuse a bad file here, not in every daemon's log
+        parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)
     except OSError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
@@ -169,13 +230,17 @@ def cmd_up(args) -> int:
     py = sys.executable
     procs = {"lingjund": _spawn([py, "-m", "lingjund.daemon", "-c", str(conf)],
                                 state / "logs" / "lingjund.log")}
+    tls_ca = parsed.auth.tls_ca or parsed.auth.tls_cert
     info = {"address": address, "state_dir": str(state), "config": str(conf),
-            "nodes": [f"node{i}" for i in range(1, args.nodes + 1)], "processes": procs}
+            "nodes": [f"node{i}" for i in range(1, args.nodes + 1)], "processes": procs,
+            "auth_socket": parsed.auth.socket, "tls_ca": tls_ca}
     (state / "cluster.json").write_text(json.dumps(info, indent=2))
-    api = Api(address)
+    api = Api(address, socket_path=parsed.auth.socket, ca_file=tls_ca)
     deadline = time.time() + args.timeout
     while True:
         try:
+            if not Path(parsed.auth.socket).exists():   # the controller makes it before it serves
+                raise ControllerUnreachable("not yet")
             api.call("Ping", api_pb2.PingRequest(), timeout=1)
             break
         except ControllerUnreachable:
@@ -316,8 +381,17 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("node", nargs="?", help="one node (default: every node)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
+    # wp-auth: TLS for the API and the agent channel (PEM files); plaintext on loopback otherwise
+    up.add_argument("--tls-cert", help="the controller's certificate (PEM)")
+    up.add_argument("--tls-key", help="the controller's private key (PEM)")
+    up.add_argument("--tls-ca", help="CA that signed --tls-cert (default: the certificate itself)")
+    up.add_argument("--auth-socket", help="where the controller serves users' credentials "
+                                          "(default DIR/auth.sock); its directory must let users in")
+    kg = sub.add_parser("keygen", help="write a new cluster key (mode 0600; never overwrites)")
+    kg.add_argument("path")
     args = p.parse_args(argv)
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net}[args.cmd](args)
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
+            "keygen": cmd_keygen}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,16 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     hold_down_s = 5.0               # the primary must stay up this long before traffic returns
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
+    [auth]                          # wp-auth: lingjun/auth.py, lingjun/credential.py
+    key_file = "/etc/lingjun/cluster.key"   # `lingjun keygen`; mode 0600, same on every host
+    socket = "/run/lingjun/auth.sock"   # the credential socket the commands ask
+    token_ttl_s = 300.0             # user tokens expire (like munge's TTL)
+    handshake_max_skew_s = 30.0     # agent clock vs controller clock at the handshake
+    controller_serves_socket = true # the controller hands out tokens on `socket`
+    agent_serves_socket = false     # agents hand out tokens on `socket` (login/compute nodes; one daemon per host)
+    tls_cert = ""                   # PEM files: set cert+key on the controller to serve TLS,
+    tls_key = ""                    # tls_ca on agents and commands to verify it
+    tls_ca = ""
     [preempt]                       # optional: preemptible work (Slurm's PreemptType...)
     type = "partition_prio"         # or "none" (the default): no job preempts another
     mode = "REQUEUE"                # PreemptMode of partitions that name none: OFF|CANCEL|REQUEUE
@@ -217,6 +227,34 @@ def _preempt(table: dict) -> PreemptConfig:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """wp-auth: the cluster key, the credential socket and TLS (see the module docstring)."""
+    key_file: str = "/etc/lingjun/cluster.key"
+    socket: str = "/run/lingjun/auth.sock"
+    token_ttl_s: float = 300.0
+    handshake_max_skew_s: float = 30.0
+    controller_serves_socket: bool = True
+    agent_serves_socket: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+
+    @property
+    def tls(self) -> bool:
+        """Whether clients (agents, commands) speak TLS to the controller."""
+        return bool(self.tls_ca or self.tls_cert)
+
+
+def _auth(table: dict) -> AuthConfig:
+    a = _take(table, AuthConfig, "[auth]")
+    if bool(a.tls_cert) != bool(a.tls_key):
+        raise ConfigError("[auth] tls_cert and tls_key go together")
+    if a.token_ttl_s <= 0 or a.handshake_max_skew_s <= 0:
+        raise ConfigError("[auth] token_ttl_s and handshake_max_skew_s must be positive")
+    return a
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -225,6 +263,7 @@ class Config:
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
     network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
+    auth: AuthConfig = field(default_factory=AuthConfig)            # wp-auth
     preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
 
     def node(self, name: str) -> NodeConfig | None:
@@ -321,13 +360,14 @@ def parse(text: str, path: str = "") -> Config:
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
     network = _network(data.pop("network", {}))
+    auth_conf = _auth(data.pop("auth", {}))        # wp-auth
     preempt = _preempt(data.pop("preempt", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  preempt=preempt)
+                  auth=auth_conf, preempt=preempt)
 
 
 def config_path() -> str:

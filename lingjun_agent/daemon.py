@@ -10,15 +10,20 @@ import logging
 import signal
 import socket
 import sys
+from pathlib import Path
 
+from lingjun import auth
 from lingjun import config as configmod
+from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjun_agent.runner import Agent
 
 log = logging.getLogger("lingjun_agent")
 
 
-async def _main(agent: Agent) -> None:
+async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
+    if creds is not None:
+        await creds.start()      # wp-auth: [auth] agent_serves_socket
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -33,6 +38,8 @@ async def _main(agent: Agent) -> None:
     # Jobs keep running: their supervisors outlive the agent, as slurmstepd does.
     notify("STOPPING=1")
     task.cancel()
+    if creds is not None:
+        await creds.close()
     agent.net.stop()
 
 
@@ -58,13 +65,31 @@ def main(argv: list[str] | None = None) -> int:
     except configmod.ConfigError as e:
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1
+    try:                                    # wp-auth
+        key = auth.ClusterKey.load(cfg.auth.key_file)
+        tls_ca = None
+        if cfg.auth.tls:
+            with open(cfg.auth.tls_ca or cfg.auth.tls_cert, "rb") as f:
+                tls_ca = f.read()
+    except (auth.KeyFileError, OSError) as e:
+        print(f"lingjun-agent: error: {e}", file=sys.stderr)
+        return 1
+    job_env = {"LINGJUN_AUTH_SOCKET": cfg.auth.socket}
+    if cfg.auth.tls:
+        job_env["LINGJUN_TLS_CA"] = str(Path(cfg.auth.tls_ca or cfg.auth.tls_cert).absolute())
+    creds = (CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s)
+             if cfg.auth.agent_serves_socket else None)
     agent = Agent(args.node, args.controller or cfg.controller.connect_address,
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
-                  rdma_root=cfg.network.rdma_sysfs_root)
+                  rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
+                  job_env=job_env)
     try:
-        asyncio.run(_main(agent))
+        asyncio.run(_main(agent, creds))
+    except OSError as e:                    # the credential socket could not be served
+        print(f"lingjun-agent: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

@@ -4,7 +4,9 @@ A reconciler: the controller says what it wants (launch, signal, terminate,
 the jobs it expects here), the node has what it has (live processes, batch
 results on disk), and the runner moves the node toward what was asked.
 
-    connect ──► Register(inventory, running jobs, unacked results)
+    connect ◄── AuthChallenge(nonce)             (wp-auth: lingjun/auth.py)
+            ──► AuthProof(HMAC of nonce, node, time with the cluster key)
+            ──► Register(inventory, running jobs, unacked results)
             ◄── RegisterReply(expected jobs, acked results)
             kill what is not expected; forget what was acked
             ◄─► heartbeats, launches, task output, exits, cleanups
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import grpc
 
-from lingjun import launchers
+from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
 from lingjun_agent.launcher import batch, distributed, procs, tasks
@@ -39,12 +41,26 @@ class Refused(Exception):
     pass
 
 
+class Unauthenticated(Exception):
+    """wp-auth: the controller did not accept our proof of the cluster key."""
+
+
 class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
-                 reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband"):
+                 reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband",
+                 key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
+                 job_env: dict[str, str] | None = None):
         self.node = node
         self.controller = controller
+        # wp-auth: the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
+        if key is None:
+            raise ValueError("an agent needs the cluster key")
+        self.key = key
+        self.tls_ca = tls_ca
+        # Where commands inside a job find this node's credential socket (and TLS CA):
+        # the node's own settings, not whatever the submit host's environment said.
+        self.job_env = dict(job_env or {})
         self.state_dir = Path(state_dir)
         # What marks this agent's job processes: the node name alone is not unique
         # when several clusters' agents share a host (tests, a laptop).
@@ -81,6 +97,10 @@ class Agent:
             except Refused as e:
                 log.error("controller refused node %s: %s", self.node, e)
                 delay = self.reconnect[1]
+            except Unauthenticated as e:
+                log.error("controller refused node %s's proof of the cluster key (%s): wrong key "
+                          "file, or a clock off by more than the allowed skew?", self.node, e)
+                delay = self.reconnect[1]
             except grpc.aio.AioRpcError as e:
                 log.warning("stream to %s: %s %s", self.controller, e.code().name, e.details())
             except Exception:
@@ -90,17 +110,43 @@ class Agent:
             await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
             delay = min(delay * 2, self.reconnect[1])
 
+    def _channel(self) -> grpc.aio.Channel:
+        options = [("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
+                   ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        if self.tls_ca is not None:
+            return grpc.aio.secure_channel(
+                self.controller, grpc.ssl_channel_credentials(root_certificates=self.tls_ca), options=options)
+        return grpc.aio.insecure_channel(self.controller, options=options)
+
+    async def _prove(self, call) -> None:
+        """Answer the controller's challenge with the cluster key (lingjun/auth.py)."""
+        first = await call.read()
+        if first is grpc.aio.EOF or first.WhichOneof("msg") != "auth_challenge":
+            raise ConnectionError("controller did not open with a challenge")
+        nonce = first.auth_challenge.nonce
+        now_ms = int(time.time() * 1000)
+        await call.write(agent_pb2.AgentMessage(auth_proof=agent_pb2.AuthProof(
+            node_name=self.node, nonce=nonce, time_ms=now_ms,
+            mac=auth.proof_mac(self.key, nonce, self.node, now_ms))))
+
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.controller, options=[
-                ("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
-                ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as ch:
+        async with self._channel() as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
-            await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
-                node_name=self.node, inventory=inventory.collect(*self.inv_args),
-                running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
-                agent_start_time=self.started_at, version=VERSION)))
-            first = await call.read()
+            try:
+                await self._prove(call)
+                await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
+                    node_name=self.node, inventory=inventory.collect(*self.inv_args),
+                    running_job_ids=sorted(running),
+                    unacked=[self._result_msg(r) for r in self.unacked.values()],
+                    agent_start_time=self.started_at, version=VERSION)))
+                first = await call.read()
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                # A write to a stream the controller already ended fails with a
+                # status of its own; the controller's reason is the call's status.
+                if await call.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise Unauthenticated(await call.details()) from None
+                raise
             if first is grpc.aio.EOF or first.WhichOneof("msg") != "register_reply":
                 raise ConnectionError("controller closed the stream before replying")
             reply = first.register_reply
@@ -195,6 +241,7 @@ class Agent:
         port = 0
         try:
             env = dict(lb.environment)
+            env.update(self.job_env)           # wp-auth
             files: dict[str, str] = {}
             if lb.launcher:
                 port, files = await self._prepare_launcher(lb, env)
@@ -276,6 +323,7 @@ class Agent:
         for spec in lt.tasks:
             env = dict(lt.environment)
             env.update(spec.environment)
+            env.update(self.job_env)           # wp-auth
             running.append(asyncio.create_task(self._run_task(lt, spec, env)))
 
     async def _run_task(self, lt: agent_pb2.LaunchTasks, spec: agent_pb2.TaskSpec, env: dict) -> None:

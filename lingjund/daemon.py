@@ -20,11 +20,14 @@ from pathlib import Path
 
 from grpc_health.v1 import health_pb2
 
+from lingjun import auth
 from lingjun import config as configmod
+from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund.service import allocations, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
+from lingjund.transport.authn import ServerAuth
 from lingjund.transport.server import build_server
 
 log = logging.getLogger("lingjund")
@@ -53,13 +56,17 @@ async def scheduler_loop(ctl: Controller) -> None:
             await asyncio.sleep(0.5)
 
 
-async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
+async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
     cc = cfg.controller
     Path(cc.state_dir).mkdir(parents=True, exist_ok=True)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
     ctl.wake_event()
-    server, port, health_servicer = build_server(ctl, cc.listen)
+    server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
+    creds = None
+    if cfg.auth.controller_serves_socket:   # wp-auth: users' tokens on this host
+        creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
+        await creds.start()
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
@@ -81,6 +88,8 @@ async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
     sched.cancel()
     ctl.agents.close_all()
     await server.stop(grace=2)
+    if creds is not None:
+        await creds.close()
     store.close()
 
 
@@ -107,7 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     if over:
         cfg = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, **over))
     try:
-        asyncio.run(serve(cfg, args.ready_file))
+        server_auth = ServerAuth.from_config(cfg)   # wp-auth: no key, no controller
+    except (auth.KeyFileError, OSError) as e:
+        print(f"lingjund: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(serve(cfg, server_auth, args.ready_file))
     except OSError as e:
         print(f"lingjund: error: {e}", file=sys.stderr)
         return 1

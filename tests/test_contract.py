@@ -31,10 +31,11 @@ def test_server_answers_health_and_lists_services_by_reflection(tmp_path):
     from lingjund.service.context import Controller
     from lingjund.store.store import Store
     from lingjund.transport.server import build_server
+    from tests.signing import server_auth
 
     async def go():
         ctl = Controller(config=Config(), store=Store(str(tmp_path / "db.sqlite")))
-        server, port, hs = build_server(ctl, "127.0.0.1:0")
+        server, port, hs = build_server(ctl, "127.0.0.1:0", server_auth())
         await server.start()
         await hs.set("", health_pb2.HealthCheckResponse.SERVING)
         try:

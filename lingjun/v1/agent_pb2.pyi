@@ -214,8 +214,28 @@ class NetProfileSpec(_message.Message):
     uplinks: _containers.RepeatedCompositeFieldContainer[NetUplinkSpec]
     def __init__(self, name: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetInterfaceSpec, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkSpec, _Mapping]]] = ...) -> None: ...
 
+class AuthChallenge(_message.Message):
+    __slots__ = ("nonce", "controller_time_ms")
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    nonce: bytes
+    controller_time_ms: int
+    def __init__(self, nonce: _Optional[bytes] = ..., controller_time_ms: _Optional[int] = ...) -> None: ...
+
+class AuthProof(_message.Message):
+    __slots__ = ("node_name", "nonce", "time_ms", "mac")
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    nonce: bytes
+    time_ms: int
+    mac: bytes
+    def __init__(self, node_name: _Optional[str] = ..., nonce: _Optional[bytes] = ..., time_ms: _Optional[int] = ..., mac: _Optional[bytes] = ...) -> None: ...
+
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +244,7 @@ class AgentMessage(_message.Message):
     TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
     JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
     NET_STATUS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_PROOF_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     batch_started: BatchStarted
@@ -232,7 +253,8 @@ class AgentMessage(_message.Message):
     task_exit: AgentTaskExit
     job_cleaned: JobCleaned
     net_status: _api_pb2.NetStatusReport
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ...) -> None: ...
+    auth_proof: AuthProof
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile")
@@ -368,7 +390,7 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +398,7 @@ class ControllerMessage(_message.Message):
     TERMINATE_JOB_FIELD_NUMBER: _ClassVar[int]
     ACK_BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
     NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
@@ -383,4 +406,5 @@ class ControllerMessage(_message.Message):
     terminate_job: TerminateJob
     ack_batch_finished: AckBatchFinished
     net_profile: NetProfileSpec
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ...) -> None: ...
+    auth_challenge: AuthChallenge
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ...) -> None: ...

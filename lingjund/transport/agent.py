@@ -1,7 +1,12 @@
 """AgentService servicer: one bidirectional stream per node agent.
 
-The first message must be Register; nothing is sent to a stream before its
-registration has been accepted. Then a reader task dispatches what the agent
+wp-auth: the controller opens every stream with an AuthChallenge (a fresh
+nonce) and sends nothing else until the agent's AuthProof verifies
+(lingjun/auth.py: the MAC, the clock skew, one use per nonce); a stream
+that fails is logged with its peer and reason and ends UNAUTHENTICATED
+without the node ever being registered. Then the next message must be
+Register, for the node the proof named; nothing else is sent to a stream
+before its registration has been accepted. Then a reader task dispatches what the agent
 says to the service layer while this generator yields the commands queued
 for the node.
 """
@@ -9,24 +14,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import grpc
 
+from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjund.service import batch, network, nodes, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
+from lingjund.transport.authn import ServerAuth
 
 log = logging.getLogger("lingjund.agent_channel")
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, ctl: Controller):
+    HANDSHAKE_TIMEOUT_S = 10.0
+
+    def __init__(self, ctl: Controller, auth_: ServerAuth):
         self.ctl = ctl
+        self.auth = auth_
+        self.nonces = auth.NonceBook(lifetime_s=self.HANDSHAKE_TIMEOUT_S * 2)
+
+    async def _refuse(self, context, why: str, node: str = "?"):
+        log.warning("refused agent stream from %s (node %r): %s", context.peer(), node, why)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)
 
     async def Connect(self, request_iterator, context):
         ctl = self.ctl
         it = request_iterator.__aiter__()
+        nonce = self.nonces.issue()
+        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(
+            nonce=nonce, controller_time_ms=int(time.time() * 1000)))
+        try:
+            first = await asyncio.wait_for(it.__anext__(), timeout=self.HANDSHAKE_TIMEOUT_S)
+        except (StopAsyncIteration, asyncio.TimeoutError):
+            await self._refuse(context, "no proof of the cluster key")
+        if first.WhichOneof("msg") != "auth_proof":
+            await self._refuse(context, f"sent {first.WhichOneof('msg')} before proving the cluster key")
+        proof = first.auth_proof
+        try:
+            auth.verify_proof(self.auth.key, nonce, self.nonces, proof.node_name, proof.nonce,
+                              proof.time_ms, proof.mac, self.auth.handshake_max_skew_s)
+        except auth.AuthError as e:
+            await self._refuse(context, str(e), proof.node_name)
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=30)
         except (StopAsyncIteration, asyncio.TimeoutError):
@@ -34,6 +65,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if first.WhichOneof("msg") != "register":
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "first message must be Register")
         reg = first.register
+        if reg.node_name != proof.node_name:
+            await self._refuse(context, f"proved {proof.node_name!r} but registers {reg.node_name!r}",
+                               reg.node_name)
         conn = Connection(reg.node_name)
         reply, follow = nodes.register(ctl, conn, reg)
         yield agent_pb2.ControllerMessage(register_reply=reply)

@@ -1,7 +1,9 @@
 """Build the gRPC server: SlurmApi, AgentService, health and reflection.
 
 ``build_server`` returns the server and the port it bound, so tests listen
-on port 0 and read back the port.
+on port 0 and read back the port. ``auth`` (wp-auth) holds the cluster key
+both services authenticate with and, when configured, the TLS credentials
+the port is served with; the local cluster serves plaintext on loopback.
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
 from lingjund.transport.api import SlurmApiServicer
+from lingjund.transport.authn import AuthnInterceptor, ServerAuth
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-def build_server(ctl: Controller, listen: str) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    server = grpc.aio.server(options=[
+def build_server(ctl: Controller, listen: str,
+                 auth: ServerAuth) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    server = grpc.aio.server(interceptors=[AuthnInterceptor(auth.key)], options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
@@ -26,7 +30,7 @@ def build_server(ctl: Controller, listen: str) -> tuple[grpc.aio.Server, int, he
         ("grpc.keepalive_permit_without_calls", 1),
     ])
     api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl), server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (
@@ -36,7 +40,10 @@ def build_server(ctl: Controller, listen: str) -> tuple[grpc.aio.Server, int, he
         reflection.SERVICE_NAME,
     )
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(listen)
+    if auth.tls is not None:
+        port = server.add_secure_port(listen, auth.tls)
+    else:
+        port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     return server, port, health_servicer

@@ -44,7 +44,12 @@ def test_lingjund_tells_systemd_when_it_serves(tmp_path):
     sock.settimeout(30)
     port = Cluster(tmp_path).port
     env = dict(os.environ, NOTIFY_SOCKET=path)
-    proc = subprocess.Popen([sys.executable, "-m", "lingjund.daemon", "--listen", f"127.0.0.1:{port}",
+    from lingjun import auth  # wp-auth: no controller starts without its cluster key
+    auth.write_key(tmp_path / "cluster.key")
+    conf = tmp_path / "lingjun.toml"
+    conf.write_text(f'[auth]\nkey_file = "{tmp_path / "cluster.key"}"\nsocket = "{tmp_path / "auth.sock"}"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "lingjund.daemon", "-c", str(conf),
+                             "--listen", f"127.0.0.1:{port}",
                              "--state-dir", str(tmp_path / "state")], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

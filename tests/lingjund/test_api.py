@@ -12,6 +12,7 @@ from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.server import build_server
+from tests.signing import server_auth, signed_channel
 
 CONF = """
 [[nodes]]
@@ -42,14 +43,15 @@ def _serve(tmp_path, conf: str):
     t.start()
     store = Store(str(tmp_path / "db.sqlite"))
     ctl = Controller(config=config.parse(conf), store=store)
+    sa = server_auth()
 
     async def start():
-        server, port, _ = build_server(ctl, "127.0.0.1:0")
+        server, port, _ = build_server(ctl, "127.0.0.1:0", sa)
         await server.start()
         return server, port
 
     server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    ch = signed_channel(f"127.0.0.1:{port}", sa.key)
     yield api_pb2_grpc.SlurmApiStub(ch), store
     ch.close()
     asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)

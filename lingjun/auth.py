@@ -1,0 +1,197 @@
+"""The cluster key, and the two proofs made from it: agent handshakes and user tokens.
+
+One secret per cluster, a file of random bytes that only root can read
+(``lingjun keygen PATH``; ``lingjun up`` makes one for the local cluster).
+The same file sits on the controller and on every agent. Two keys are
+derived from it so that nothing signed for one purpose verifies for the
+other (a user token is never an agent proof)::
+
+    agent key = HMAC-SHA256(cluster key, "lingjun agent handshake v1")
+    token key = HMAC-SHA256(cluster key, "lingjun user token v1")
+
+Agent handshake (per stream, challenge-response)::
+
+    controller ── AuthChallenge(nonce: 32 fresh bytes) ──► agent
+    controller ◄── AuthProof(node, nonce, time_ms, mac) ── agent
+        mac = HMAC-SHA256(agent key, nonce | node | time_ms)
+
+The controller accepts a proof only for the nonce it issued on that very
+stream, at most once (``NonceBook``), with a MAC that compares equal in
+constant time, and an agent clock within ``handshake_max_skew_s``. A proof
+captured on the wire is worthless on any other stream.
+
+User tokens (munge-like): a key-holding daemon reads a caller's uid/gid from
+its unix socket (SO_PEERCRED, ``lingjun/credential.py``) and returns a JWT
+(HS256, PyJWT) with ``uid``, ``gid``, ``exp`` and a random ``nonce``. Like a
+munge credential it may be replayed until it expires (``token_ttl_s``); a
+forged or expired one is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jwt
+
+KEY_BYTES = 64
+MIN_KEY_BYTES = 32
+NONCE_BYTES = 32
+# Slurm's words when a credential is missing or bad (ESLURM_PROTOCOL_AUTHENTICATION_ERROR).
+AUTH_ERROR = "Protocol authentication error"
+TOKEN_METADATA = "lingjun-credential"   # the gRPC metadata key that carries a user token
+
+
+class KeyFileError(Exception):
+    """The cluster key file cannot be used; the message says why and what to do."""
+
+
+class AuthError(Exception):
+    """A proof or token did not verify; the message is for the log, not the peer."""
+
+
+# -- the key file ---------------------------------------------------------------------
+
+def write_key(path: str | os.PathLike) -> None:
+    """Write a fresh key readable by its owner only; never overwrite one (the
+    agents hold a copy, and a silent change would lock every node out)."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise KeyFileError(f"{p} already exists; remove it first to make a new key "
+                        f"(every agent then needs the new one)") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(KEY_BYTES))
+    os.chmod(p, 0o600)          # whatever the umask said
+
+
+def load_key(path: str | os.PathLike) -> bytes:
+    """The key's bytes; refuses a key that others could read or that is too short."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise KeyFileError(f"cluster key {p}: no such file; make one with `lingjun keygen {p}` "
+                        f"and copy it to the controller and every agent") from None
+    except OSError as e:
+        raise KeyFileError(f"cluster key {p}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise KeyFileError(f"cluster key {p} is readable by group or others "
+                            f"(mode {stat.S_IMODE(st.st_mode):04o}); run `chmod 600 {p}`")
+        if st.st_uid != os.geteuid():
+            raise KeyFileError(f"cluster key {p} belongs to uid {st.st_uid}, not to this daemon "
+                            f"(uid {os.geteuid()}); run `chown root: {p}`")
+        key = f.read()
+    if len(key) < MIN_KEY_BYTES:
+        raise KeyFileError(f"cluster key {p} is {len(key)} bytes; want at least {MIN_KEY_BYTES}")
+    return key
+
+
+def _derive(key: bytes, purpose: bytes) -> bytes:
+    return hmac.new(key, purpose, hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class ClusterKey:
+    """The derived keys; what the daemons keep in memory instead of the file's bytes."""
+    agent: bytes
+    token: bytes
+
+    @classmethod
+    def from_bytes(cls, key: bytes) -> "ClusterKey":
+        return cls(agent=_derive(key, b"lingjun agent handshake v1"),
+                   token=_derive(key, b"lingjun user token v1"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ClusterKey":
+        return cls.from_bytes(load_key(path))
+
+
+# -- agent handshake ------------------------------------------------------------------
+
+def proof_mac(key: ClusterKey, nonce: bytes, node: str, time_ms: int) -> bytes:
+    msg = b"|".join((nonce.hex().encode(), node.encode(), str(int(time_ms)).encode()))
+    return hmac.new(key.agent, msg, hashlib.sha256).digest()
+
+
+def new_nonce() -> bytes:
+    return secrets.token_bytes(NONCE_BYTES)
+
+
+class NonceBook:
+    """Nonces the controller issued and not yet spent: a nonce verifies once,
+    on the stream it was issued for, and only while it is fresh."""
+
+    def __init__(self, lifetime_s: float = 60.0, clock=time.monotonic):
+        self.lifetime_s = lifetime_s
+        self.clock = clock
+        self._open: dict[bytes, float] = {}
+
+    def issue(self) -> bytes:
+        now = self.clock()
+        for n in [n for n, t in self._open.items() if now - t > self.lifetime_s]:
+            del self._open[n]
+        nonce = new_nonce()
+        self._open[nonce] = now
+        return nonce
+
+    def spend(self, nonce: bytes) -> bool:
+        """True the first time a live nonce is spent; False ever after."""
+        t = self._open.pop(nonce, None)
+        return t is not None and self.clock() - t <= self.lifetime_s
+
+
+def verify_proof(key: ClusterKey, issued: bytes, book: NonceBook, node: str, nonce: bytes,
+                 time_ms: int, mac: bytes, max_skew_s: float, now: float | None = None) -> None:
+    """Raise AuthError unless (node, nonce, time_ms, mac) answers ``issued``."""
+    now = time.time() if now is None else now
+    if not hmac.compare_digest(nonce, issued):
+        raise AuthError("the proof answers another challenge (replayed handshake)")
+    if not book.spend(nonce):
+        raise AuthError("the challenge was already answered or expired (replayed handshake)")
+    if not hmac.compare_digest(mac, proof_mac(key, nonce, node, time_ms)):
+        raise AuthError("wrong MAC (the agent does not hold this cluster's key)")
+    skew = abs(now - time_ms / 1000.0)
+    if skew > max_skew_s:
+        raise AuthError(f"clock skew {skew:.1f}s exceeds handshake_max_skew_s={max_skew_s:g}")
+
+
+# -- user tokens ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a verified token says the caller is."""
+    uid: int
+    gid: int
+
+
+def mint_token(key: ClusterKey, uid: int, gid: int, ttl_s: float, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    return jwt.encode({"uid": int(uid), "gid": int(gid), "iat": int(now), "exp": int(now + ttl_s),
+                       "nonce": secrets.token_hex(16)}, key.token, algorithm="HS256")
+
+
+def verify_token(key: ClusterKey, token: str, now: float | None = None) -> Identity:
+    """The token's identity; AuthError when it is forged, malformed or expired."""
+    try:
+        claims = jwt.decode(token, key.token, algorithms=["HS256"],
+                            options={"require": ["exp", "uid", "gid"], "verify_iat": False})
+    except jwt.ExpiredSignatureError:
+        raise AuthError("expired credential") from None
+    except jwt.PyJWTError as e:
+        raise AuthError(f"invalid credential: {e}") from None
+    if now is not None and claims["exp"] < now:
+        raise AuthError("expired credential")
+    uid, gid = claims["uid"], claims["gid"]
+    # The API carries ids as int32 (as Slurm's uint32 ids never reach 2**31 in practice).
+    if not (isinstance(uid, int) and isinstance(gid, int) and 0 <= uid < 2**31 and 0 <= gid < 2**31):
+        raise AuthError("invalid credential: bad uid/gid")
+    return Identity(uid=uid, gid=gid)

@@ -1,0 +1,133 @@
+"""The credential socket: who a local caller is, from the kernel, as a signed token.
+
+A key-holding daemon (the controller on the local cluster; the agent on each
+node with ``[auth] agent_serves_socket``) listens on a unix socket that every
+user may connect to. For each connection it asks the kernel who is on the
+other end (``SO_PEERCRED``: the uid and gid of the connecting process, which
+the client cannot choose) and writes back one line: a token signed with the
+cluster key (``lingjun.auth.mint_token``), then closes. This is what munge's
+``munged`` does; the client needs no secret of its own.
+
+    $ python -c 'from lingjun.credential import fetch_token; print(fetch_token("/run/lingjun/auth.sock"))'
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+
+from lingjun import auth
+
+log = logging.getLogger("lingjun.credential")
+MAX_TOKEN_BYTES = 4096
+
+
+def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a unix socket."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", raw)
+
+
+class CredentialServer:
+    """Serves tokens on ``path`` until ``close``."""
+
+    def __init__(self, key: auth.ClusterKey, path: str, ttl_s: float):
+        self.key, self.path, self.ttl_s = key, path, ttl_s
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        p = Path(self.path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_socket():
+            if _answers(self.path):
+                raise OSError(f"{self.path}: another daemon already serves credentials there")
+            p.unlink()           # a socket left by an earlier run of this daemon
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+        # Every user must reach it: that is the point. What it hands out says who they are.
+        os.chmod(self.path, 0o666)
+        log.info("serving credentials on %s (tokens live %gs)", self.path, self.ttl_s)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            pid, uid, gid = peer_ids(writer.get_extra_info("socket"))
+            token = auth.mint_token(self.key, uid, gid, self.ttl_s)
+            writer.write(token.encode() + b"\n")
+            await writer.drain()
+            log.debug("credential for uid=%d gid=%d pid=%d", uid, gid, pid)
+        except (OSError, ConnectionError) as e:
+            log.warning("credential socket: %s", e)
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _answers(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
+class CredentialUnavailable(RuntimeError):
+    """No token: the socket is missing or its daemon did not answer."""
+
+
+def fetch_token(path: str, timeout: float = 5.0) -> str:
+    """A fresh token for the calling process, from the socket at ``path``."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            data = b""
+            while len(data) < MAX_TOKEN_BYTES:
+                chunk = s.recv(MAX_TOKEN_BYTES)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as e:
+        raise CredentialUnavailable(f"cannot get a credential from {path}: "
+                                    f"{e.strerror or e}") from None
+    token = data.decode(errors="replace").strip()
+    if not token:
+        raise CredentialUnavailable(f"cannot get a credential from {path}: empty answer")
+    return token
+
+
+class TokenCache:
+    """One process's token, fetched on first use and again shortly before it expires."""
+
+    def __init__(self, path: str, margin_s: float = 10.0):
+        self.path, self.margin_s = path, margin_s
+        self._token: str | None = None
+        self._exp = 0.0
+
+    def get(self) -> str:
+        if self._token is None or time.time() > self._exp - self.margin_s:
+            token = fetch_token(self.path)
+            self._token, self._exp = token, _expiry(token)
+        return self._token
+
+
+def _expiry(token: str) -> float:
+    """The token's exp claim, read without the key (the client cannot verify it
+    and need not: the controller does); 0 when unreadable, so it is refetched."""
+    import jwt
+    try:
+        return float(jwt.decode(token, options={"verify_signature": False}).get("exp", 0))
+    except (jwt.PyJWTError, ValueError, TypeError):
+        return 0.0

@@ -1,0 +1,166 @@
+"""Every SlurmApi call is authenticated, and the token, not the request, says who calls.
+
+A real server on port 0 (its own loop in a thread) and real gRPC clients:
+some sign their calls with the cluster's key (as the credential socket would
+for them), some with another key, some not at all.
+"""
+from __future__ import annotations
+
+import asyncio
+import pwd
+import threading
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from lingjun import auth, config
+from lingjun.v1 import api_pb2, api_pb2_grpc
+from lingjund.service.context import Controller
+from lingjund.store.store import Store
+from lingjund.transport.server import build_server
+from tests.signing import SigningInterceptor, server_auth, signed_channel, random_key
+
+CONF = """
+[[nodes]]
+names = "node[1-2]"
+cpus = 2
+memory_mb = 2000
+[[partitions]]
+name = "debug"
+nodes = "ALL"
+"""
+NOBODY = 65534
+NOBODY_NAME = pwd.getpwuid(NOBODY).pw_name
+
+
+@pytest.fixture
+def served(tmp_path):
+    """(address, cluster key, store) of a controller serving on port 0."""
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    store = Store(str(tmp_path / "db.sqlite"))
+    ctl = Controller(config=config.parse(CONF), store=store)
+    sa = server_auth()
+
+    async def start():
+        server, port, hs = build_server(ctl, "127.0.0.1:0", sa)
+        await server.start()
+        await hs.set("", health_pb2.HealthCheckResponse.SERVING)
+        return server, port
+
+    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    yield f"127.0.0.1:{port}", sa.key, store
+    asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(10)
+    store.close()
+
+
+def spec(**kw) -> api_pb2.JobSpec:
+    base = dict(name="t", script="#!/bin/sh\ntrue\n", work_dir="/tmp", user="root", uid=0, gid=0,
+                group="root", batch=True, min_nodes=2)   # 2 nodes that never register: it pends
+    base.update(kw)
+    return api_pb2.JobSpec(**base)
+
+
+UNARY_CALLS = [
+    pytest.param("SubmitJob", api_pb2.SubmitJobRequest(spec=spec()), id="sbatch"),
+    pytest.param("GetJobs", api_pb2.GetJobsRequest(), id="squeue"),
+    pytest.param("CancelJobs", api_pb2.CancelJobsRequest(job_ids=[1], requester_uid=0), id="scancel"),
+    pytest.param("UpdateNode", api_pb2.UpdateNodeRequest(names=["node1"], state="DRAIN", reason="x"),
+                 id="scontrol update node"),
+    pytest.param("Ping", api_pb2.PingRequest(), id="ping"),
+]
+
+
+def _refused(call) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)
+    return e.value
+
+
+@pytest.mark.parametrize("method,request_", UNARY_CALLS)
+@pytest.mark.parametrize("how", ["no token", "token of another cluster", "expired token", "garbage token"])
+def test_a_call_without_a_valid_token_is_refused_and_changes_nothing(served, method, request_, how):
+    address, key, store = served
+    submitted = api_pb2_grpc.SlurmApiStub(signed_channel(address, key)).SubmitJob(
+        api_pb2.SubmitJobRequest(spec=spec()))
+    assert submitted.job_id == 1
+    before = store.dump()
+    if how == "no token":
+        ch = grpc.insecure_channel(address)
+        md = ()
+    elif how == "token of another cluster":
+        ch = signed_channel(address, random_key())
+        md = ()
+    else:
+        ch = grpc.insecure_channel(address)
+        token = (auth.mint_token(key, 0, 0, ttl_s=5, now=time.time() - 60) if how == "expired token"
+                 else "a.b.c")
+        md = ((auth.TOKEN_METADATA, token),)
+    _refused(lambda: getattr(api_pb2_grpc.SlurmApiStub(ch), method)(request_, metadata=md, timeout=10))
+    assert store.dump() == before
+    ch.close()
+
+
+def test_streams_without_a_token_are_refused_before_anything_happens(served):
+    address, _, store = served
+    before = store.dump()
+    stub = api_pb2_grpc.SlurmApiStub(grpc.insecure_channel(address))
+    _refused(lambda: list(stub.RunStep(api_pb2.RunStepRequest(job_id=1, argv=["true"]), timeout=10)))
+    _refused(lambda: list(stub.Allocate(iter([api_pb2.AllocationRequest(spec=spec(batch=False))]),
+                                        timeout=10)))
+    assert store.dump() == before
+
+
+def test_health_needs_no_token(served):
+    address, _, _ = served
+    with grpc.insecure_channel(address) as ch:
+        r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    assert r.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_a_job_belongs_to_the_token_not_to_the_uid_the_request_claims(served):
+    address, key, store = served
+    stub = api_pb2_grpc.SlurmApiStub(signed_channel(address, key, uid=NOBODY, gid=NOBODY))
+    jid = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(user="root", uid=0, gid=0, group="root"))).job_id
+    job = store.job(jid)
+    assert (job.uid, job.user) == (NOBODY, NOBODY_NAME)
+    info = stub.GetJobs(api_pb2.GetJobsRequest(job_ids=[jid])).jobs[0]
+    assert (info.user, info.uid, info.gid) == (NOBODY_NAME, NOBODY, NOBODY)
+
+
+def test_requester_fields_are_the_tokens(served):
+    address, key, store = served
+    as_nobody = api_pb2_grpc.SlurmApiStub(signed_channel(address, key, uid=NOBODY, gid=NOBODY))
+    jid = as_nobody.SubmitJob(api_pb2.SubmitJobRequest(spec=spec())).job_id
+    as_nobody.CancelJobs(api_pb2.CancelJobsRequest(job_ids=[jid], requester_uid=0))
+    assert store.job(jid).cancelled_by == str(NOBODY)
+    as_root = api_pb2_grpc.SlurmApiStub(signed_channel(address, key, uid=0, gid=0))
+    as_root.UpdateNode(api_pb2.UpdateNodeRequest(names=["node1"], state="DRAIN", reason="fan",
+                                                 requester_uid=NOBODY, requester="somebody-else"))
+    assert store.node("node1").reason_user == "root"
+
+
+def test_an_allocation_stream_belongs_to_the_token(served):
+    address, key, store = served
+    ch = grpc.intercept_channel(grpc.insecure_channel(address), SigningInterceptor(key, NOBODY, NOBODY))
+    stub = api_pb2_grpc.SlurmApiStub(ch)
+    done = threading.Event()
+
+    def requests():
+        yield api_pb2.AllocationRequest(spec=spec(batch=False, uid=0, user="root"))
+        done.wait(10)
+
+    events = stub.Allocate(requests(), timeout=10)
+    first = next(events)
+    assert first.WhichOneof("event") == "queued"
+    job = store.job(first.queued.job_id)
+    assert (job.uid, job.user) == (NOBODY, NOBODY_NAME)
+    done.set()
+    events.cancel()
+    ch.close()
