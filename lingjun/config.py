@@ -42,6 +42,12 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     hold_down_s = 5.0               # the primary must stay up this long before traffic returns
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
+    [authz]                         # who may do what, and how much one request may carry
+    operators = ["alice"]           # users who may act on anyone's jobs and change nodes (root always may)
+    max_message_bytes = 16777216    # a larger gRPC request is refused before it is decoded
+    max_script_bytes = 4194304      # sbatch: "Batch script is too large"
+    max_submit_jobs_per_user = 0    # Slurm's MaxSubmitJobsPerUser over pending+running jobs; 0 = none
+
 lingjun_agent/network/profile.py documents every key of a profile.
 """
 from __future__ import annotations
@@ -173,6 +179,20 @@ def _network(table: dict) -> NetworkConfig:
 
 
 @dataclass(frozen=True)
+class AuthzConfig:
+    """[authz] (wp-authz): operators and the limits on one request.
+
+    Operators are Slurm's "Operator" admin level: they may cancel, hold,
+    release, update and requeue anyone's jobs, read anyone's script, and
+    change node states. Root (uid 0) always is one.
+    """
+    operators: tuple[str, ...] = ()
+    max_message_bytes: int = 16 * 1024 * 1024
+    max_script_bytes: int = 4 * 1024 * 1024
+    max_submit_jobs_per_user: int = 0
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -181,6 +201,7 @@ class Config:
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
     network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
+    authz: AuthzConfig = field(default_factory=AuthzConfig)         # wp-authz
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -264,11 +285,26 @@ def parse(text: str, path: str = "") -> Config:
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
     network = _network(data.pop("network", {}))
+    authz = _authz(data.pop("authz", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
-                  nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network)
+                  nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
+                  authz=authz)
+
+
+def _authz(table: dict) -> AuthzConfig:
+    ops = table.get("operators", ())
+    if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+        raise ConfigError("[authz] operators: a list of user names")
+    a = _take(dict(table, operators=tuple(ops)), AuthzConfig, "[authz]")
+    for key in ("max_message_bytes", "max_script_bytes"):
+        if getattr(a, key) < 1024:
+            raise ConfigError(f"[authz] {key}: at least 1024")
+    if a.max_submit_jobs_per_user < 0:
+        raise ConfigError("[authz] max_submit_jobs_per_user: 0 (none) or more")
+    return a
 
 
 def config_path() -> str:

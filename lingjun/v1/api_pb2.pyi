@@ -872,3 +872,19 @@ class NetReconfigureResponse(_message.Message):
     PUSHED_FIELD_NUMBER: _ClassVar[int]
     pushed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, pushed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AuthzBatchScriptRequest(_message.Message):
+    __slots__ = ("job_id", "requester_uid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    requester_uid: int
+    def __init__(self, job_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class AuthzBatchScriptResponse(_message.Message):
+    __slots__ = ("script", "job_id")
+    SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    script: str
+    job_id: int
+    def __init__(self, script: _Optional[str] = ..., job_id: _Optional[int] = ...) -> None: ...

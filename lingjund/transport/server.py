@@ -13,13 +13,14 @@ from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
 from lingjund.transport.api import SlurmApiServicer
+from lingjund.transport.validate import DecodeGuard
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_bytes
 
 
 def build_server(ctl: Controller, listen: str) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    server = grpc.aio.server(options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    server = grpc.aio.server(interceptors=[DecodeGuard()], options=[   # wp-authz: DecodeGuard
+        ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
