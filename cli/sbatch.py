@@ -220,12 +220,15 @@ class Parsed:
 # --- option values ------------------------------------------------------------
 
 
+INT32_MAX = 2 ** 31 - 1
+
+
 def _int(value: str, name: str, minimum: int = 0) -> int:
     try:
         n = int(value.strip())
     except (ValueError, AttributeError):
         raise _err(f'Invalid numeric value "{value}" for {name}.') from None
-    if n < minimum:
+    if n < minimum or n > INT32_MAX:
         raise _err(f'Invalid numeric value "{value}" for {name}.')
     return n
 
@@ -477,7 +480,12 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     spec.batch = True
     export = ""
     for key, value, spelled in script_opts + env_opts + cli_opts:
-        export = _apply(parsed, spec, key, value, spelled, cwd, export)
+        try:
+            export = _apply(parsed, spec, key, value, spelled, cwd, export)
+        except ValueError:
+            # A number too large for the request's field (protobuf refuses it):
+            # Slurm's words for a number it cannot take (wp-authz fuzz).
+            raise _err(f'Invalid numeric value "{value}" for {spelled}.') from None
 
     spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
     spec.export_spec = export or "ALL"
