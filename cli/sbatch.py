@@ -295,6 +295,13 @@ def parse_gres_gpus(value: str) -> tuple[str, int]:
     return (types.pop() if types else ""), total
 
 
+def _umask_text() -> str:
+    """This process's umask as sbatch writes SLURM_UMASK ("0022")."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return f"{mask:04o}"
+
+
 def build_environment(export: str, env: Mapping[str, str]) -> dict[str, str]:
     """--export: ALL (default), NONE, or a list of NAME / NAME=value (with or without ALL).
 
@@ -490,6 +497,8 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
     spec.export_spec = export or "ALL"
     spec.environment.update(build_environment(export, env))
+    # Slurm's sbatch records the submitter's umask; the job's files are created with it.
+    spec.environment.setdefault("SLURM_UMASK", env.get("SLURM_UMASK") or _umask_text())
     spec.submit_dir = cwd
     spec.submit_host = socket.gethostname().split(".")[0]
     spec.user, spec.uid, spec.gid, spec.group = current_user()
