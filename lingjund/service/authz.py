@@ -69,6 +69,13 @@ def require(requester_uid: int, owner_uid: int, cfg: AuthzConfig) -> None:
         raise errors.AccessDenied()
 
 
+def require_owner_or_root(requester_uid: int, owner_uid: int) -> None:
+    """Steps in a job and its allocation's lease: the owner's (and root's) alone, as
+    slurmctld's step creation checks validate_slurm_user, not operators."""
+    if requester_uid not in (owner_uid, ROOT):
+        raise errors.AccessDenied()
+
+
 def require_operator(requester_uid: int, cfg: AuthzConfig) -> None:
     """Node state changes and other cluster-wide acts: operators only."""
     if not is_operator(requester_uid, cfg):

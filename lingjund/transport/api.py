@@ -157,7 +157,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             await gen.aclose()
 
     async def Allocate(self, request_iterator, context):
-        gen = allocations.allocate(self.ctl, request_iterator)
+        gen = allocations.allocate(self.ctl, validate.each(request_iterator, self.ctl.config.authz))
         try:
             async for ev in gen:
                 yield ev

@@ -60,6 +60,13 @@ def check(msg: Message, cfg: AuthzConfig) -> None:
     _check(msg, cfg, "")
 
 
+async def each(messages, cfg: AuthzConfig):
+    """A request stream with every message checked as it arrives (Allocate)."""
+    async for msg in messages:
+        check(msg, cfg)
+        yield msg
+
+
 def _check(msg: Message, cfg: AuthzConfig, where: str) -> None:
     for fd, value in msg.ListFields():
         name = where + fd.name

@@ -129,3 +129,23 @@ def test_max_submit_jobs_per_user_counts_pending_jobs_and_array_tasks(api):
         submit(stub, ALICE)
     cancel(stub, ALICE, job_ids=[third])    # a finished job frees its place
     submit(stub, ALICE)
+
+
+def test_steps_and_allocation_leases_are_the_owners_alone(api):
+    """srun --jobid=N into another's job would run commands as that job's owner."""
+    stub, store = api
+    jid = submit(stub, BOB)
+    before = store.dump()
+    for who in (ALICE, OPERATOR):
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.RunStep(api_pb2.RunStepRequest(job_id=jid, argv=["id"], requester_uid=who)))
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.PERMISSION_DENIED,
+                                                       "Access/permission denied")
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Allocate(iter([api_pb2.AllocationRequest(attach_job_id=jid,
+                                                               authz_requester_uid=who)])))
+        assert e.value.details() == "Access/permission denied"
+    assert store.dump() == before
+    with pytest.raises(grpc.RpcError) as e:        # the owner gets past the door
+        list(stub.RunStep(api_pb2.RunStepRequest(job_id=jid, argv=["id"], requester_uid=BOB)))
+    assert e.value.details() == "Job/step already completing or completed"
