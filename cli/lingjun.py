@@ -154,6 +154,8 @@ def cmd_up(args) -> int:
     conf = state / "lingjun.toml"
     try:
         text = _config_text(args, port, state)
+        if args.operator:       # wp-authz
+            text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
         from lingjun import config as configmod
@@ -316,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("node", nargs="?", help="one node (default: every node)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
+    # wp-authz: operators of the local cluster (an [authz] table; not with one in --extra-config)
+    up.add_argument("--operator", action="append", default=[], metavar="USER",
+                    help="a user who may act on anyone's jobs and change nodes; repeatable")
     args = p.parse_args(argv)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net}[args.cmd](args)
 

@@ -1,8 +1,9 @@
 """Real users on a real local cluster (wp-authz): who may do what, and jobs run as their owner.
 
-Creates three users with ``useradd`` (alice, bob and an operator named in
-``[authz] operators``; the names carry this process's pid so that parallel
-runs do not collide) and removes them afterwards, even on failure.
+Creates three users with ``useradd``: alice, bob and an operator (``lingjun
+up --operator``, that is ``[authz] operators``). Their names carry this
+process's pid, so that parallel runs do not collide, and they are removed
+afterwards, even on failure.
 
 The commands run as those users in a forked child that has taken the user's
 groups, gid and uid (setgroups/setgid/setuid, as ``runuser`` does) and then
@@ -61,10 +62,8 @@ def cluster(users):
     root = Path(tempfile.mkdtemp(prefix="lj-authz-", dir="/tmp"))
     root.chmod(0o755)
     c = Cluster(root, nodes=2, cpus=2)
-    extra = root / "authz.toml"
-    extra.write_text(f'[authz]\noperators = ["{OPER}"]\n')
     c.run(["lingjun", "up", "--nodes", "2", "--cpus", "2", "--state-dir", str(c.state),
-           "--port", str(c.port), "--kill-wait", "1", "--extra-config", str(extra)],
+           "--port", str(c.port), "--kill-wait", "1", "--operator", OPER],
           check=True, timeout=90)
     for name, pw in users.items():
         d = c.work / name
