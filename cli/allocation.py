@@ -17,6 +17,7 @@ allocation that long for its client to come back.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -104,7 +105,8 @@ class Allocation:
         while time.monotonic() < deadline and not self._releasing:
             time.sleep(1.0)
             requests: queue.Queue = queue.Queue()
-            requests.put(api_pb2.AllocationRequest(attach_job_id=self.job_id))
+            requests.put(api_pb2.AllocationRequest(attach_job_id=self.job_id,
+                                                   authz_requester_uid=os.getuid()))
             # A fresh channel each try: an old one waits out its reconnect backoff
             # (up to minutes) before it even tries the restarted controller.
             stub = api_pb2_grpc.SlurmApiStub(client.channel(self._address))

@@ -215,6 +215,8 @@ def cmd_up(args) -> int:
         return 1
     try:
         text = _config_text(args, port, state)
+        if args.operator:       # wp-authz
+            text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
         from lingjun import config as configmod
@@ -389,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
                                           "(default DIR/auth.sock); its directory must let users in")
     kg = sub.add_parser("keygen", help="write a new cluster key (mode 0600; never overwrites)")
     kg.add_argument("path")
+    # wp-authz: operators of the local cluster (an [authz] table; not with one in --extra-config)
+    up.add_argument("--operator", action="append", default=[], metavar="USER",
+                    help="a user who may act on anyone's jobs and change nodes; repeatable")
     args = p.parse_args(argv)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen}[args.cmd](args)

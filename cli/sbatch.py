@@ -220,12 +220,15 @@ class Parsed:
 # --- option values ------------------------------------------------------------
 
 
+INT32_MAX = 2 ** 31 - 1
+
+
 def _int(value: str, name: str, minimum: int = 0) -> int:
     try:
         n = int(value.strip())
     except (ValueError, AttributeError):
         raise _err(f'Invalid numeric value "{value}" for {name}.') from None
-    if n < minimum:
+    if n < minimum or n > INT32_MAX:
         raise _err(f'Invalid numeric value "{value}" for {name}.')
     return n
 
@@ -290,6 +293,13 @@ def parse_gres_gpus(value: str) -> tuple[str, int]:
     if len(types) > 1:
         raise _BAD_GRES      # one GPU type per job is what the scheduler models
     return (types.pop() if types else ""), total
+
+
+def _umask_text() -> str:
+    """This process's umask as sbatch writes SLURM_UMASK ("0022")."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return f"{mask:04o}"
 
 
 def build_environment(export: str, env: Mapping[str, str]) -> dict[str, str]:
@@ -477,11 +487,18 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     spec.batch = True
     export = ""
     for key, value, spelled in script_opts + env_opts + cli_opts:
-        export = _apply(parsed, spec, key, value, spelled, cwd, export)
+        try:
+            export = _apply(parsed, spec, key, value, spelled, cwd, export)
+        except ValueError:
+            # A number too large for the request's field (protobuf refuses it):
+            # Slurm's words for a number it cannot take (wp-authz fuzz).
+            raise _err(f'Invalid numeric value "{value}" for {spelled}.') from None
 
     spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
     spec.export_spec = export or "ALL"
     spec.environment.update(build_environment(export, env))
+    # Slurm's sbatch records the submitter's umask; the job's files are created with it.
+    spec.environment.setdefault("SLURM_UMASK", env.get("SLURM_UMASK") or _umask_text())
     spec.submit_dir = cwd
     spec.submit_host = socket.gethostname().split(".")[0]
     spec.user, spec.uid, spec.gid, spec.group = current_user()

@@ -365,6 +365,37 @@ class Scontrol:
             raise CommandError("\n".join(lines))
         return 0
 
+    # -- wp-authz: scontrol write batch_script JOB [FILE] ---------------------------
+    def write(self, args: list[str]) -> int:
+        """Write a job's batch script to FILE (default slurm-JOB.sh; "-" is
+        stdout), as scontrol/info_job.c does. The controller answers the
+        job's owner and operators only; the file is opened by this process,
+        so it lands only where the caller may write."""
+        if not args or _match(args[0], ("batch_script",), minimum=1) is None:
+            what = args[0] if args else ""
+            raise CommandError(f"scontrol: error: invalid write argument:{what}" if what
+                               else "scontrol: error: too few arguments for keyword:write")
+        if len(args) < 2:
+            raise CommandError("scontrol: error: too few arguments for keyword:write")
+        word = args[1]
+        if not word.isdigit():
+            raise CommandError("job script retrieval failed: Invalid job id specified")
+        job_id = int(word)
+        filename = args[2] if len(args) > 2 else f"slurm-{job_id}.sh"
+        req = api_pb2.AuthzBatchScriptRequest(job_id=job_id, requester_uid=os.getuid())
+        with controller_errors("job script retrieval failed: "):
+            reply = self.api.call("GetBatchScript", req)
+        if filename == "-":
+            self.out.write(reply.script)
+            return 0
+        try:
+            with open(filename, "w") as f:
+                f.write(reply.script)
+        except OSError as e:
+            raise CommandError(f"failed to open file `{filename}`: {e.strerror}") from None
+        self.out.write(f"batch script for job {job_id} written to {filename}\n")
+        return 0
+
 
 # scontrol's update_job.c keys we act on, each with the shortest prefix it
 # accepts (strncasecmp with MAX(len, n)), in update_job.c's order.
@@ -436,7 +467,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     cmd = _match(words[0], ("show", "ping", "update", "version", "hold", "release", "requeue",
                             "suspend", "resume", "uhold", "top", "reconfigure", "shutdown",
                             "abort", "takeover", "listpids", "notify", "wait_job", "create",
-                            "delete", "reboot"), minimum=2)
+                            "delete", "reboot", "write"), minimum=2)
     if cmd == "show":
         return tool.show(words[1:])
     if cmd == "ping":
@@ -453,6 +484,8 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])
+    if cmd == "write":
+        return tool.write(words[1:])
     if cmd is None and words[0].lower() == "requeuehold":
         return tool.job_control("requeuehold", words[1:])
     if cmd is not None:

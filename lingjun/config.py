@@ -61,6 +61,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     priority_tier = 2               # PriorityTier: a higher tier's pending job preempts lower tiers'
     preempt_mode = "OFF"            # this partition's jobs are never preempted ("" = [preempt] mode)
     grace_time_s = 3                # GraceTime: the victim's signal .. its end
+    [authz]                         # who may do what, and how much one request may carry
+    operators = ["alice"]           # users who may act on anyone's jobs and change nodes (root always may)
+    max_message_bytes = 16777216    # a larger gRPC request is refused before it is decoded
+    max_script_bytes = 4194304      # sbatch: "Batch script is too large"
+    max_submit_jobs_per_user = 0    # Slurm's MaxSubmitJobsPerUser over pending+running jobs; 0 = none
 
 lingjun_agent/network/profile.py documents every key of a profile.
 """
@@ -255,6 +260,20 @@ def _auth(table: dict) -> AuthConfig:
 
 
 @dataclass(frozen=True)
+class AuthzConfig:
+    """[authz] (wp-authz): operators and the limits on one request.
+
+    Operators are Slurm's "Operator" admin level: they may cancel, hold,
+    release, update and requeue anyone's jobs, read anyone's script, and
+    change node states. Root (uid 0) always is one.
+    """
+    operators: tuple[str, ...] = ()
+    max_message_bytes: int = 16 * 1024 * 1024
+    max_script_bytes: int = 4 * 1024 * 1024
+    max_submit_jobs_per_user: int = 0
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -265,6 +284,7 @@ class Config:
     network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
     auth: AuthConfig = field(default_factory=AuthConfig)            # wp-auth
     preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
+    authz: AuthzConfig = field(default_factory=AuthzConfig)         # wp-authz
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -362,12 +382,26 @@ def parse(text: str, path: str = "") -> Config:
     network = _network(data.pop("network", {}))
     auth_conf = _auth(data.pop("auth", {}))        # wp-auth
     preempt = _preempt(data.pop("preempt", {}))
+    authz = _authz(data.pop("authz", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  auth=auth_conf, preempt=preempt)
+                  auth=auth_conf, preempt=preempt, authz=authz)
+
+
+def _authz(table: dict) -> AuthzConfig:
+    ops = table.get("operators", ())
+    if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+        raise ConfigError("[authz] operators: a list of user names")
+    a = _take(dict(table, operators=tuple(ops)), AuthzConfig, "[authz]")
+    for key in ("max_message_bytes", "max_script_bytes"):
+        if getattr(a, key) < 1024:
+            raise ConfigError(f"[authz] {key}: at least 1024")
+    if a.max_submit_jobs_per_user < 0:
+        raise ConfigError("[authz] max_submit_jobs_per_user: 0 (none) or more")
+    return a
 
 
 def config_path() -> str:

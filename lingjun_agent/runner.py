@@ -30,7 +30,7 @@ import grpc
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
-from lingjun_agent.launcher import batch, distributed, procs, tasks
+from lingjun_agent.launcher import batch, distributed, procs, tasks, userfs
 from lingjun_agent.network.agent import NetworkOwner
 
 log = logging.getLogger("lingjun_agent")
@@ -319,7 +319,8 @@ class Agent:
         key = (lt.job_id, lt.step_id)
         running = self.steps.setdefault(key, [])
         # srun -o with %t/%n/%N: each file starts empty once per step, then tasks append
-        tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p})
+        tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p},
+                                 lt.uid, lt.gid, userfs.umask_of(dict(lt.environment)))
         for spec in lt.tasks:
             env = dict(lt.environment)
             env.update(spec.environment)
@@ -337,7 +338,8 @@ class Agent:
                 job_id=jid, step_id=sid, rank=rank, stream=stream, data=data)))
         try:
             try:
-                files = tasks.TaskFiles(spec.stdout_path, spec.stderr_path, lt.uid, lt.gid)
+                files = tasks.TaskFiles(spec.stdout_path, spec.stderr_path, lt.uid, lt.gid,
+                                        userfs.umask_of(env))
             except OSError as e:
                 # slurmstepd's words; the task does not start
                 msg = f"Could not open output file {e.filename}: {e.strerror}"

@@ -5,6 +5,7 @@ hold the key themselves and sign a token for the uid the test plays.
 """
 from __future__ import annotations
 
+import itertools
 import secrets
 
 import grpc
@@ -29,8 +30,9 @@ def claimed(request) -> tuple[int, int]:
         return 0, 0
     fields = request.DESCRIPTOR.fields_by_name
     uid = gid = 0
-    if "requester_uid" in fields:
-        uid = gid = request.requester_uid
+    named = [f for f in fields if f == "requester_uid" or f.endswith("_requester_uid")]
+    if named and (getattr(request, named[0]) or "spec" not in fields):
+        uid = gid = getattr(request, named[0])
     elif "spec" in fields and request.HasField("spec"):
         uid, gid = request.spec.uid, request.spec.gid
     # No kernel hands out a negative uid: a request claiming one is signed as root's.
@@ -64,7 +66,12 @@ class SigningInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClien
         return continuation(self._d(details), request_iterator)
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
-        return continuation(self._d(details), request_iterator)
+        if self.uid is not None:
+            return continuation(self._d(details), request_iterator)
+        # Sign as whoever the stream's first message claims (an Allocate stream's opening).
+        first = next(iter(request_iterator), None)
+        rest = itertools.chain([] if first is None else [first], request_iterator)
+        return continuation(self._d(details, first), rest)
 
 
 def signed_channel(address: str, key: auth.ClusterKey, uid: int | None = None,

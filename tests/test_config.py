@@ -68,3 +68,25 @@ def test_a_node_in_two_profiles_is_refused():
     text = NET + NET.split("[network]\nrdma_sysfs_root = \"/tmp/ib\"\n")[1].replace("node[1-3]", "node3")
     with pytest.raises(config.ConfigError, match="node node3 already has profile 'rails'"):
         config.parse(text)
+
+
+# -- [authz] (wp-authz) -------------------------------------------------------------
+def test_authz_defaults_and_keys():
+    a = config.parse("").authz
+    assert (a.operators, a.max_submit_jobs_per_user) == ((), 0)
+    a = config.parse('[authz]\noperators = ["ops", "1005"]\nmax_submit_jobs_per_user = 10\n'
+                     'max_script_bytes = 2048\n').authz
+    assert (a.operators, a.max_submit_jobs_per_user, a.max_script_bytes) == (("ops", "1005"), 10, 2048)
+
+
+@pytest.mark.parametrize("text,words", [
+    ('[authz]\noperators = "ops"\n', "operators: a list of user names"),
+    ('[authz]\nmax_message_bytes = 10\n', "max_message_bytes: at least 1024"),
+    ('[authz]\nmax_submit_jobs_per_user = -1\n', "max_submit_jobs_per_user: 0 (none) or more"),
+    ('[authz]\nadmins = ["x"]\n', "unknown key(s) admins"),
+], ids=["operators must be a list", "a message limit too small to be useful",
+        "a negative submit limit", "an unknown key"])
+def test_bad_authz_tables_are_refused(text, words):
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(text)
+    assert words in str(e.value)

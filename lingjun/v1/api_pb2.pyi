@@ -654,14 +654,16 @@ class StepWaiting(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class AllocationRequest(_message.Message):
-    __slots__ = ("spec", "attach_job_id", "release")
+    __slots__ = ("spec", "attach_job_id", "release", "authz_requester_uid")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ATTACH_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
+    AUTHZ_REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     attach_job_id: int
     release: AllocationRelease
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., attach_job_id: _Optional[int] = ..., release: _Optional[_Union[AllocationRelease, _Mapping]] = ...) -> None: ...
+    authz_requester_uid: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., attach_job_id: _Optional[int] = ..., release: _Optional[_Union[AllocationRelease, _Mapping]] = ..., authz_requester_uid: _Optional[int] = ...) -> None: ...
 
 class AllocationRelease(_message.Message):
     __slots__ = ("exit_code", "signal")
@@ -882,3 +884,19 @@ class NetReconfigureResponse(_message.Message):
     PUSHED_FIELD_NUMBER: _ClassVar[int]
     pushed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, pushed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AuthzBatchScriptRequest(_message.Message):
+    __slots__ = ("job_id", "requester_uid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    requester_uid: int
+    def __init__(self, job_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class AuthzBatchScriptResponse(_message.Message):
+    __slots__ = ("script", "job_id")
+    SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    script: str
+    job_id: int
+    def __init__(self, script: _Optional[str] = ..., job_id: _Optional[int] = ...) -> None: ...

@@ -37,7 +37,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from lingjun_agent.launcher import usage
+from lingjun_agent.launcher import usage, userfs
 from lingjun_agent.launcher.stepd import MARK_VAR, job_mark, user_groups
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=full_env, cwd=cwd, start_new_session=True,
-            close_fds=True, **drop)
+            close_fds=True, umask=userfs.umask_of(env), **drop)
     except OSError as e:
         errno_ = e.errno or 1
         if e.filename == cwd and cwd != argv[0]:
@@ -224,34 +224,34 @@ class TaskFiles:
     or %N), by stream: 1 stdout, 2 stderr; a stream without one is relayed to
     srun. Files are opened for appending, so tasks sharing one (``%N``) each
     add their writes whole; ``truncate`` empties each file once per step first.
-    Opened as the agent, then handed to the task's user when the agent is root.
+    Opened by the task's user (userfs: a child with the user's ids and umask),
+    so a path the user may not write fails with the user's own EACCES.
     """
 
-    def __init__(self, stdout_path: str, stderr_path: str, uid: int, gid: int):
+    def __init__(self, stdout_path: str, stderr_path: str, uid: int, gid: int,
+                 umask: int = userfs.DEFAULT_UMASK):
         self.fds: dict[int, int] = {}
-        try:
-            for stream, path in ((1, stdout_path), (2, stderr_path)):
-                if not path:
-                    continue
-                same = [fd for s, fd in self.fds.items() if (stdout_path, stderr_path)[s - 1] == path]
-                if same:
-                    self.fds[stream] = same[0]
-                    continue
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-                self.fds[stream] = fd
-                if os.geteuid() == 0 and uid != 0:
-                    os.fchown(fd, uid, gid)
-        except OSError:
-            self.close()
-            raise
+        paths = list(dict.fromkeys(p for p in (stdout_path, stderr_path) if p))
+        ids = userfs.Ids(uid, gid, tuple(user_groups(uid, gid)), umask)
+        opened = dict(zip(paths, userfs.open_files(
+            [(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND) for p in paths], ids)))
+        failed = next((r for r in opened.values() if isinstance(r, OSError)), None)
+        if failed is not None:
+            for r in opened.values():
+                if isinstance(r, int):
+                    os.close(r)
+            raise failed
+        for stream, path in ((1, stdout_path), (2, stderr_path)):
+            if path:
+                self.fds[stream] = opened[path]
 
     @staticmethod
-    def truncate(paths: set[str]) -> None:
-        for path in paths:
-            try:
-                os.truncate(path, 0)
-            except OSError:
-                pass  # not there yet (created on open) or not ours to empty: open says why
+    def truncate(paths: set[str], uid: int | None = None, gid: int = 0,
+                 umask: int = userfs.DEFAULT_UMASK) -> None:
+        """Empty each file once per step, as the task's user (``uid`` None: as the agent)."""
+        ids = userfs.Ids(os.geteuid() if uid is None else uid, gid,
+                         tuple(user_groups(uid, gid)) if uid is not None else (), umask)
+        userfs.truncate_files(sorted(paths), ids)
 
     def write(self, stream: int, data: bytes) -> bool:
         """Write to the stream's file; False when the stream has none (relay it)."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
-from lingjund.service import batch, errors, jobenv, jobs, scheduling
+from lingjund.service import authz, batch, errors, jobenv, jobs, scheduling
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.allocations")
@@ -79,6 +79,7 @@ async def allocate(ctl: Controller, requests):
         job = ctl.store.job(job_id)
         if job is None:
             raise errors.InvalidJobId()
+        authz.require_owner_or_root(first.authz_requester_uid, job.uid)     # wp-authz
         if job.spec.batch or job.state not in (slurm.PENDING, slurm.RUNNING):
             raise errors.AlreadyDone()
     else:

@@ -1,10 +1,11 @@
 """Changing jobs after submission: update, hold/release, requeue.
 
 One function per operation, one transaction each; a refused change changes
-nothing. Who may do what follows Slurm: a user changes only their own jobs;
-root (uid 0) any job. A hold by root is an admin hold (``JobHeldAdmin``) that
-only root can release; a hold by the owner, or ``uhold``, is a user hold
-(``JobHeldUser``). Raising a time limit is root's alone.
+nothing. Who may do what follows Slurm (service/authz.py): a user changes
+only their own jobs; an operator (root or ``[authz] operators``) any job. A
+hold by an operator is an admin hold (``JobHeldAdmin``) that only an operator
+can release; a hold by the owner, or ``uhold``, is a user hold
+(``JobHeldUser``). Raising a time limit is an operator's alone.
 
 Requeue, as job_mgr.c does it:
 
@@ -20,7 +21,7 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched import dependency
-from lingjund.service import errors
+from lingjund.service import authz, errors
 from lingjund.service.context import Controller
 from lingjund.service.jobs import _validate, terminate_on_nodes, validate_dependency
 from lingjund.store.store import JobRecord
@@ -53,9 +54,12 @@ def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
     return fields
 
 
-def _owned(job: JobRecord, uid: int) -> None:
-    if uid != ROOT and uid != job.uid:
-        raise errors.AccessDenied()
+def _owned(ctl: Controller, job: JobRecord, uid: int) -> None:
+    authz.require(uid, job.uid, ctl.config.authz)
+
+
+def _operator(ctl: Controller, uid: int) -> bool:
+    return authz.is_operator(uid, ctl.config.authz)
 
 
 # -- scontrol update JobId=... ----------------------------------------------------
@@ -70,7 +74,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
         job = st.job(req.job_id)
         if job is None:
             raise errors.InvalidJobId()
-        _owned(job, req.requester_uid)
+        _owned(ctl, job, req.requester_uid)
         if job.state not in (slurm.PENDING, slurm.RUNNING) or job.completing:
             raise errors.AlreadyDone()
         if job.state != slurm.PENDING and any(req.HasField(f) for f in _PENDING_ONLY):
@@ -84,7 +88,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
         if req.HasField("comment"):
             spec.comment = req.comment
         if req.HasField("time_limit_min"):
-            _time_limit(job, req, fields)
+            _time_limit(job, req, fields, _operator(ctl, req.requester_uid))
         if req.HasField("partition") or req.HasField("min_nodes") or req.HasField("max_nodes"):
             if req.HasField("partition"):
                 spec.partition = req.partition
@@ -97,7 +101,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
             fields["dependency"] = _dependency(job, req.dependency)
             fields["eligible_time"] = 0.0 if fields["dependency"] else max(job.eligible_time, now)
         if req.HasField("nice"):
-            if req.nice < 0 and req.requester_uid != ROOT:
+            if req.nice < 0 and not _operator(ctl, req.requester_uid):
                 raise errors.AccessDenied()
             spec.nice = req.nice
         if req.HasField("begin_time"):
@@ -113,13 +117,14 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
     ctl.wake_scheduler()
 
 
-def _time_limit(job: JobRecord, req: api_pb2.JobUpdateRequest, fields: dict) -> None:
+def _time_limit(job: JobRecord, req: api_pb2.JobUpdateRequest, fields: dict,
+                operator: bool) -> None:
     new = req.time_limit_min
     if new < slurm.UNLIMITED or new == 0:
         raise errors.InvalidTimeLimit()
     old = job.time_limit_min
     raising = old != slurm.UNLIMITED and (new == slurm.UNLIMITED or new > old)
-    if raising and req.requester_uid != ROOT:
+    if raising and not operator:
         raise errors.AccessDenied()
     fields["time_limit_min"] = new
     if job.state == slurm.RUNNING:
@@ -143,11 +148,11 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
             try:
                 if job is None:
                     raise errors.InvalidJobId()
-                _owned(job, req.requester_uid)
+                _owned(ctl, job, req.requester_uid)
                 if job.state != slurm.PENDING:
                     raise errors.JobNotPending()
                 if req.action == api_pb2.JobHoldRequest.RELEASE:
-                    if job.held and job.hold_admin and req.requester_uid != ROOT:
+                    if job.held and job.hold_admin and not _operator(ctl, req.requester_uid):
                         raise errors.AccessDenied()
                     if job.held:
                         st.update_job(job_id, held=False, hold_admin=False,
@@ -155,7 +160,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
                                       eligible_time=job.eligible_time
                                       or (0.0 if job.dependency else now))
                 else:
-                    root = req.requester_uid == ROOT
+                    root = _operator(ctl, req.requester_uid)
                     if job.held and job.hold_admin and not root:
                         raise errors.AccessDenied()     # only root undoes an admin hold
                     admin = req.action == api_pb2.JobHoldRequest.HOLD and root
@@ -184,7 +189,7 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
             try:
                 if job is None:
                     raise errors.InvalidJobId()
-                _owned(job, req.requester_uid)
+                _owned(ctl, job, req.requester_uid)
                 if not job.spec.batch:
                     raise errors.BatchOnly()
                 if job.state == slurm.PENDING:

@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import errors, preemption
+from lingjund.service import authz, errors, preemption
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -264,6 +264,7 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         earlier = st.job_by_token(token) if token else None
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
+        authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)  # wp-authz
         job_id = st.insert_job(
             client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
@@ -366,6 +367,13 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         if job.job_id in done:      # "scancel 12 12_1" answers once per job
             return
         done.add(job.job_id)
+        if not authz.allowed(req.requester_uid, job.uid, ctl.config.authz):
+            # Slurm's job_signal(): the owner or an operator only (wp-authz)
+            log.warning("job=%d: cancel refused to uid %d (owner uid %d)",
+                        job.job_id, req.requester_uid, job.uid)
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
+                                                error=errors.AccessDenied.message))
+            return
         if job.state == slurm.PENDING:
             if req.signal:
                 results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
@@ -400,7 +408,8 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         for job in targets:
             cancel_row(st, st.job(job.job_id))
         for sel in req.array_tasks:
-            _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row)
+            _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row,
+                                ctl.config.authz)
     for job in to_terminate:
         log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
         terminate_on_nodes(ctl, job, "cancelled")
@@ -419,7 +428,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
 
 
 def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, tasks,
-                        now: float, results: list, cancel_row) -> None:
+                        now: float, results: list, cancel_row, authz_cfg) -> None:
     """scancel "A_T" / "A_[1-3]": each task's own row, or split off the pending remainder.
 
     Naming every task still pending cancels the remainder as one row (as
@@ -441,6 +450,11 @@ def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, t
                                                 array_id=f"{array_job_id}_{task}",
                                                 error=errors.InvalidJobId.message))
     if not split:
+        return
+    if not authz.allowed(req.requester_uid, meta.uid, authz_cfg):
+        results.extend(api_pb2.CancelResult(job_id=array_job_id, ok=False,
+                                            array_id=f"{array_job_id}_{t}",
+                                            error=errors.AccessDenied.message) for t in split)
         return
     if req.signal:
         results.append(api_pb2.CancelResult(job_id=array_job_id, ok=False,

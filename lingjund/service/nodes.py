@@ -11,7 +11,7 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import batch, errors
+from lingjund.service import authz, batch, errors
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
@@ -124,6 +124,7 @@ def disconnected(ctl: Controller, conn: Connection) -> None:
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
+    authz.require_operator(req.requester_uid, ctl.config.authz)     # wp-authz: before anything
     known = set(ctl.known_nodes())
     for name in req.names:
         if name not in known:

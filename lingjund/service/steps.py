@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from lingjun import slurm
 from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import errors, jobenv
+from lingjund.service import authz, errors, jobenv
 from lingjund.service.context import Controller
 from lingjund.store.store import StepRecord
 
@@ -144,6 +144,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     job = ctl.store.job(req.job_id)
     if job is None:
         raise errors.InvalidJobId()
+    authz.require_owner_or_root(req.requester_uid, job.uid)     # wp-authz
     if job.state != slurm.RUNNING or job.kill_reason:
         raise errors.AlreadyDone()
     nodes, tasks = _layout(job, req)

@@ -267,6 +267,19 @@ class Store:
         sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
         return [_job_from_row(r) for r in self.db.query(sql + " ORDER BY job_id", args)]
 
+    def active_job_count(self, uid: int) -> int:
+        """wp-authz: a user's pending and running jobs, each array task one job
+        (the pending remainder of an array counts its tasks), as Slurm's
+        MaxSubmitJobs counts them."""
+        from lingjun import slurm
+        states = sorted(slurm.ACTIVE_STATES)
+        marks = ", ".join("?" for _ in states)
+        n = 0
+        for row in self.db.query(f"SELECT array_task_str FROM jobs WHERE uid = ? AND state IN ({marks})",
+                                 [uid, *states]):
+            n += len(slurm.unfold_indices(row["array_task_str"])) if row["array_task_str"] else 1
+        return n
+
     def array_jobs(self, array_job_id: int) -> list[JobRecord]:
         """Every row of one array: the meta record and the tasks split off it."""
         return [_job_from_row(r) for r in self.db.query(
@@ -349,6 +362,14 @@ class Store:
         return _node_from_row(row) if row else None
 
     def dump(self) -> dict[str, list[dict]]:
-        """Every row of every table (for tests that check nothing changed)."""
-        return {t: [dict(r) for r in self.db.query(f"SELECT * FROM {t} ORDER BY rowid")]
-                for t in ("jobs", "steps", "nodes")}
+        """Every row of every table, the schema version too (for tests that
+        check a refused or hostile request changed nothing). Tables are read
+        from sqlite_master, so a table another change adds is compared too."""
+        with self._lock:
+            tables = [r["name"] for r in self.db.query(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name")]
+            out = {t: [dict(r) for r in self.db.query(f'SELECT * FROM "{t}" ORDER BY rowid')]
+                   for t in tables}
+            out["user_version"] = [{"v": self.db.execute("PRAGMA user_version").fetchone()[0]}]
+            return out

@@ -36,9 +36,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.auth = auth_
         self.nonces = auth.NonceBook(lifetime_s=self.HANDSHAKE_TIMEOUT_S * 2)
 
-    async def _refuse(self, context, why: str, node: str = "?"):
+    def _refuse(self, context, why: str, node: str = "?") -> None:
+        """Log and end the stream UNAUTHENTICATED; the caller returns at once.
+
+        The status is set and the generator returns rather than context.abort():
+        abort raised inside this streaming generator sometimes reached the
+        agent as "INTERNAL: Internal error from Core" instead of the refusal."""
         log.warning("refused agent stream from %s (node %r): %s", context.peer(), node, why)
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)
+        context.set_code(grpc.StatusCode.UNAUTHENTICATED)
+        context.set_details(auth.AUTH_ERROR)
 
     async def Connect(self, request_iterator, context):
         ctl = self.ctl
@@ -49,15 +55,18 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=self.HANDSHAKE_TIMEOUT_S)
         except (StopAsyncIteration, asyncio.TimeoutError):
-            await self._refuse(context, "no proof of the cluster key")
+            self._refuse(context, "no proof of the cluster key")
+            return
         if first.WhichOneof("msg") != "auth_proof":
-            await self._refuse(context, f"sent {first.WhichOneof('msg')} before proving the cluster key")
+            self._refuse(context, f"sent {first.WhichOneof('msg')} before proving the cluster key")
+            return
         proof = first.auth_proof
         try:
             auth.verify_proof(self.auth.key, nonce, self.nonces, proof.node_name, proof.nonce,
                               proof.time_ms, proof.mac, self.auth.handshake_max_skew_s)
         except auth.AuthError as e:
-            await self._refuse(context, str(e), proof.node_name)
+            self._refuse(context, str(e), proof.node_name)
+            return
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=30)
         except (StopAsyncIteration, asyncio.TimeoutError):
@@ -66,8 +75,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "first message must be Register")
         reg = first.register
         if reg.node_name != proof.node_name:
-            await self._refuse(context, f"proved {proof.node_name!r} but registers {reg.node_name!r}",
-                               reg.node_name)
+            self._refuse(context, f"proved {proof.node_name!r} but registers {reg.node_name!r}",
+                         reg.node_name)
+            return
         conn = Connection(reg.node_name)
         reply, follow = nodes.register(ctl, conn, reg)
         yield agent_pb2.ControllerMessage(register_reply=reply)

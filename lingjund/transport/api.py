@@ -14,20 +14,18 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, errors, jobctl, jobs, network, nodes, steps
+from lingjund.service import allocations, authz, errors, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
+from lingjund.transport import validate
 
 log = logging.getLogger("lingjund.api")
 
-MAX_SCRIPT_BYTES = 4 * 1024 * 1024
 MAX_ENV_ENTRIES = 10_000
 MAX_IDS = 100_000
 
 
 def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
     spec = req.spec
-    if len(spec.script.encode()) > MAX_SCRIPT_BYTES:
-        raise errors.InvalidRequest("Batch script is too large")
     if len(spec.environment) > MAX_ENV_ENTRIES:
         raise errors.InvalidRequest("Too many environment variables")
     if len(spec.dependency) > 100_000:
@@ -47,6 +45,7 @@ def unary(fn):
     @functools.wraps(fn)
     async def wrapper(self, request, context):
         try:
+            validate.check(request, self.ctl.config.authz)     # wp-authz: every field bounded
             return fn(self, request, context)
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
@@ -116,6 +115,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return network.reconfigure(self.ctl)
 
     @unary
+    def GetBatchScript(self, request, context):     # wp-authz
+        return authz.batch_script(self.ctl, request)
+
+    @unary
     def GetPartitions(self, request, context):
         return nodes.partition_infos(self.ctl, request)
 
@@ -143,6 +146,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "SLURM_CONF": c.path or "(defaults)"})
 
     async def RunStep(self, request, context):
+        try:
+            validate.check(request, self.ctl.config.authz)     # wp-authz
+        except errors.SlurmError as e:
+            await context.abort(e.code, str(e))
         gen = steps.run_step(self.ctl, request)
         try:
             async for ev in gen:
@@ -153,7 +160,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             await gen.aclose()
 
     async def Allocate(self, request_iterator, context):
-        gen = allocations.allocate(self.ctl, request_iterator)
+        gen = allocations.allocate(self.ctl, validate.each(request_iterator, self.ctl.config.authz))
         try:
             async for ev in gen:
                 yield ev

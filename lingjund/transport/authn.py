@@ -116,8 +116,9 @@ def _repeated(f) -> bool:
 def _overwrite(msg: Message, who: auth.Identity, user: str, group: str) -> None:
     desc = msg.DESCRIPTOR
     fields = desc.fields_by_name
-    if "requester_uid" in fields:
-        setattr(msg, "requester_uid", who.uid)
+    for name in fields:      # requester_uid, and e.g. AllocationRequest.authz_requester_uid
+        if name == "requester_uid" or name.endswith("_requester_uid"):
+            setattr(msg, name, who.uid)
     if "requester" in fields and fields["requester"].type == fields["requester"].TYPE_STRING:
         setattr(msg, "requester", user)
     if desc.name == "JobSpec":

@@ -16,14 +16,16 @@ from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
 from lingjund.transport.api import SlurmApiServicer
 from lingjund.transport.authn import AuthnInterceptor, ServerAuth
+from lingjund.transport.validate import DecodeGuard
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_bytes
 
 
 def build_server(ctl: Controller, listen: str,
                  auth: ServerAuth) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    server = grpc.aio.server(interceptors=[AuthnInterceptor(auth.key)], options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # DecodeGuard first: the authentication check must see decoded requests.
+    server = grpc.aio.server(interceptors=[DecodeGuard(), AuthnInterceptor(auth.key)], options=[
+        ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),

@@ -6,6 +6,7 @@ can see that nothing is submitted on a client-side error.
 from __future__ import annotations
 
 import io
+import os
 
 import grpc
 import pytest
@@ -16,6 +17,8 @@ from tests.cli.golden_files import load
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2
 
+UMASK = f"{os.umask(0o022):04o}"       # this process's umask, as sbatch records it
+os.umask(int(UMASK, 8))
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "SLURM_CONF": "/etc/slurm.conf", "FOO": "1"}
 
 JOB_SH = """#!/bin/bash
@@ -139,7 +142,19 @@ def test_caller_and_submit_context(workdir):
     spec = spec_of(["--wrap=x"], workdir)
     assert spec.submit_dir == str(workdir) and spec.work_dir == str(workdir)
     assert spec.batch and spec.user and spec.submit_host and "." not in spec.submit_host
-    assert spec.export_spec == "ALL" and dict(spec.environment) == ENV
+    assert spec.export_spec == "ALL" and dict(spec.environment) == {**ENV, "SLURM_UMASK": UMASK}
+
+
+def test_the_submitters_umask_goes_along_as_slurm_umask(workdir):
+    import os
+    old = os.umask(0o027)
+    try:
+        assert spec_of(["--wrap=x"], workdir).environment["SLURM_UMASK"] == "0027"
+        assert spec_of(["--export=NONE", "--wrap=x"], workdir).environment["SLURM_UMASK"] == "0027"
+    finally:
+        os.umask(old)
+    env = {**ENV, "SLURM_UMASK": "0077"}       # already set (srun inside a job): kept
+    assert spec_of(["--wrap=x"], workdir, env=env).environment["SLURM_UMASK"] == "0077"
 
 
 def test_no_mem_leaves_memory_unset(workdir):
@@ -156,7 +171,7 @@ def test_no_mem_leaves_memory_unset(workdir):
         "a list exports the named variables and SLURM_*", "ALL plus a setting"])
 def test_export(export, want, workdir):
     spec = spec_of([f"--export={export}", "--wrap=x"], workdir)
-    assert dict(spec.environment) == want
+    assert dict(spec.environment) == {**want, "SLURM_UMASK": UMASK}
     assert spec.export_spec == export
 
 

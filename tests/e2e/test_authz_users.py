@@ -1,0 +1,208 @@
+"""Real users on a real local cluster (wp-authz): who may do what, and jobs run as their owner.
+
+Creates three users with ``useradd``: alice, bob and an operator (``lingjun
+up --operator``, that is ``[authz] operators``). Their names carry this
+process's pid, so that parallel runs do not collide, and they are removed
+afterwards, even on failure.
+
+The commands run as those users in a forked child that has taken the user's
+groups, gid and uid (setgroups/setgid/setuid, as ``runuser`` does) and then
+calls the command's ``main`` (imported before the switch): the interpreter
+and its standard library live below /root, which other users cannot enter,
+so exec'ing it as them is not possible here. What the
+controller sees is the same: a connection from a process of that uid whose
+request says so. The jobs themselves are started by the agent (root) as
+their owner; their scripts use only /bin/sh and coreutils.
+"""
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster
+
+TAG = str(os.getpid() % 100000)
+ALICE, BOB, OPER, GROUP = f"ljalice{TAG}", f"ljbob{TAG}", f"ljop{TAG}", f"ljgrp{TAG}"
+
+
+def _useradd(name: str, *extra: str) -> None:
+    subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", *extra, name], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def users():
+    assert os.geteuid() == 0, "creating users and running jobs as them needs root"
+    made: list[str] = []
+    try:
+        subprocess.run(["groupadd", GROUP], check=True, capture_output=True)
+        for name in (ALICE, BOB, OPER):
+            _useradd(name, "-G", GROUP) if name == ALICE else _useradd(name)
+            made.append(name)
+        yield {n: pwd.getpwnam(n) for n in made}
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", GROUP], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(users):
+    # Not below pytest's tmp dir: that is root's alone, and the jobs' users must
+    # reach their scripts and work dirs.
+    root = Path(tempfile.mkdtemp(prefix="lj-authz-", dir="/tmp"))
+    root.chmod(0o755)
+    c = Cluster(root, nodes=2, cpus=2)
+    c.run(["lingjun", "up", "--nodes", "2", "--cpus", "2", "--state-dir", str(c.state),
+           "--port", str(c.port), "--kill-wait", "1", "--operator", OPER],
+          check=True, timeout=90)
+    for name, pw in users.items():
+        d = c.work / name
+        d.mkdir()
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    c.work.chmod(0o755)
+    try:
+        c.wait_nodes_up()
+        yield c
+    finally:
+        c.down()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def as_user(c: Cluster, user: str, command: str, *args: str, umask: int = 0o022):
+    """Run ``command`` (sbatch, scancel, scontrol...) as ``user``; (rc, stdout, stderr)."""
+    import importlib
+    pw = pwd.getpwnam(user)
+    out = tempfile.TemporaryFile()
+    err = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        rc = 99
+        try:
+            # Everything the command needs is imported first: the standard library
+            # lies below /root too, out of the user's reach once we are them.
+            main = importlib.import_module(f"cli.{command}").main
+            import cli.common  # noqa: F401
+            import encodings.idna  # noqa: F401
+            import lingjun.client  # noqa: F401
+            import lingjun.credential  # noqa: F401
+            import grpc._channel  # noqa: F401  (grpc imports these lazily)
+            import grpc._interceptor  # noqa: F401
+            import jwt  # noqa: F401
+            os.setgroups(os.getgrouplist(user, pw.pw_gid))
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            os.umask(umask)
+            os.chdir(c.work / user)
+            os.environ.clear()
+            os.environ.update(PATH="/usr/bin:/bin", HOME=str(c.work / user), USER=user,
+                              LOGNAME=user, LINGJUN_CONTROLLER=c.address,
+                              LINGJUN_AUTH_SOCKET=str(c.state / "auth.sock"))
+            sys.stdout = open(out.fileno(), "w", closefd=False)
+            sys.stderr = open(err.fileno(), "w", closefd=False)
+            rc = main(list(args))
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc or 0)
+    _, status = os.waitpid(pid, 0)
+    out.seek(0)
+    err.seek(0)
+    return os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
+
+
+def sbatch(c: Cluster, user: str, *args: str, umask: int = 0o022) -> int:
+    rc, out, err = as_user(c, user, "sbatch", "--parsable", *args, umask=umask)
+    assert rc == 0, f"sbatch as {user}: rc {rc}\n{err}"
+    return int(out.strip())
+
+
+def test_alices_job_runs_as_alice_with_her_groups_and_umask(cluster, users):
+    jid = sbatch(cluster, ALICE, "--wrap", "id; touch made-by-job", umask=0o027)
+    assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "COMPLETED"
+    out = cluster.work / ALICE / f"slurm-{jid}.out"
+    text = cluster.wait_file(out, contains="uid=")
+    a = users[ALICE]
+    want = (f"uid={a.pw_uid}({ALICE}) gid={a.pw_gid}({grp.getgrgid(a.pw_gid).gr_name}) "
+            f"groups=")
+    assert text.startswith(want), f"want {want!r}..., got {text!r}"
+    assert f"({GROUP})" in text, f"want the supplementary group {GROUP} in {text!r}"
+    for f in (out, cluster.work / ALICE / "made-by-job"):
+        st = f.stat()
+        assert (st.st_uid, oct(st.st_mode & 0o777)) == (a.pw_uid, oct(0o640)), f
+
+
+def test_alice_cannot_cancel_bobs_job_root_and_the_operator_can(cluster):
+    first = sbatch(cluster, BOB, "--hold", "--wrap", "true")
+    second = sbatch(cluster, BOB, "--hold", "--wrap", "true")
+    rc, out, err = as_user(cluster, ALICE, "scancel", str(first))
+    assert (rc, err) == (1, f"scancel: error: Kill job error on job id {first}: "
+                            f"Access/permission denied\n")
+    assert cluster.state_of(first) == "PENDING"
+    rc, _, err = as_user(cluster, OPER, "scancel", str(first))
+    assert (rc, err) == (0, "")
+    root = cluster.run(["scancel", str(second)])
+    assert (root.returncode, root.stderr) == (0, "")
+    for jid in (first, second):
+        assert cluster.wait_state(jid, "CANCELLED", timeout=10)
+
+
+def test_alice_sees_bobs_job_but_cannot_release_or_update_it(cluster):
+    jid = sbatch(cluster, BOB, "--hold", "--wrap", "true")
+    rc, out, _ = as_user(cluster, ALICE, "squeue", "-h", "-j", str(jid), "-o", "%i %u %T")
+    assert (rc, out) == (0, f"{jid} {BOB} PENDING\n")          # squeue shows everyone's jobs
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "release", str(jid))
+    assert (rc, err) == (1, f"Access/permission denied for job {jid}\n")
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", f"JobId={jid}", "Comment=mine")
+    assert (rc, err) == (1, f"Access/permission denied for job {jid}\n")
+    assert cluster.squeue(jid, "%T %r") == "PENDING JobHeldUser"
+    cluster.run(["scancel", str(jid)], check=True)
+
+
+def test_only_the_operator_drains_a_node(cluster):
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", "NodeName=node1", "State=DRAIN",
+                         "Reason=alice-was-here")
+    assert (rc, err) == (1, "slurm_update error: Invalid user id\n")
+    assert cluster.run(["sinfo", "-h", "-n", "node1", "-o", "%t"]).stdout.strip() == "idle"
+    rc, _, err = as_user(cluster, OPER, "scontrol", "update", "NodeName=node1", "State=DRAIN",
+                         "Reason=maintenance")
+    assert (rc, err) == (0, "")
+    assert cluster.run(["sinfo", "-h", "-n", "node1", "-o", "%t"]).stdout.strip() == "drain"
+    rc, _, err = as_user(cluster, OPER, "scontrol", "update", "NodeName=node1", "State=RESUME")
+    assert (rc, err) == (0, "")
+
+
+def test_alice_cannot_read_bobs_script_bob_can(cluster):
+    jid = sbatch(cluster, BOB, "--hold", "--wrap", "echo bobs-secret")
+    rc, out, err = as_user(cluster, ALICE, "scontrol", "write", "batch_script", str(jid), "-")
+    assert (rc, out, err) == (1, "", "job script retrieval failed: Access/permission denied\n")
+    assert not (cluster.work / ALICE / f"slurm-{jid}.sh").exists()
+    rc, out, err = as_user(cluster, BOB, "scontrol", "write", "batch_script", str(jid))
+    assert (rc, out) == (0, f"batch script for job {jid} written to slurm-{jid}.sh\n"), err
+    assert "echo bobs-secret" in (cluster.work / BOB / f"slurm-{jid}.sh").read_text()
+    cluster.run(["scancel", str(jid)], check=True)
+
+
+def test_output_where_alice_may_not_write_fails_by_her_own_rights(cluster):
+    secret = cluster.root / "root-only"
+    secret.mkdir(mode=0o700, exist_ok=True)
+    link = cluster.work / ALICE / "sneaky"
+    link.symlink_to(secret)                                 # a symlink does not lend root's rights
+    for target in (f"{secret}/out.txt", f"{link}/out.txt", f"../../root-only/out.txt"):
+        jid = sbatch(cluster, ALICE, "-o", target, "--wrap", "echo leaked")
+        assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "FAILED", target
+    assert list(secret.iterdir()) == []
