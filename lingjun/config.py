@@ -43,6 +43,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
 lingjun_agent/network/profile.py documents every key of a profile.
+
+    [faulttol]                      # restarts after failures (FaulttolConfig)
+    restart_backoff_s = 10.0        # doubles per restart ...
+    restart_backoff_max_s = 300.0   # ... up to this
+    checkpoint_root = "/shared/ckpt"  # LINGJUN_CHECKPOINT_DIR = <root>/<job id>
 """
 from __future__ import annotations
 
@@ -173,6 +178,18 @@ def _network(table: dict) -> NetworkConfig:
 
 
 @dataclass(frozen=True)
+class FaulttolConfig:
+    """wp-faulttol: what happens to a job after a failure (lingjund/service/restarts.py).
+
+    Whether a job is requeued after its node is lost follows --requeue /
+    --no-requeue, else ``[controller] job_requeue`` (Slurm's JobRequeue).
+    """
+    restart_backoff_s: float = 10.0      # wait before the first automatic restart
+    restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
+    checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -181,6 +198,7 @@ class Config:
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
     network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
+    faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)  # wp-faulttol
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -264,11 +282,13 @@ def parse(text: str, path: str = "") -> Config:
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
     network = _network(data.pop("network", {}))
+    faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")   # wp-faulttol
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
-                  nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network)
+                  nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
+                  faulttol=faulttol)
 
 
 def config_path() -> str:

@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import config as configmod
 from lingjun.sdnotify import notify
-from lingjund.service import allocations, nodes, scheduling
+from lingjund.service import allocations, faulttol, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.server import build_server
@@ -46,6 +46,8 @@ async def scheduler_loop(ctl: Controller) -> None:
         wake.clear()
         try:
             nodes.check_heartbeats(ctl)
+            faulttol.handle_lost_nodes(ctl)
+            faulttol.check_hangs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:
@@ -58,6 +60,7 @@ async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
     Path(cc.state_dir).mkdir(parents=True, exist_ok=True)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
+    ctl.started_at = ctl.clock()
     ctl.wake_event()
     server, port, health_servicer = build_server(ctl, cc.listen)
     await server.start()
