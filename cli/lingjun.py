@@ -6,6 +6,7 @@
     lingjun down [--state-dir DIR]
     lingjun status
     lingjun net show [NODE]
+    lingjun events JOB                  (cli/events.py)
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -154,6 +155,8 @@ def cmd_up(args) -> int:
     conf = state / "lingjun.toml"
     try:
         text = _config_text(args, port, state)
+        if args.restart_backoff is not None:     # wp-faulttol
+            text += f"\n[faulttol]\nrestart_backoff_s = {args.restart_backoff}\n"
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
         from lingjun import config as configmod
@@ -286,6 +289,11 @@ def cmd_net(args) -> int:
     return 0
 
 
+def cmd_events(args) -> int:
+    from cli.events import events
+    return events(args.job)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -316,8 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("node", nargs="?", help="one node (default: every node)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
+    # wp-faulttol
+    up.add_argument("--restart-backoff", type=float, metavar="S",
+                    help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")
+    ev = sub.add_parser("events", help="what happened to a job and why (node lost, restarts, hangs)")
+    ev.add_argument("job")
     args = p.parse_args(argv)
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net}[args.cmd](args)
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
+            "events": cmd_events}[args.cmd](args)
 
 
 if __name__ == "__main__":
