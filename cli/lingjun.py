@@ -59,7 +59,7 @@ cluster_name = "{args.cluster_name}"
 [controller]
 listen = "127.0.0.1:{port}"
 state_dir = "{state / 'controller'}"
-heartbeat_interval_s = 2.0
+heartbeat_interval_s = {min(2.0, args.heartbeat_timeout / 3):g}
 heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
