@@ -106,7 +106,7 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         else:
             st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
                           exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
-        if requeue:
+        if requeue and backoff is None:
             step_state = slurm.REQUEUED
         elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE):
             step_state = slurm.CANCELLED
