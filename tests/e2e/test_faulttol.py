@@ -106,8 +106,8 @@ def test_a_lost_node_requeues_the_whole_gang_which_resumes_elsewhere(ftc):
     old = c.job_processes(jid)
     assert old, "attempt 1 has processes"
 
-    lose_node(c, victim, jid)
     t0 = time.time()
+    lose_node(c, victim, jid)
     second = wait_for("job running again without the lost node",
                       lambda: moved(c, jid, victim), 30)
     took = time.time() - t0
