@@ -377,4 +377,6 @@ class Agent:
         self.terminating[jid] = asyncio.create_task(go())
 
     def _cleaned(self, jid: int) -> None:
+        if jid not in self.batches:
+            self.activity.forget(jid)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

@@ -79,11 +79,15 @@ def handle_lost_nodes(ctl: Controller) -> None:
     if not down:
         return
     now = ctl.clock()
-    for job in ctl.store.jobs(states=[slurm.RUNNING]):
+    for job in ctl.store.holding_jobs():
         lost = [n for n in job.nodes if n in down]
-        if lost and job.kill_reason != restarts.NODE_LOST:
+        if lost and job.state == slurm.RUNNING and job.kill_reason != restarts.NODE_LOST:
             why = records[lost[0]].reason or "DOWN"
             _node_lost(ctl, job, lost, why, now)
+        # A DOWN node will not say JobCleaned (if it returns, its agent kills what it
+        # still runs of the job at registration): stop waiting for it.
+        for n in set(job.completing) & down:
+            batch.job_cleaned(ctl, n, agent_pb2.JobCleaned(job_id=job.job_id))
 
 
 def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: float) -> None:

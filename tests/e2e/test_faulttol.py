@@ -98,7 +98,7 @@ def moved(c: Cluster, job_id: int, lost: str) -> list[str]:
 
 def test_a_lost_node_requeues_the_whole_gang_which_resumes_elsewhere(ftc):
     c = ftc
-    jid = c.sbatch(input=RESUMING % {"target": 40})
+    jid = c.sbatch(input=RESUMING % {"target": 32})
     first = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
     victim = first[1]          # not the batch host: the script itself must be stopped too
     wait_for("counter past 6", lambda: counter(c, jid) >= 6, 30)
@@ -122,7 +122,7 @@ def test_a_lost_node_requeues_the_whole_gang_which_resumes_elsewhere(ftc):
     resumed = int(log[1].split("from=")[1].split()[0])
     assert log[1].startswith("run restart=1 ") and resumed >= 6, f"want a resumed counter, got {log}"
     assert log[2:] == ["done"], log
-    assert counter(c, jid) == 40
+    assert counter(c, jid) == 32
     alive = [p.pid for p in old if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"processes of attempt 1 still run: {alive}"
 
@@ -164,7 +164,7 @@ def test_a_job_that_stops_writing_is_restarted_and_one_without_hang_timeout_is_l
 
 def test_a_node_that_died_while_the_controller_was_down_is_handled_when_it_returns(ftc):
     c = ftc
-    jid = c.sbatch(input=RESUMING % {"target": 30})
+    jid = c.sbatch(input=RESUMING % {"target": 24})
     first = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
     wait_for("counter past 4", lambda: counter(c, jid) >= 4, 30)
     c.kill9("lingjund")
@@ -179,3 +179,21 @@ def test_a_node_that_died_while_the_controller_was_down_is_handled_when_it_retur
     assert "lost (Not responding)" in c.run(["lingjun", "events", str(jid)]).stdout
     c.restart(victim)
     c.wait_nodes_up()
+
+
+def test_an_agent_that_returns_kills_what_it_still_runs_of_a_job_that_moved(ftc):
+    c = ftc
+    jid = c.sbatch("-N", "2", "--requeue", "-o", "/dev/null", "--wrap", "srun -N2 sleep 300")
+    first = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
+    victim = first[1]
+    left = wait_for("srun task on the victim", lambda: node_processes(c, victim, jid), 15)
+    c.kill9(victim)            # the agent only: its task runs on, unseen (a cut cable)
+    wait_for("job running again without the lost node", lambda: moved(c, jid, victim), 30)
+    assert all(p.is_running() for p in left), "nothing could stop it while the agent was away"
+    c.restart(victim)
+    c.wait_nodes_up()
+    wait_for("the leftover task killed",
+             lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in left), 15)
+    assert c.state_of(jid) == "RUNNING" and victim not in running_on(c, jid)
+    c.run(["scancel", str(jid)], check=True)
+    c.wait_state(jid, "CANCELLED", timeout=30)

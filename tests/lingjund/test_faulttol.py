@@ -231,3 +231,14 @@ def test_record_job_event_is_what_other_areas_call(ctl):
         restarts.record_job_event(st, jid, restarts.EV_PREEMPTED, "preempted by job 7", 1234.0)
     reply = faulttol.get_events(ctl, api_pb2.GetFaulttolEventsRequest(job_id=jid))
     assert [(e.time, e.kind, e.text) for e in reply.events] == [(1234, "preempted", "preempted by job 7")]
+
+
+def test_a_survivor_that_dies_while_cleaning_up_does_not_hold_the_job_back(ctl):
+    connect(ctl, "node2")
+    jid = run_job(ctl, requeue=True)
+    lose(ctl, "node1")
+    assert ctl.store.job(jid).completing == ("node2",)
+    ctl.agents.detach(ctl.agents.get("node2"))
+    lose(ctl, "node2")
+    job = ctl.store.job(jid)
+    assert (job.state, job.completing, job.nodes) == ("PENDING", (), ())
