@@ -67,6 +67,8 @@ def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> t
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     if kill_reason == slurm.CANCELLED:
         return slurm.CANCELLED, slurm.REASON_NONE
+    if kill_reason == restarts.HANG:     # wp-faulttol: stopped as hung, whatever its exit
+        return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
     if kill_reason == slurm.TIMEOUT:
         return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
     if kill_reason == slurm.DEADLINE:

@@ -242,3 +242,15 @@ def test_a_survivor_that_dies_while_cleaning_up_does_not_hold_the_job_back(ctl):
     lose(ctl, "node2")
     job = ctl.store.job(jid)
     assert (job.state, job.completing, job.nodes) == ("PENDING", (), ())
+
+
+def test_a_hung_job_that_exits_zero_when_stopped_still_failed(ctl):
+    connect(ctl, "node1")
+    jid = run_job(ctl, nodes=("node1",), hang_timeout_s=5)
+    faulttol.check_hangs(ctl)
+    ctl.clock.t = 1010.0
+    faulttol.check_hangs(ctl)
+    finished(ctl, "node1", jid, exit_code=0)      # its trap caught SIGTERM and exited 0
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts) == ("PENDING", 1), "requeueable by default: restarted"
+    assert [a.state for a in ctl.store.attempts([jid])[jid]] == ["FAILED"]
