@@ -36,9 +36,10 @@ async def scheduler_loop(ctl: Controller) -> None:
     interval = ctl.config.controller.scheduler_interval_s
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
-        deadline = scheduling.next_deadline(ctl)
+        deadline = min((t for t in (scheduling.next_deadline(ctl), faulttol.next_check(ctl))
+                        if t is not None), default=None)
         if deadline is not None:
-            timeout = max(0.05, min(interval, deadline - ctl.clock() + 0.01))
+            timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:
             await asyncio.wait_for(wake.wait(), timeout=timeout)
         except asyncio.TimeoutError:

@@ -144,6 +144,20 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
                            "node failure")
 
 
+def next_check(ctl: Controller) -> float | None:
+    """The next moment a silent node goes DOWN or a job can be declared hung, so
+    the scheduler's timer wakes then instead of up to a whole interval later."""
+    timeout = ctl.config.controller.heartbeat_timeout_s
+    times = [max(r.last_seen, ctl.started_at) + timeout + 0.01
+             for r in ctl.store.nodes().values()
+             if r.registered and not r.down and not ctl.agents.connected(r.name)]
+    for job in ctl.store.jobs(states=[slurm.RUNNING]):
+        if job.spec.hang_timeout_s > 0 and not job.kill_reason and job.launched:
+            seen = max(ctl.activity.get(job.job_id, 0.0), job.start_time)
+            times.append(seen + job.spec.hang_timeout_s + 0.01)
+    return min(times) if times else None
+
+
 # -- hangs ---------------------------------------------------------------------------
 def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
     """Keep the newest sign of life per job over all of its nodes (not persisted:

@@ -122,6 +122,7 @@ def disconnected(ctl: Controller, conn: Connection) -> None:
         log.warning("node=%s: agent stream closed", conn.node)
         with ctl.store.transaction() as st:
             st.put_node(conn.node, last_seen=ctl.clock())
+        ctl.wake_scheduler()     # wp-faulttol: time its silence from now (faulttol.next_check)
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:

@@ -254,3 +254,13 @@ def test_a_hung_job_that_exits_zero_when_stopped_still_failed(ctl):
     job = ctl.store.job(jid)
     assert (job.state, job.restarts) == ("PENDING", 1), "requeueable by default: restarted"
     assert [a.state for a in ctl.store.attempts([jid])[jid]] == ["FAILED"]
+
+
+def test_the_timer_wakes_when_a_silent_node_or_a_quiet_job_is_due(ctl):
+    connect(ctl, "node1", "node2", "node3")          # node4 has no stream since 1000
+    ctl.started_at = 990.0
+    assert faulttol.next_check(ctl) == pytest.approx(1003.01), "node4: last seen 1000 + 3 s"
+    jid = run_job(ctl, nodes=("node1",), hang_timeout_s=2)
+    assert faulttol.next_check(ctl) == pytest.approx(1002.01), "the job: started 1000 + 2 s"
+    ctl.activity[jid] = 1005.0
+    assert faulttol.next_check(ctl) == pytest.approx(1003.01)
