@@ -472,6 +472,11 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"AccrueTime={ts(job.eligible_time)}"],
         [f"StartTime={ts(job.start_time)}", f"EndTime={ts(end)}",
          f"Deadline={ts(job.deadline) if job.deadline else 'N/A'}"],
+        # Slurm prints this line only for a job that may be preempted (preemptable_time
+        # set); we print it too for one that was, so its PreemptTime stays visible.
+        *([[f"PreemptEligibleTime={ts(job.preempt_eligible_time)}",
+            f"PreemptTime={ts(job.preempt_time) if job.preempt_time else 'None'}"]]
+          if job.preempt_eligible_time or job.preempt_time else []),
         ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={ts(sched_eval)}",
          "Scheduler=Main"],
         [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
@@ -665,13 +670,14 @@ def scontrol_show_partition(parts: Sequence[api_pb2.PartitionInfo], oneliner: bo
             f"PartitionName={p.name}",
             "AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
             f"AllocNodes=ALL Default={'YES' if p.default else 'NO'} QoS=N/A",
-            f"DefaultTime={def_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+            f"DefaultTime={def_time} DisableRootJobs=NO ExclusiveUser=NO "
+            f"GraceTime={p.grace_time_s} Hidden=NO",
             f"MaxNodes={_limit(p.max_nodes)} MaxTime={max_time} MinNodes={p.min_nodes} "
             "LLN=NO MaxCPUsPerNode=UNLIMITED",
             f"Nodes={slurm.compress_hostlist(p.node_names) or '(null)'}",
             f"PriorityJobFactor=1 PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
             "OverSubscribe=NO",
-            "OverTimeLimit=NONE PreemptMode=OFF",
+            f"OverTimeLimit=NONE PreemptMode={p.preempt_mode or 'OFF'}",
             f"State={p.state or 'UP'} TotalCPUs={p.total_cpus} TotalNodes={p.total_nodes} "
             "SelectTypeParameters=NONE",
             "JobDefaults=(null)",
@@ -846,7 +852,7 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
         "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
-        "I": "1", "M": "OFF", "v": n.version or SLURM_VERSION,
+        "I": "1", "M": (part.preempt_mode or "OFF") if part else "OFF", "v": n.version or SLURM_VERSION,
         "allocmem": str(n.alloc_memory_mb), "port": node_port(n)[1], "comment": "(null)",
         "gresused": f"gpu:{n.gpus_alloc}" if n.gpus else "gpu:0",
         "statecomplete": slurm.node_state_long(n.state, n.drain, n.not_responding,

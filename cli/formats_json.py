@@ -200,12 +200,14 @@ def partition_dict(p: api_pb2.PartitionInfo) -> dict[str, Any]:
         tres.append(f"mem={p.total_memory_mb}M")
     tres += [f"node={p.total_nodes}", f"billing={p.total_cpus}"]
     return {
-        "flags": ["default"] if p.default else [], "preemption_mode": ["disabled"],
+        "flags": ["default"] if p.default else [],
+        "preemption_mode": [(p.preempt_mode or "OFF").lower()
+                            if p.preempt_mode not in ("", "OFF") else "disabled"],
         "allowed_allocation_nodes": "", "allowed_accounts": "", "allowed_groups": "",
         "allowed_qos": "", "alternative": "", "billing_weights": "",
         "default_memory_per_cpu": None, "default_time_limit":
             p.default_time_min if p.default_time_min >= 0 else None,
-        "denied_accounts": "", "denied_qos": "", "preemption_grace_time": 0,
+        "denied_accounts": "", "denied_qos": "", "preemption_grace_time": p.grace_time_s,
         "maximum_cpus_per_node": -1, "maximum_memory_per_node": None,
         "maximum_nodes_per_job": p.max_nodes if p.max_nodes >= 0 else -1,
         "max_time_limit": p.max_time_min if p.max_time_min >= 0 else -1,

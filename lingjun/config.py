@@ -42,6 +42,16 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     hold_down_s = 5.0               # the primary must stay up this long before traffic returns
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
+    [preempt]                       # optional: preemptible work (Slurm's PreemptType...)
+    type = "partition_prio"         # or "none" (the default): no job preempts another
+    mode = "REQUEUE"                # PreemptMode of partitions that name none: OFF|CANCEL|REQUEUE
+    exempt_time_s = 0               # PreemptExemptTime: a job runs this long before it may be preempted
+
+    [[partitions]]                  # per partition, with [preempt] type = "partition_prio":
+    priority_tier = 2               # PriorityTier: a higher tier's pending job preempts lower tiers'
+    preempt_mode = "OFF"            # this partition's jobs are never preempted ("" = [preempt] mode)
+    grace_time_s = 3                # GraceTime: the victim's signal .. its end
+
 lingjun_agent/network/profile.py documents every key of a profile.
 
     [faulttol]                      # restarts after failures (FaulttolConfig)
@@ -89,6 +99,10 @@ class PartitionConfig:
     max_nodes: int = -1
     min_nodes: int = 0
     priority_tier: int = 1
+    # wp-preempt: PreemptMode of this partition's jobs ("" = [preempt] mode) and
+    # GraceTime, seconds between the victim's signal and its end.
+    preempt_mode: str = ""
+    grace_time_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +191,36 @@ def _network(table: dict) -> NetworkConfig:
     return replace(net, profiles=tuple(groups))
 
 
+PREEMPT_TYPES = ("none", "partition_prio")
+PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE")
+
+
+@dataclass(frozen=True)
+class PreemptConfig:
+    """[preempt]: Slurm's PreemptType, PreemptMode and PreemptExemptTime."""
+    type: str = "none"               # "none" | "partition_prio" (preempt/none, preempt/partition_prio)
+    mode: str = "OFF"                # cluster PreemptMode: partitions without their own take it
+    exempt_time_s: float = 0.0       # PreemptExemptTime: minimum run time before a job may be preempted
+
+    @property
+    def enabled(self) -> bool:
+        """Any job may preempt another; which may be preempted is each partition's mode."""
+        return self.type != "none"
+
+
+def _preempt(table: dict) -> PreemptConfig:
+    cfg = _take(dict(table), PreemptConfig, "[preempt]")
+    kind = cfg.type.lower().removeprefix("preempt/")
+    mode = cfg.mode.upper()
+    if kind not in PREEMPT_TYPES:
+        raise ConfigError(f"[preempt] type: {cfg.type!r} is not one of {', '.join(PREEMPT_TYPES)}")
+    if mode not in PREEMPT_MODES:
+        raise ConfigError(f"[preempt] mode: {cfg.mode!r} is not one of {', '.join(PREEMPT_MODES)}")
+    if cfg.exempt_time_s < 0:
+        raise ConfigError("[preempt] exempt_time_s: must not be negative")
+    return replace(cfg, type=kind, mode=mode)
+
+
 @dataclass(frozen=True)
 class FaulttolConfig:
     """wp-faulttol: what happens to a job after a failure (lingjund/service/restarts.py).
@@ -198,6 +242,7 @@ class Config:
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
     network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
+    preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)  # wp-faulttol
 
     def node(self, name: str) -> NodeConfig | None:
@@ -210,6 +255,12 @@ class Config:
         if self.partitions:
             return self.partitions
         return (PartitionConfig(name="debug", default=True),)
+
+    def preempt_mode(self, part: PartitionConfig) -> str:
+        """The PreemptMode a partition's jobs get: OFF unless preemption is on."""
+        if self.preempt.type == "none":
+            return "OFF"
+        return part.preempt_mode or self.preempt.mode
 
 
 def _minutes(value, key: str) -> int:
@@ -278,17 +329,24 @@ def parse(text: str, path: str = "") -> Config:
             "max_time": lambda v: ("max_time_min", _minutes(v, "max_time")),
             "default_time": lambda v: ("default_time_min", _minutes(v, "default_time")),
         }
-        partitions.append(_take(t, PartitionConfig, where, **conv))
+        part = _take(t, PartitionConfig, where, **conv)
+        if part.preempt_mode.upper() not in PREEMPT_MODES + ("",):
+            raise ConfigError(f"{where}: preempt_mode {part.preempt_mode!r} is not one of "
+                              f"{', '.join(PREEMPT_MODES)}")
+        if part.grace_time_s < 0:
+            raise ConfigError(f"{where}: grace_time_s must not be negative")
+        partitions.append(replace(part, preempt_mode=part.preempt_mode.upper()))
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
     network = _network(data.pop("network", {}))
+    preempt = _preempt(data.pop("preempt", {}))
     faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")   # wp-faulttol
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  faulttol=faulttol)
+                  preempt=preempt, faulttol=faulttol)
 
 
 def config_path() -> str:

@@ -70,12 +70,14 @@ async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
              cfg.cluster_name, cc.listen, port, cc.state_dir)
     if ready_file:
         Path(ready_file).write_text(str(port))
-    notify("READY=1")
-    sched = asyncio.create_task(scheduler_loop(ctl))
+    # Handlers before READY=1: a SIGTERM right after it must stop us cleanly,
+    # not kill us with the default action before they exist.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    notify("READY=1")
+    sched = asyncio.create_task(scheduler_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")

@@ -189,7 +189,7 @@ class StepInfo(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline", "attempts", "max_restarts", "hang_timeout_s")
+    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline", "preempt_eligible_time", "preempt_time", "preempted_by", "attempts", "max_restarts", "hang_timeout_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +254,9 @@ class JobInfo(_message.Message):
     SIGNAL_SPEC_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_ELIGIBLE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_BY_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     HANG_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
@@ -321,10 +324,13 @@ class JobInfo(_message.Message):
     signal_spec: str
     dependency: str
     deadline: int
+    preempt_eligible_time: int
+    preempt_time: int
+    preempted_by: int
     attempts: _containers.RepeatedCompositeFieldContainer[FaulttolAttempt]
     max_restarts: int
     hang_timeout_s: int
-    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., preempt_eligible_time: _Optional[int] = ..., preempt_time: _Optional[int] = ..., preempted_by: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ...) -> None: ...
 
 class FaulttolAttempt(_message.Message):
     __slots__ = ("attempt", "nodes", "start_time", "end_time", "state", "exit_code", "exit_signal")
@@ -551,7 +557,7 @@ class UpdateNodeResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionInfo(_message.Message):
-    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb")
+    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb", "preempt_mode", "grace_time_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -564,6 +570,8 @@ class PartitionInfo(_message.Message):
     TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_TIER_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_MODE_FIELD_NUMBER: _ClassVar[int]
+    GRACE_TIME_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     default: bool
     state: str
@@ -576,7 +584,9 @@ class PartitionInfo(_message.Message):
     total_nodes: int
     priority_tier: int
     total_memory_mb: int
-    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ...) -> None: ...
+    preempt_mode: str
+    grace_time_s: int
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ..., preempt_mode: _Optional[str] = ..., grace_time_s: _Optional[int] = ...) -> None: ...
 
 class GetPartitionsRequest(_message.Message):
     __slots__ = ("names",)

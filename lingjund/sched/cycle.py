@@ -49,6 +49,17 @@ before any placement; like the filters of step 1 it never blocks.
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
+Partition tiers and preemption. The queue is walked highest partition
+PriorityTier first (Slurm orders by tier before priority), the plugin's
+order kept within a tier. With a preemption plugin in the profile
+(``plugins/preempt.py``), a job that does not fit in step 3 asks it for
+victims before step 4: whole running jobs of lower tiers whose resources
+give it a placement. They go into the plan's ``preemptions``; the job itself
+does not start in this pass (the victims still hold their nodes) and goes
+through step 4 as usual, which blocks its partition so that nothing lower
+takes the nodes the victims give back. Victims chosen for one job are not
+offered to another in the same pass.
+
 Job arrays. The pending remainder of an array is one request for up to K
 identical tasks (K = its pending tasks, capped by the %N throttle minus the
 tasks running). Step 3 repeats for it: each task is staged as a gang of its
@@ -68,7 +79,7 @@ from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REA
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
 from lingjund.sched.pool import NodeFree, Placement
-from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Snapshot, Start
+from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
 
 
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
@@ -81,9 +92,14 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     blocked_nodes: set[str] = set()
     starts: list[Start] = []
     reasons: dict[int, str] = {}
+    preemptions: list[Preemption] = []
+    claimed: set[int] = set()
 
     with _blame(profile.queue_sort):
         queue = profile.queue_sort.order(snapshot.pending)
+    # Higher PriorityTier first; sorted() is stable, so the plugin's order holds within a tier.
+    queue = sorted(queue, key=lambda j: -(partitions[j.partition].priority_tier
+                                          if j.partition in partitions else 0))
 
     for job in queue:
         part = partitions.get(job.partition)
@@ -123,6 +139,15 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
             continue
+        if profile.preempt is not None and placed == 0 and not job.array_tasks:
+            candidates = [pool[n] for n in members if n not in blocked_nodes]
+            with _blame(profile.preempt):
+                victims = profile.preempt.victims(
+                    job, part, candidates, snapshot.running, partitions, profile.select, most,
+                    now, snapshot.preempt_exempt_s, frozenset(claimed))
+            for v in victims or ():
+                preemptions.append(Preemption(victim=v, by=job.job_id))
+                claimed.add(v)
 
         with _blame(profile.select):
             ever = profile.select.place_gang(job, [idle[n] for n in members], most)
@@ -134,7 +159,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         blocked_parts.add(part.name)
         blocked_nodes.update(part.nodes)
 
-    return Plan(starts=tuple(starts), reasons=reasons)
+    return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions))
 
 
 def _refusal(profile: Profile, job: JobRequest, part: PartitionView, now: float) -> str | None:

@@ -51,6 +51,8 @@ class PartitionView:
     min_nodes: int = 0
     priority_tier: int = 1
     total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
+    # wp-preempt: PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
+    preempt_mode: str = "OFF"
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,13 @@ class RunningJob:
     cpus_per_node: tuple[int, ...] = ()
     mem_per_node_mb: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
+    # wp-preempt: what preemption weighs (plugins/preempt.py)
+    partition: str = ""
+    priority: int = 0
+    start_time: float = 0.0
+    # Already on its way out (being preempted, cancelled, timed out, or
+    # cleaning up): never chosen again, and what it holds will come free.
+    stopping: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,16 @@ class Snapshot:
     partitions: tuple[PartitionView, ...]
     pending: tuple[JobRequest, ...]
     running: tuple[RunningJob, ...] = ()
+    # Slurm's PreemptExemptTime: a job runs this long before it may be preempted.
+    preempt_exempt_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Preempt running job ``victim`` so that pending job ``by`` can start."""
+
+    victim: int
+    by: int
 
 
 @dataclass(frozen=True)
@@ -141,3 +160,5 @@ class Plan:
     starts: tuple[Start, ...] = ()
     # A Slurm pending-reason word for every pending job that does not start.
     reasons: Mapping[int, str] = field(default_factory=dict)
+    # Running jobs to preempt (whole jobs), each naming the job it makes room for.
+    preemptions: tuple[Preemption, ...] = ()

@@ -73,6 +73,8 @@ def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> t
         return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
     if kill_reason == slurm.DEADLINE:
         return slurm.DEADLINE, slurm.REASON_DEADLINE
+    if kill_reason == slurm.PREEMPTED:      # wp-preempt: PreemptMode=CANCEL (REQUEUE requeues)
+        return slurm.PREEMPTED, slurm.REASON_NONE
     if res.error:
         return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
     if res.exit_code == 0 and res.signal == 0:
@@ -91,7 +93,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         state, reason = final_state(job.kill_reason, res, lost)
         # Nodes whose agents are gone clean up when they reconcile at registration.
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
-        requeue = job.kill_reason in (REQUEUE, REQUEUE_HOLD) and not lost
+        requeue = (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
+                   or job.kill_reason == slurm.PREEMPTED and job.preempt_requeue) and not lost
         # wp-faulttol: keep the attempt; restart per the job's policy (restarts.py)
         backoff = restarts.after_run(ctl, st, job, state, res.end_time or now, res.exit_code,
                                      res.signal, now, requeued=requeue,
@@ -110,7 +113,7 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
                           exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
         if requeue and backoff is None:
             step_state = slurm.REQUEUED
-        elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE):
+        elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE, slurm.PREEMPTED):
             step_state = slurm.CANCELLED
         elif state == slurm.NODE_FAIL:
             step_state = slurm.NODE_FAIL

@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import errors
+from lingjund.service import errors, preemption
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -387,7 +387,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
                 exit_signal=int(signals.SIGTERM))))
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
         elif job.state == slurm.RUNNING:
-            if not job.kill_reason:
+            if not job.kill_reason or job.kill_reason == slurm.PREEMPTED:  # scancel beats preemption
                 st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
                               cancelled_by=str(req.requester_uid))
             to_terminate.append(job)
@@ -525,6 +525,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         dependency=job.dependency, deadline=int(job.deadline),
         max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,   # wp-faulttol
         hang_timeout_s=spec.hang_timeout_s)
+    _preempt_fields(ctl, job, info)
     derived_code, derived_sig = 0, 0
     # sacct lists ID.batch before ID.0 even though the batch step ends last (golden sacct_steps).
     for s in sorted(steps or (), key=lambda s: s.step_id != "batch"):
@@ -539,6 +540,13 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
             derived_code, derived_sig = s.exit_code, s.exit_signal
     info.derived_exit_code, info.derived_exit_signal = derived_code, derived_sig
     return info
+
+
+def _preempt_fields(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None:
+    """wp-preempt: PreemptEligibleTime, PreemptTime and who preempted it last."""
+    info.preempt_eligible_time = int(preemption.eligible_time(ctl, job))
+    info.preempt_time = int(job.preempt_time)
+    info.preempted_by = job.preempted_by
 
 
 def _signal_spec(spec: api_pb2.JobSpec) -> str:

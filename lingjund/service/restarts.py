@@ -101,8 +101,9 @@ def after_run(ctl: Controller, st, job: JobRecord, state: str, end_time: float,
     ``cause`` defaults to ``state`` (HANG for a run stopped by hang detection).
     """
     cause = cause or state
-    if requeued:
-        record_attempt(st, job, slurm.REQUEUED, end_time, exit_code, exit_signal)
+    if requeued:     # scontrol requeue, or preempted with PreemptMode=REQUEUE
+        record_attempt(st, job, slurm.PREEMPTED if state == slurm.PREEMPTED else slurm.REQUEUED,
+                       end_time, exit_code, exit_signal)
         return None
     if state not in (slurm.NODE_FAIL, slurm.FAILED):
         return None

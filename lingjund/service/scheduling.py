@@ -19,7 +19,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import batch, dependencies, faulttol, jobenv
+from lingjund.service import batch, dependencies, faulttol, jobenv, preemption
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task, terminate_on_nodes)
@@ -70,7 +70,8 @@ def build_snapshot(ctl: Controller, now: float,
         name=p.name, nodes=tuple(ctl.partition_nodes(p)), default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
-        total_cpus=sum(v.cpus for v in node_views if p.name in v.partitions))
+        total_cpus=sum(v.cpus for v in node_views if p.name in v.partitions),
+        preempt_mode=ctl.config.preempt_mode(p))
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:
@@ -98,10 +99,12 @@ def build_snapshot(ctl: Controller, now: float,
         job_id=j.job_id, nodes=j.nodes, exclusive=j.exclusive,
         end_time=(j.start_time + j.time_limit_min * 60) if j.time_limit_min > 0 else 0.0,
         cpus_per_node=j.cpus_per_node, mem_per_node_mb=j.mem_per_node,
-        gpus_per_node=j.gpus_per_node)
+        gpus_per_node=j.gpus_per_node, partition=j.partition, priority=j.priority,
+        start_time=j.start_time, stopping=j.state != slurm.RUNNING or bool(j.kill_reason))
         for j in holding)
     return Snapshot(nodes=tuple(node_views), partitions=part_views,
-                    pending=tuple(pending), running=running)
+                    pending=tuple(pending), running=running,
+                    preempt_exempt_s=ctl.config.preempt.exempt_time_s)
 
 
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
@@ -191,12 +194,15 @@ def run_pass(ctl: Controller) -> int:
     enforce_time_limits(ctl, now)
     send_warning_signals(ctl, now)
     enforce_deadlines(ctl, now)
+    preemption.enforce_grace(ctl, now)
     waiting = dependencies.settle(ctl, now)
     snap = build_snapshot(ctl, now, waiting)
     if not snap.pending:
         return 0
-    plan = schedule(snap, now)
+    plan = schedule(snap, now, preemption.profile(ctl))
     started = apply_plan(ctl, plan, now)
+    if preemption.preempt(ctl, plan.preemptions, now):
+        preemption.enforce_grace(ctl, now)     # GraceTime=0: stop them now
     for job in started:
         task = f" (array {job.array_job_id}_{job.array_task_id})" if job.array_job_id else ""
         log.info("job=%d%s started on %s", job.job_id, task,
@@ -258,17 +264,6 @@ def send_warning_signals(ctl: Controller, now: float) -> None:
             ctl.agents.send(node, msg)
 
 
-def next_deadline(ctl: Controller) -> float | None:
-    times = []
-    for j in ctl.store.jobs(states=[slurm.RUNNING]):
-        if j.end_time and not j.kill_reason:
-            times.append(j.end_time)
-        warn = warning_time(j)
-        if warn is not None and j.launched:
-            times.append(warn)
-    return min(times) if times else None
-
-
 def enforce_deadlines(ctl: Controller, now: float) -> None:
     """--deadline: a pending job that can no longer end by its deadline, and a
     running job that reaches it, end in state DEADLINE (Slurm's rule: a
@@ -298,9 +293,17 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
 
 
 def next_deadline(ctl: Controller) -> float | None:
-    """The next moment a pass must run: a time limit, a begin time, a deadline."""
-    moments = [j.end_time for j in ctl.store.jobs(states=[slurm.RUNNING])
-               if j.end_time and not j.kill_reason]
+    """The next moment a pass must run: a time limit, a --signal warning, the
+    end of a preempted job's grace time, a begin time, a deadline."""
+    moments = []
+    running = ctl.store.jobs(states=[slurm.RUNNING])
+    for j in running:
+        if j.end_time and not j.kill_reason:
+            moments.append(j.end_time)
+        warn = warning_time(j)
+        if warn is not None and j.launched:
+            moments.append(warn)
+    moments += preemption.deadlines(ctl, running)
     begin = ctl.store.next_eligible_time(ctl.clock())
     if begin is not None:
         moments.append(begin)

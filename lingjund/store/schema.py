@@ -127,6 +127,16 @@ MIGRATIONS: list[str] = [
     """,
     # 7
     """
+    -- wp-preempt: the last preemption of a job (0 = never): the job whose start
+    -- preempted it, when, whether its grace time ran out and it was killed, and
+    -- whether it goes back to the queue (PreemptMode=REQUEUE) or ends PREEMPTED
+    ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_time REAL NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_killed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN preempt_requeue INTEGER NOT NULL DEFAULT 0
+    """,
+    # 8
+    """
     -- wp-faulttol: what happened to a job and why (lingjun events), and each
     -- earlier run of a restarted or requeued job (sacct -D)
     CREATE TABLE job_events (

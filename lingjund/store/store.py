@@ -68,6 +68,11 @@ class JobRecord:
     dependency: str = ""              # what is left to wait for ("afterok:7(unfulfilled)"); "" = none
     hold_admin: bool = False          # held by an operator (JobHeldAdmin); only with held
     deadline: float = 0.0             # --deadline, Unix seconds; 0 = none
+    # wp-preempt: the last preemption (service/preemption.py); 0 = never
+    preempted_by: int = 0
+    preempt_time: float = 0.0
+    preempt_killed: bool = False      # its grace time ran out: the kill was sent
+    preempt_requeue: bool = False     # PreemptMode=REQUEUE: back to the queue when it ends
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,8 @@ def _job_from_row(row: dict) -> JobRecord:
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
         row[c] = tuple(json.loads(row[c]))
-    for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin"):
+    for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
+              "preempt_killed", "preempt_requeue"):
         row[c] = bool(row[c])
     return JobRecord(spec=spec, **row)
 

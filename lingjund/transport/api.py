@@ -134,6 +134,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def GetConfig(self, request, context):
         c = self.ctl.config
         cc = c.controller
+        exempt = int(c.preempt.exempt_time_s)
         return api_pb2.GetConfigResponse(settings={
             "ClusterName": c.cluster_name, "SlurmctldHost": cc.connect_address,
             "SlurmctldPort": cc.listen.rsplit(":", 1)[-1], "StateSaveLocation": cc.state_dir,
@@ -142,6 +143,8 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "MinJobAge": f"{int(cc.min_job_age_s)} sec",
             "MaxArraySize": str(cc.max_array_size),
             "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
+            "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
+            "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
             "SLURM_CONF": c.path or "(defaults)"})
 

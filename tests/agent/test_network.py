@@ -183,6 +183,7 @@ def test_watcher_restores_drift_within_two_seconds(nets, tmp_path):
             assert not check(), f"{what}: the change by hand did not take"
             wait_for(check, 2.0, f"{what}: restored by the watcher")
             took = time.monotonic() - t0
+            print(f"drift: {what}: restored in {took:.2f}s")
             assert took <= 2.0, f"{what}: want restored within 2 s, took {took:.2f}s"
     finally:
         w.stop()
@@ -278,6 +279,8 @@ def test_uplink_failover_and_return_after_hold_down(uplinks, tmp_path):
         stop.touch()
         out, _ = probe.communicate(timeout=30)
         res = json.loads(out)
+        print(f"failover: longest silence {res['max_gap']:.2f}s, {res['got']}/{res['sent']} probes answered,"
+              f" back on the primary {held:.2f}s after it returned")
         assert res["max_gap"] <= 2.0, f"want loss <= 2 s during failover, longest silence {res['max_gap']:.2f}s"
         assert res["got"] >= res["sent"] * 0.6, f"want most probes answered, got {res}"
         assert back["state"] == "converged", back

@@ -223,6 +223,7 @@ def normalise(text: str, hosts: tuple[str, ...], work: str) -> str:
     text = re.sub(r"(?<=CPULoad=)\S+", "<LOAD>", text)
     text = re.sub(r"(?<=FreeMem=)\S+", "<MEM>", text)
     text = re.sub(r"(?<=Version=)\S+", "<VERSION>", text)
+    text = re.sub(r"(?<=OS=Linux )\S+", "<KERNEL>", text)   # the kernel's release
     # `hostname` run by srun prints each node's host name ("vm" for every node of the anchor).
     text = re.sub(r"(?m)^(\d+: )?node\d+$", lambda m: (m.group(1) or "") + "<HOST>", text)
     for key in _KEY_TIMES:

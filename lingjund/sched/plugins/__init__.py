@@ -10,6 +10,8 @@ plugin fits:
 - ``NodeFilter.check_node`` / ``check_required``  which nodes a job may use
                         at all (-w, -x, -C, GPU type), and a reason when a
                         node it insists on is unavailable.
+- ``Preemptor.victims`` running jobs to preempt so a pending job fits
+                        (optional: a profile without one never preempts).
 
 A ``Profile`` picks one sort, filters in order and one select, by the
 names in ``REGISTRY`` (Slurm-style ``type/name``); configuration chooses
@@ -24,9 +26,10 @@ from lingjund.sched.plugins.eligibility import JobEligibility
 from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.plugins.nodes import NodeRequest
 from lingjund.sched.plugins.partition import PartitionLimits
+from lingjund.sched.plugins.preempt import PartitionPrioPreempt
 from lingjund.sched.plugins.priority import BasicPriority
 from lingjund.sched.pool import NodeFree, Placement
-from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView
+from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView, RunningJob
 
 
 @runtime_checkable
@@ -77,13 +80,27 @@ class NodeFilter(Protocol):
         ...
 
 
+@runtime_checkable
+class Preemptor(Protocol):
+    name: str
+
+    def victims(self, job: JobRequest, part: PartitionView, candidates: Sequence[NodeFree],
+                running: Sequence[RunningJob], partitions: Mapping[str, PartitionView],
+                select: GangSelect, most_nodes: int, now: float, exempt_s: float,
+                claimed: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+        """Whole running jobs whose resources give ``job`` a placement on
+        ``candidates``; an empty tuple when it only waits for jobs already
+        stopping; None when preempting cannot make it fit. Pure."""
+        ...
+
+
 class PluginError(RuntimeError):
     """A plugin failed; the message starts with the plugin's name."""
 
 
-REGISTRY: dict[str, QueueSort | JobFilter | GangSelect] = {
+REGISTRY: dict[str, QueueSort | JobFilter | GangSelect | NodeFilter | Preemptor] = {
     p.name: p for p in (BasicPriority(), JobEligibility(), PartitionLimits(), GangPlacement(),
-                        NodeRequest())
+                        NodeRequest(), PartitionPrioPreempt())
 }
 
 
@@ -93,10 +110,12 @@ class Profile:
     filters: tuple[JobFilter, ...]
     select: GangSelect
     node_filters: tuple[NodeFilter, ...] = ()
+    preempt: Preemptor | None = None
 
 
 def build_profile(queue_sort: str, filters: Sequence[str], select: str,
-                  node_filters: Sequence[str] = ("node_features/request",)) -> Profile:
+                  node_filters: Sequence[str] = ("node_features/request",),
+                  preempt: str | None = None) -> Profile:
     """A profile from plugin names; ValueError naming the first unknown or misplaced one."""
     def pick(name: str, kind: type):
         plugin = REGISTRY.get(name)
@@ -108,7 +127,8 @@ def build_profile(queue_sort: str, filters: Sequence[str], select: str,
     return Profile(queue_sort=pick(queue_sort, QueueSort),
                    filters=tuple(pick(n, JobFilter) for n in filters),
                    select=pick(select, GangSelect),
-                   node_filters=tuple(pick(n, NodeFilter) for n in node_filters))
+                   node_filters=tuple(pick(n, NodeFilter) for n in node_filters),
+                   preempt=pick(preempt, Preemptor) if preempt else None)
 
 
 # Eligibility before partition limits: a held job in a DOWN partition shows
@@ -116,3 +136,7 @@ def build_profile(queue_sort: str, filters: Sequence[str], select: str,
 DEFAULT_PROFILE = build_profile("priority/basic",
                                 ("eligibility/basic", "partition/limits"),
                                 "select/gang")
+# PreemptType=preempt/partition_prio: the default profile plus preemption.
+PARTITION_PRIO_PROFILE = build_profile("priority/basic",
+                                       ("eligibility/basic", "partition/limits"),
+                                       "select/gang", preempt="preempt/partition_prio")

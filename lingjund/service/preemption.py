@@ -1,0 +1,158 @@
+"""Preemption, carried out: the core names victims, this module stops them.
+
+With ``[preempt] type = "partition_prio"`` the scheduling pass runs with the
+``preempt/partition_prio`` plugin (``lingjund/sched/plugins/preempt.py``),
+whose plan names victims. For each one, in one transaction and only while
+it still runs and nothing else is stopping it:
+
+    RUNNING --preempt(by J)--> RUNNING, kill_reason PREEMPTED, PreemptTime=now
+       |   at once: its --signal as it asked (B: the batch shell, else its
+       |   steps), or SIGTERM to its steps without one (Slurm with
+       |   preempt_send_user_signal; SIGCONT+SIGTERM otherwise)
+       |
+       +-- partition GraceTime later, if still running: the usual kill
+       |   (SIGTERM, KillWait, SIGKILL)
+       v
+    its batch script ends (by itself in the grace time, or killed)
+       |-- PreemptMode=REQUEUE and requeueable (--requeue / JobRequeue):
+       |      PENDING again, same id, Restarts+1, BeginTime for requeue_delay_s
+       |      (as scontrol requeue; batch.record_batch_finished)
+       +-- otherwise (CANCEL): PREEMPTED, final
+
+An allocation (srun/salloc, no script) is never requeued: at the end of its
+grace time it ends PREEMPTED. ``scancel`` in the grace time wins: the job
+ends CANCELLED. A job being preempted is never preempted again (the core
+sees it as stopping), and the job it makes room for starts when its nodes
+have cleaned up, in a later pass, since the pass that chose the victims
+blocked their nodes for it.
+"""
+from __future__ import annotations
+
+import logging
+import signal as signals
+
+from lingjun import slurm
+from lingjun.v1 import agent_pb2
+from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
+from lingjund.sched.snapshot import Preemption
+from lingjund.service import restarts
+from lingjund.service.context import Controller
+from lingjund.store.store import JobRecord
+
+log = logging.getLogger("lingjund.preempt")
+
+REQUEUE, CANCEL, OFF = "REQUEUE", "CANCEL", "OFF"
+
+
+def profile(ctl: Controller) -> Profile:
+    """The scheduling profile for the configured PreemptType."""
+    return PARTITION_PRIO_PROFILE if ctl.config.preempt.enabled else DEFAULT_PROFILE
+
+
+def mode_of(ctl: Controller, job: JobRecord) -> str:
+    part = ctl.partition(job.partition)
+    return ctl.config.preempt_mode(part) if part else OFF
+
+
+def grace_of(ctl: Controller, job: JobRecord) -> float:
+    part = ctl.partition(job.partition)
+    return part.grace_time_s if part else 0.0
+
+
+def requeueable(ctl: Controller, job: JobRecord) -> bool:
+    if not job.spec.batch:
+        return False
+    return job.spec.requeue if job.spec.HasField("requeue") else ctl.config.controller.job_requeue
+
+
+def eligible_time(ctl: Controller, job: JobRecord) -> float:
+    """Slurm's PreemptEligibleTime: start + PreemptExemptTime; 0 when the job
+    cannot be preempted (not started, or its partition's mode is OFF)."""
+    if not job.start_time or not ctl.config.preempt.enabled or mode_of(ctl, job) == OFF:
+        return 0.0
+    return job.start_time + ctl.config.preempt.exempt_time_s
+
+
+def note_preempted(ctl: Controller, job: JobRecord, by: int, requeue: bool, now: float) -> None:
+    """One line of the job's history (``lingjun events``)."""
+    with ctl.store.transaction() as st:
+        restarts.record_job_event(
+            st, job.job_id, restarts.EV_PREEMPTED,
+            f"preempted by job {by} on {slurm.compress_hostlist(list(job.nodes))}; "
+            f"{'requeued' if requeue else 'cancelled'} after {grace_of(ctl, job):.0f} s grace", now)
+
+
+def preempt(ctl: Controller, preemptions: tuple[Preemption, ...], now: float) -> int:
+    """Start preempting the plan's victims; returns how many were taken."""
+    if not preemptions:
+        return 0
+    taken: list[tuple[JobRecord, int, bool]] = []
+    with ctl.store.transaction() as st:
+        for p in preemptions:
+            job = st.job(p.victim)
+            if job is None or job.state != slurm.RUNNING or job.kill_reason or job.completing:
+                continue   # ended or stopping since the snapshot: nothing to do
+            if mode_of(ctl, job) == OFF:
+                continue
+            requeue = mode_of(ctl, job) == REQUEUE and requeueable(ctl, job)
+            st.update_job(job.job_id, kill_reason=slurm.PREEMPTED, preempted_by=p.by,
+                          preempt_time=now, preempt_killed=False, preempt_requeue=requeue,
+                          warn_signal_sent=True)
+            taken.append((job, p.by, requeue))
+    for job, by, requeue in taken:
+        note_preempted(ctl, job, by, requeue, now)
+        _warn(ctl, job)
+    if taken:
+        ctl.jobs_changed()
+    return len(taken)
+
+
+def _warn(ctl: Controller, job: JobRecord) -> None:
+    """The victim's signal, sent once at preemption."""
+    spec = job.spec
+    if not job.launched and spec.batch:
+        return     # its script has not started yet: nothing to warn, the grace end kills it
+    sig = spec.signal or int(signals.SIGTERM)
+    batch_only = spec.signal_flags == "B" and bool(spec.signal)
+    msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
+        job_id=job.job_id, signal=sig, batch_only=batch_only, step_id=-1,
+        steps_only=not batch_only))
+    for node in ([job.batch_host] if batch_only else job.nodes):
+        ctl.agents.send(node, msg)
+    log.info("job=%d: signal %d sent to its %s at preemption", job.job_id, sig,
+             "batch shell" if batch_only else "steps")
+
+
+def _grace_over(ctl: Controller, job: JobRecord, now: float) -> bool:
+    return (job.kill_reason == slurm.PREEMPTED and not job.preempt_killed
+            and now >= job.preempt_time + grace_of(ctl, job))
+
+
+def enforce_grace(ctl: Controller, now: float) -> None:
+    """Kill the victims whose grace time is over (once each)."""
+    from lingjund.service import batch    # batch imports scheduling, which imports us
+    from lingjund.service.jobs import terminate_on_nodes
+    due = [j for j in ctl.store.jobs(states=[slurm.RUNNING]) if _grace_over(ctl, j, now)]
+    if not due:
+        return
+    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
+    with ctl.store.transaction() as st:
+        for job in due:
+            st.update_job(job.job_id, preempt_killed=True)
+            if not job.spec.batch:      # no script will report the end: it ends here
+                ended.append((job, batch.finish_allocation(
+                    ctl, st, job, slurm.PREEMPTED, slurm.REASON_NONE, now,
+                    exit_signal=int(signals.SIGTERM))))
+    for job in due:
+        log.info("job=%d: grace time over, stopping it (preempted by job %d)",
+                 job.job_id, job.preempted_by)
+        if job.spec.batch:
+            terminate_on_nodes(ctl, job, "preempted")
+    for job, nodes in ended:
+        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "preempted")
+
+
+def deadlines(ctl: Controller, running: list[JobRecord]) -> list[float]:
+    """When each victim's grace time ends: moments a pass must run."""
+    return [j.preempt_time + grace_of(ctl, j) for j in running
+            if j.kill_reason == slurm.PREEMPTED and not j.preempt_killed]
