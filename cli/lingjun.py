@@ -8,6 +8,7 @@
     lingjun keygen PATH
     lingjun status
     lingjun net show [NODE]
+    lingjun events JOB                  (cli/events.py)
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -67,7 +68,7 @@ cluster_name = "{args.cluster_name}"
 [controller]
 listen = "127.0.0.1:{port}"
 state_dir = "{state / 'controller'}"
-heartbeat_interval_s = 2.0
+heartbeat_interval_s = {min(2.0, args.heartbeat_timeout / 3):g}
 heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
@@ -217,6 +218,8 @@ def cmd_up(args) -> int:
         text = _config_text(args, port, state)
         if args.operator:       # wp-authz
             text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
+        if args.restart_backoff is not None:     # wp-faulttol
+            text += f"\n[faulttol]\nrestart_backoff_s = {args.restart_backoff}\n"
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
         from lingjun import config as configmod
@@ -353,6 +356,11 @@ def cmd_net(args) -> int:
     return 0
 
 
+def cmd_events(args) -> int:
+    from cli.events import events
+    return events(args.job)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -394,9 +402,14 @@ def main(argv: list[str] | None = None) -> int:
     # wp-authz: operators of the local cluster (an [authz] table; not with one in --extra-config)
     up.add_argument("--operator", action="append", default=[], metavar="USER",
                     help="a user who may act on anyone's jobs and change nodes; repeatable")
+    # wp-faulttol
+    up.add_argument("--restart-backoff", type=float, metavar="S",
+                    help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")
+    ev = sub.add_parser("events", help="what happened to a job and why (node lost, restarts, hangs)")
+    ev.add_argument("job")
     args = p.parse_args(argv)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
-            "keygen": cmd_keygen}[args.cmd](args)
+            "keygen": cmd_keygen, "events": cmd_events}[args.cmd](args)
 
 
 if __name__ == "__main__":

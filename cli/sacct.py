@@ -108,6 +108,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     nodes: set[str] = set()
     start = end = None
     dump = ""
+    duplicates = False
     with bad_values(PROG):
         for key, value, spelled in own_options(PROG, opts, USAGE):
             if key in ("json", "yaml"):
@@ -136,6 +137,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                 delimiter = value
             elif key == "allocations":
                 allocs = True
+            elif key == "duplicates":
+                duplicates = True
             elif key == "jobs":
                 selectors += parse_array_selectors(PROG, value)
                 job_ids += [a for a, _ in parse_array_selectors(PROG, value)]
@@ -190,6 +193,8 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
             and not (end is not None and j.submit_time and j.submit_time > end)]
     if any(t is not None for _, t in selectors):     # -j 12_2: that task only
         keep = select_array_tasks(keep, selectors)
+    if duplicates:
+        keep = with_attempts(keep)
     if dump:
         doc = formats_json.sacct_document(keep, cluster_name(api), int(now),
                                           with_steps=not allocs)
@@ -201,6 +206,31 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
         text = "\n".join(line.replace("|", delimiter) for line in text.split("\n"))
     out.write(text)
     return 0
+
+
+def with_attempts(jobs: list[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
+    """-D/--duplicates: each earlier run of a restarted or requeued job as a row
+    of its own, oldest first, before the current one (same JobID), as Slurm
+    keeps one record per run. Earlier runs show no steps: only the last run's
+    are kept."""
+    out = []
+    for job in jobs:
+        for a in job.attempts:
+            run_ = api_pb2.JobInfo()
+            run_.CopyFrom(job)
+            run_.ClearField("steps")
+            run_.ClearField("attempts")
+            run_.state, run_.reason = a.state, "None"
+            run_.start_time, run_.end_time = a.start_time, a.end_time
+            run_.nodes = a.nodes
+            run_.node_names[:] = slurm.expand_hostlist(a.nodes) if a.nodes else []
+            run_.num_nodes = len(run_.node_names) or run_.num_nodes
+            run_.exit_code, run_.exit_signal = a.exit_code, a.exit_signal
+            run_.derived_exit_code = run_.derived_exit_signal = 0
+            run_.restarts = a.attempt - 1
+            out.append(run_)
+        out.append(job)
+    return out
 
 
 if __name__ == "__main__":

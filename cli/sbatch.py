@@ -87,6 +87,9 @@ OPTIONS = [
     _O("kill-on-invalid-dep", ("kill-on-invalid-dep",), "", REQUIRED),
     _O("begin", ("begin",), "b", REQUIRED),
     _O("deadline", ("deadline",), "", REQUIRED),
+    # wp-faulttol: restart policy and hang detection (lingjund/service/restarts.py)
+    _O("max-restarts", ("max-restarts",), "", REQUIRED),
+    _O("hang-timeout", ("hang-timeout",), "", REQUIRED),
 ]
 IGNORED = [
     ("acctg-freq", "", REQUIRED), ("contiguous", "", NO), ("cores-per-socket", "", REQUIRED),
@@ -187,6 +190,10 @@ Parallel run options:
   -q, --qos=qos               quality of service
   -Q, --quiet                 quiet mode (suppress informational messages)
       --requeue, --no-requeue permit (or not) the job to be requeued
+      --max-restarts=N        run again after a failure, a lost node or a hang,
+                              at most N times (Lingjun)
+      --hang-timeout=time     restart the job when it writes no output for this
+                              long (minutes, or min:sec) (Lingjun)
       --signal=[[R][B]:]num[@time] send signal when time limit within time seconds
   -t, --time=minutes          time limit
       --test-only             validate the request without submitting it
@@ -658,6 +665,16 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         if value.lower() not in ("yes", "no"):
             raise _err("Invalid --kill-on-invalid-dep specification")
         spec.kill_on_invalid_dep = value.lower() == "yes"
+    elif key == "max-restarts":      # wp-faulttol
+        spec.max_restarts = _int(value, "--max-restarts", 0)
+    elif key == "hang-timeout":      # wp-faulttol: Slurm time syntax, "0:30" = 30 s
+        try:
+            secs = slurm.parse_time_seconds(value)
+        except ValueError:
+            raise _err("Invalid --hang-timeout specification") from None
+        if secs < 0:
+            raise _err("Invalid --hang-timeout specification")
+        spec.hang_timeout_s = secs
     elif key in ("begin", "deadline"):
         try:
             when = slurm.parse_begin_time(value, time.time())

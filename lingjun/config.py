@@ -68,6 +68,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     max_submit_jobs_per_user = 0    # Slurm's MaxSubmitJobsPerUser over pending+running jobs; 0 = none
 
 lingjun_agent/network/profile.py documents every key of a profile.
+
+    [faulttol]                      # restarts after failures (FaulttolConfig)
+    restart_backoff_s = 10.0        # doubles per restart ...
+    restart_backoff_max_s = 300.0   # ... up to this
+    checkpoint_root = "/shared/ckpt"  # LINGJUN_CHECKPOINT_DIR = <root>/<job id>
 """
 from __future__ import annotations
 
@@ -274,6 +279,18 @@ class AuthzConfig:
 
 
 @dataclass(frozen=True)
+class FaulttolConfig:
+    """wp-faulttol: what happens to a job after a failure (lingjund/service/restarts.py).
+
+    Whether a job is requeued after its node is lost follows --requeue /
+    --no-requeue, else ``[controller] job_requeue`` (Slurm's JobRequeue).
+    """
+    restart_backoff_s: float = 10.0      # wait before the first automatic restart
+    restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
+    checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -285,6 +302,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)            # wp-auth
     preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
     authz: AuthzConfig = field(default_factory=AuthzConfig)         # wp-authz
+    faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)  # wp-faulttol
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -383,12 +401,13 @@ def parse(text: str, path: str = "") -> Config:
     auth_conf = _auth(data.pop("auth", {}))        # wp-auth
     preempt = _preempt(data.pop("preempt", {}))
     authz = _authz(data.pop("authz", {}))
+    faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")   # wp-faulttol
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  auth=auth_conf, preempt=preempt, authz=authz)
+                  auth=auth_conf, preempt=preempt, authz=authz, faulttol=faulttol)
 
 
 def _authz(table: dict) -> AuthzConfig:

@@ -19,6 +19,7 @@ agent recovers the supervisors and their results from the state dir.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import signal
@@ -30,7 +31,7 @@ import grpc
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
-from lingjun_agent.launcher import batch, distributed, procs, tasks, userfs
+from lingjun_agent.launcher import batch, distributed, procs, tasks, userfs, watch
 from lingjun_agent.network.agent import NetworkOwner
 
 log = logging.getLogger("lingjun_agent")
@@ -79,6 +80,8 @@ class Agent:
         self._rng = random.Random(node)
         # wp-network: the NIC reconciler (a thread) while the node has a profile
         self.net = NetworkOwner(self, rdma_root)
+        # wp-faulttol: each job's last sign of life here, sent with heartbeats
+        self.activity = watch.ActivityWatch()
 
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
@@ -87,6 +90,7 @@ class Agent:
         for h in handles:
             log.info("job=%d: recovered running batch script pid %d", h.job_id, h.pid)
             self._watch(h)
+            self._watch_recovered(h)
         for r in results:
             self.unacked[r.job_id] = r
         delay = self.reconnect[0]
@@ -182,9 +186,23 @@ class Agent:
             await asyncio.sleep(self.heartbeat_s)
             seq += 1
             free, load = inventory.live_numbers()
+            running = sorted(set(self.batches) | {j for j, _ in self.steps})
+            seen = self.activity.activity(running)
             self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
                 seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
-                running_job_ids=sorted(set(self.batches) | {j for j, _ in self.steps}))))
+                running_job_ids=running,
+                activity=[agent_pb2.FaulttolActivity(job_id=j, last_activity=t)
+                          for j, t in sorted(seen.items())])))
+
+    def _watch_recovered(self, h: batch.BatchHandle) -> None:
+        """After an agent restart: watch a recovered script's files again."""
+        try:
+            spec = json.loads((h.job_dir / "spec.json").read_text())
+        except (OSError, ValueError):
+            return
+        self.activity.watch(h.job_id, watch.batch_paths(
+            spec.get("stdout", ""), spec.get("stderr", ""), spec.get("work_dir", ""),
+            spec.get("env", {})))
 
     def send(self, msg: agent_pb2.AgentMessage) -> bool:
         if self.outbox is None:
@@ -205,6 +223,7 @@ class Agent:
 
     def _forget(self, jid: int) -> None:
         self.unacked.pop(jid, None)
+        self.activity.forget(jid)
         batch.forget_batch(self.state_dir, jid)
 
     # -- commands ----------------------------------------------------------------
@@ -245,6 +264,7 @@ class Agent:
             files: dict[str, str] = {}
             if lb.launcher:
                 port, files = await self._prepare_launcher(lb, env)
+            watch.prepare_checkpoint_dir(env, lb.uid, lb.gid)     # wp-faulttol
             spec = batch.BatchSpec(
                 job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
                 env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
@@ -263,6 +283,8 @@ class Agent:
         finally:
             self.launching.discard(jid)
         log.info("job=%d: batch script started, pid %d", jid, handle.pid)
+        self.activity.watch(jid, watch.batch_paths(lb.stdout_path, lb.stderr_path,
+                                                   lb.work_dir, env))
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
             job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
@@ -332,6 +354,7 @@ class Agent:
         files = None
 
         def on_output(stream: int, data: bytes) -> None:
+            self.activity.touch(jid)
             if files is not None and files.write(stream, data):
                 return
             self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
@@ -404,4 +427,6 @@ class Agent:
         self.terminating[jid] = asyncio.create_task(go())
 
     def _cleaned(self, jid: int) -> None:
+        if jid not in self.batches:
+            self.activity.forget(jid)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

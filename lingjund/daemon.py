@@ -24,7 +24,7 @@ from lingjun import auth
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
-from lingjund.service import allocations, nodes, scheduling
+from lingjund.service import allocations, faulttol, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.authn import ServerAuth
@@ -39,9 +39,10 @@ async def scheduler_loop(ctl: Controller) -> None:
     interval = ctl.config.controller.scheduler_interval_s
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
-        deadline = scheduling.next_deadline(ctl)
+        deadline = min((t for t in (scheduling.next_deadline(ctl), faulttol.next_check(ctl))
+                        if t is not None), default=None)
         if deadline is not None:
-            timeout = max(0.05, min(interval, deadline - ctl.clock() + 0.01))
+            timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:
             await asyncio.wait_for(wake.wait(), timeout=timeout)
         except asyncio.TimeoutError:
@@ -49,6 +50,8 @@ async def scheduler_loop(ctl: Controller) -> None:
         wake.clear()
         try:
             nodes.check_heartbeats(ctl)
+            faulttol.handle_lost_nodes(ctl)
+            faulttol.check_hangs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:
@@ -61,6 +64,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     Path(cc.state_dir).mkdir(parents=True, exist_ok=True)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
+    ctl.started_at = ctl.clock()
     ctl.wake_event()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None

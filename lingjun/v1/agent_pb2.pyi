@@ -82,18 +82,28 @@ class Register(_message.Message):
     def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids")
+    __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids", "activity")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
     FREE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     CPU_LOAD_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     seq: int
     sent_at: float
     free_memory_mb: int
     cpu_load: float
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    activity: _containers.RepeatedCompositeFieldContainer[FaulttolActivity]
+    def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., activity: _Optional[_Iterable[_Union[FaulttolActivity, _Mapping]]] = ...) -> None: ...
+
+class FaulttolActivity(_message.Message):
+    __slots__ = ("job_id", "last_activity")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    last_activity: float
+    def __init__(self, job_id: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
 
 class BatchStarted(_message.Message):
     __slots__ = ("job_id", "pid", "launcher_port")

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user", "dependency", "kill_on_invalid_dep", "begin_time", "deadline")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user", "dependency", "kill_on_invalid_dep", "begin_time", "deadline", "max_restarts", "hang_timeout_s")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,8 @@ class JobSpec(_message.Message):
     KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    HANG_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -118,7 +120,9 @@ class JobSpec(_message.Message):
     kill_on_invalid_dep: bool
     begin_time: int
     deadline: int
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., dependency: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ...) -> None: ...
+    max_restarts: int
+    hang_timeout_s: int
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., dependency: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "client_token", "test_only")
@@ -185,7 +189,7 @@ class StepInfo(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline", "preempt_eligible_time", "preempt_time", "preempted_by")
+    __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline", "preempt_eligible_time", "preempt_time", "preempted_by", "attempts", "max_restarts", "hang_timeout_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -253,6 +257,9 @@ class JobInfo(_message.Message):
     PREEMPT_ELIGIBLE_TIME_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     PREEMPTED_BY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    HANG_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     name: str
     user: str
@@ -320,7 +327,54 @@ class JobInfo(_message.Message):
     preempt_eligible_time: int
     preempt_time: int
     preempted_by: int
-    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., preempt_eligible_time: _Optional[int] = ..., preempt_time: _Optional[int] = ..., preempted_by: _Optional[int] = ...) -> None: ...
+    attempts: _containers.RepeatedCompositeFieldContainer[FaulttolAttempt]
+    max_restarts: int
+    hang_timeout_s: int
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., preempt_eligible_time: _Optional[int] = ..., preempt_time: _Optional[int] = ..., preempted_by: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ...) -> None: ...
+
+class FaulttolAttempt(_message.Message):
+    __slots__ = ("attempt", "nodes", "start_time", "end_time", "state", "exit_code", "exit_signal")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    nodes: str
+    start_time: int
+    end_time: int
+    state: str
+    exit_code: int
+    exit_signal: int
+    def __init__(self, attempt: _Optional[int] = ..., nodes: _Optional[str] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
+
+class FaulttolJobEvent(_message.Message):
+    __slots__ = ("time", "kind", "text")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    time: int
+    kind: str
+    text: str
+    def __init__(self, time: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class GetFaulttolEventsRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class GetFaulttolEventsResponse(_message.Message):
+    __slots__ = ("events", "attempts", "state")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[FaulttolJobEvent]
+    attempts: _containers.RepeatedCompositeFieldContainer[FaulttolAttempt]
+    state: str
+    def __init__(self, events: _Optional[_Iterable[_Union[FaulttolJobEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
     __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps")

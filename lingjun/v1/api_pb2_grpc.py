@@ -114,6 +114,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.FromString,
                 _registered_method=True)
+        self.GetFaulttolEvents = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetFaulttolEvents',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -218,6 +223,13 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetFaulttolEvents(self, request, context):
+        """wp-faulttol
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -300,6 +312,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.GetBatchScript,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.SerializeToString,
+            ),
+            'GetFaulttolEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFaulttolEvents,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +751,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/GetBatchScript',
             lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFaulttolEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/GetFaulttolEvents',
+            lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

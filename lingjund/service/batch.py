@@ -18,7 +18,7 @@ import logging
 
 from lingjun import launchers, slurm
 from lingjun.v1 import agent_pb2
-from lingjund.service import jobenv
+from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
 from lingjund.service.jobctl import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.service.scheduling import node_address
@@ -63,10 +63,12 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
 
 
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    if lost:
+    if lost or kill_reason == slurm.NODE_FAIL:     # wp-faulttol: a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     if kill_reason == slurm.CANCELLED:
         return slurm.CANCELLED, slurm.REASON_NONE
+    if kill_reason == restarts.HANG:     # wp-faulttol: stopped as hung, whatever its exit
+        return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
     if kill_reason == slurm.TIMEOUT:
         return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
     if kill_reason == slurm.DEADLINE:
@@ -93,17 +95,23 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
         requeue = (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
                    or job.kill_reason == slurm.PREEMPTED and job.preempt_requeue) and not lost
+        # wp-faulttol: keep the attempt; restart per the job's policy (restarts.py)
+        backoff = restarts.after_run(ctl, st, job, state, res.end_time or now, res.exit_code,
+                                     res.signal, now, requeued=requeue,
+                                     cause=restarts.HANG if job.kill_reason == restarts.HANG else "")
+        requeue = requeue or backoff is not None
         if requeue:
             # scontrol requeue: the same job pends again (its nodes stay listed
             # until they have cleaned up), as job_mgr.c's _job_requeue_op.
             st.update_job(job.job_id, completing=completing,
-                          **requeue_fields(job, now, ctl.config.controller.requeue_delay_s,
+                          **requeue_fields(job, now, ctl.config.controller.requeue_delay_s
+                                           if backoff is None else backoff,
                                            hold=job.kill_reason == REQUEUE_HOLD,
                                            release_nodes=not completing))
         else:
             st.update_job(job.job_id, state=state, reason=reason, end_time=res.end_time or now,
                           exit_code=res.exit_code, exit_signal=res.signal, completing=completing)
-        if requeue:
+        if requeue and backoff is None:
             step_state = slurm.REQUEUED
         elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE, slurm.PREEMPTED):
             step_state = slurm.CANCELLED

@@ -536,7 +536,9 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         array_task_str=slurm.array_task_text(job.array_task_str, job.array_max_running)
         if job.array_task_str else "",
         array_max_running=job.array_max_running,
-        dependency=job.dependency, deadline=int(job.deadline))
+        dependency=job.dependency, deadline=int(job.deadline),
+        max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,   # wp-faulttol
+        hang_timeout_s=spec.hang_timeout_s)
     _preempt_fields(ctl, job, info)
     derived_code, derived_sig = 0, 0
     # sacct lists ID.batch before ID.0 even though the batch step ends last (golden sacct_steps).
@@ -599,5 +601,10 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
         return True
     jobs = [j for j in jobs if keep(j)]
     steps = st.steps([j.job_id for j in jobs]) if (req.with_steps or accounting) else {}
-    return api_pb2.GetJobsResponse(
-        jobs=[job_info(ctl, j, steps.get(j.job_id), now) for j in jobs], now=int(now))
+    infos = [job_info(ctl, j, steps.get(j.job_id), now) for j in jobs]
+    if accounting:      # wp-faulttol: earlier runs, for sacct -D
+        from lingjund.service.faulttol import attempt_msgs
+        runs = st.attempts([j.job_id for j in jobs if j.restarts])
+        for info in infos:
+            info.attempts.extend(attempt_msgs(runs.get(info.job_id, [])))
+    return api_pb2.GetJobsResponse(jobs=infos, now=int(now))

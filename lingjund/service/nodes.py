@@ -11,7 +11,7 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, batch, errors
+from lingjund.service import authz, batch, errors, faulttol
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
@@ -87,6 +87,7 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
 def heartbeat(ctl: Controller, conn: Connection, hb: agent_pb2.Heartbeat) -> None:
     conn.last_heartbeat = ctl.clock()
     ctl.live[conn.node] = (hb.free_memory_mb, hb.cpu_load)
+    faulttol.note_activity(ctl, hb)
 
 
 def check_heartbeats(ctl: Controller) -> None:
@@ -105,7 +106,7 @@ def check_heartbeats(ctl: Controller) -> None:
             conn.close()
     silent = [rec for rec in ctl.store.nodes().values()
               if rec.registered and not rec.down and not ctl.agents.connected(rec.name)
-              and now - rec.last_seen > timeout]
+              and now - max(rec.last_seen, ctl.started_at) > timeout]
     if not silent:
         return
     with ctl.store.transaction() as st:
@@ -121,6 +122,7 @@ def disconnected(ctl: Controller, conn: Connection) -> None:
         log.warning("node=%s: agent stream closed", conn.node)
         with ctl.store.transaction() as st:
             st.put_node(conn.node, last_seen=ctl.clock())
+        ctl.wake_scheduler()     # wp-faulttol: time its silence from now (faulttol.next_check)
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:

@@ -35,6 +35,7 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
 from lingjund.sched.snapshot import Preemption
+from lingjund.service import restarts
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -73,12 +74,12 @@ def eligible_time(ctl: Controller, job: JobRecord) -> float:
 
 
 def note_preempted(ctl: Controller, job: JobRecord, by: int, requeue: bool, now: float) -> None:
-    """One line of the job's history. The faulttol branch adds
-    ``restarts.record_job_event(st, job_id, kind, text, now)``; on merge this
-    becomes that call (kind "preempted")."""
-    log.info("job=%d preempted by job %d on %s; %s after %.0f s grace", job.job_id, by,
-             slurm.compress_hostlist(list(job.nodes)), "requeued" if requeue else "cancelled",
-             grace_of(ctl, job))
+    """One line of the job's history (``lingjun events``)."""
+    with ctl.store.transaction() as st:
+        restarts.record_job_event(
+            st, job.job_id, restarts.EV_PREEMPTED,
+            f"preempted by job {by} on {slurm.compress_hostlist(list(job.nodes))}; "
+            f"{'requeued' if requeue else 'cancelled'} after {grace_of(ctl, job):.0f} s grace", now)
 
 
 def preempt(ctl: Controller, preemptions: tuple[Preemption, ...], now: float) -> int:

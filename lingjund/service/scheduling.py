@@ -19,7 +19,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import batch, dependencies, jobenv, preemption
+from lingjund.service import batch, dependencies, faulttol, jobenv, preemption
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task, terminate_on_nodes)
@@ -141,10 +141,11 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
     stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
+    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
+    env.update(faulttol.job_env(ctl, job))     # wp-faulttol: checkpoint dir, heartbeat file
     return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
         job_id=job.job_id, script=spec.script, argv=list(spec.argv),
-        environment=jobenv.batch_env(job, ctl.cluster, ctl.address,
-                                     master_addr=node_address(ctl, node)),
+        environment=env,
         work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
         stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
         user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
@@ -210,6 +211,7 @@ def run_pass(ctl: Controller) -> int:
             ctl.agents.send(job.batch_host, launch_message(ctl, job))
         # an allocation (srun/salloc) has no script: its client runs steps once told
     if started:
+        faulttol.after_starts(ctl, started)
         ctl.jobs_changed()
     return len(started)
 

@@ -135,4 +135,27 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN preempt_killed INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN preempt_requeue INTEGER NOT NULL DEFAULT 0
     """,
+    # 8
+    """
+    -- wp-faulttol: what happened to a job and why (lingjun events), and each
+    -- earlier run of a restarted or requeued job (sacct -D)
+    CREATE TABLE job_events (
+        job_id INTEGER NOT NULL,
+        time REAL NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL
+    );
+    CREATE INDEX job_events_job ON job_events(job_id);
+    CREATE TABLE job_attempts (
+        job_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        nodes TEXT NOT NULL DEFAULT '[]',
+        start_time REAL NOT NULL DEFAULT 0,
+        end_time REAL NOT NULL DEFAULT 0,
+        state TEXT NOT NULL,
+        exit_code INTEGER NOT NULL DEFAULT 0,
+        exit_signal INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (job_id, attempt)
+    )
+    """,
 ]

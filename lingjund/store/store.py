@@ -112,6 +112,28 @@ class NodeRecord:
     net_status: api_pb2.NetStatusReport | None = None   # wp-network: None = no report yet
 
 
+@dataclass(frozen=True)
+class JobEvent:
+    """wp-faulttol: one thing that happened to a job (lingjun events)."""
+    job_id: int
+    time: float
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """wp-faulttol: one ended run of a job that ran again (sacct -D)."""
+    job_id: int
+    attempt: int                      # 1 = the first run
+    state: str                        # how it ended
+    nodes: tuple[str, ...] = ()
+    start_time: float = 0.0
+    end_time: float = 0.0
+    exit_code: int = 0
+    exit_signal: int = 0
+
+
 def _job_from_row(row: dict) -> JobRecord:
     row = dict(row)
     spec = api_pb2.JobSpec()
@@ -360,6 +382,35 @@ class Store:
     def node(self, name: str) -> NodeRecord | None:
         row = next(self.db.query("SELECT * FROM nodes WHERE name = ?", [name]), None)
         return _node_from_row(row) if row else None
+
+    # -- wp-faulttol: job events and earlier attempts -------------------------------
+    def add_job_event(self, job_id: int, time: float, kind: str, text: str) -> None:
+        self.db.execute("INSERT INTO job_events (job_id, time, kind, text) VALUES (?, ?, ?, ?)",
+                        [job_id, time, kind, text])
+
+    def job_events(self, job_id: int) -> list[JobEvent]:
+        return [JobEvent(**r) for r in self.db.query(
+            "SELECT * FROM job_events WHERE job_id = ? ORDER BY time, rowid", [job_id])]
+
+    def put_attempt(self, a: Attempt) -> None:
+        """Record one ended run; recording the same attempt again keeps the first."""
+        row = dataclasses.asdict(a)
+        row["nodes"] = json.dumps(list(a.nodes))
+        self.db.execute("INSERT OR IGNORE INTO job_attempts ({}) VALUES ({})".format(
+            ", ".join(row), ", ".join("?" for _ in row)), list(row.values()))
+
+    def attempts(self, job_ids: Iterable[int]) -> dict[int, list[Attempt]]:
+        ids = list(job_ids)
+        out: dict[int, list[Attempt]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.db.query(
+                    "SELECT * FROM job_attempts WHERE job_id IN ({}) ORDER BY job_id, attempt".format(
+                        ", ".join("?" for _ in chunk)), chunk):
+                r = dict(r)
+                r["nodes"] = tuple(json.loads(r["nodes"]))
+                out.setdefault(r["job_id"], []).append(Attempt(**r))
+        return out
 
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table, the schema version too (for tests that

@@ -13,6 +13,7 @@ for the node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -36,13 +37,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.auth = auth_
         self.nonces = auth.NonceBook(lifetime_s=self.HANDSHAKE_TIMEOUT_S * 2)
 
-    def _refuse(self, context, why: str, node: str = "?") -> None:
+    async def _refuse(self, context, it, why: str, node: str = "?") -> None:
         """Log and end the stream UNAUTHENTICATED; the caller returns at once.
 
-        The status is set and the generator returns rather than context.abort():
-        abort raised inside this streaming generator sometimes reached the
-        agent as "INTERNAL: Internal error from Core" instead of the refusal."""
+        What the agent already sent behind its proof (its Register) is read
+        first: ending the stream while a write of the agent's is in flight made
+        the agent's call end "INTERNAL: Internal error from Core" now and then,
+        instead of with the refusal. A refused peer waits a moment; no harm."""
         log.warning("refused agent stream from %s (node %r): %s", context.peer(), node, why)
+        with contextlib.suppress(Exception):
+            for _ in range(4):
+                await asyncio.wait_for(it.__anext__(), timeout=0.3)
         context.set_code(grpc.StatusCode.UNAUTHENTICATED)
         context.set_details(auth.AUTH_ERROR)
 
@@ -55,17 +60,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=self.HANDSHAKE_TIMEOUT_S)
         except (StopAsyncIteration, asyncio.TimeoutError):
-            self._refuse(context, "no proof of the cluster key")
+            await self._refuse(context, it, "no proof of the cluster key")
             return
         if first.WhichOneof("msg") != "auth_proof":
-            self._refuse(context, f"sent {first.WhichOneof('msg')} before proving the cluster key")
+            await self._refuse(context, it, f"sent {first.WhichOneof('msg')} before proving the cluster key")
             return
         proof = first.auth_proof
         try:
             auth.verify_proof(self.auth.key, nonce, self.nonces, proof.node_name, proof.nonce,
                               proof.time_ms, proof.mac, self.auth.handshake_max_skew_s)
         except auth.AuthError as e:
-            self._refuse(context, str(e), proof.node_name)
+            await self._refuse(context, it, str(e), proof.node_name)
             return
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=30)
@@ -75,7 +80,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "first message must be Register")
         reg = first.register
         if reg.node_name != proof.node_name:
-            self._refuse(context, f"proved {proof.node_name!r} but registers {reg.node_name!r}",
+            await self._refuse(context, it, f"proved {proof.node_name!r} but registers {reg.node_name!r}",
                          reg.node_name)
             return
         conn = Connection(reg.node_name)

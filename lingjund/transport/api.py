@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, authz, errors, jobctl, jobs, network, nodes, steps
+from lingjund.service import allocations, authz, errors, faulttol, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 from lingjund.transport import validate
 
@@ -37,6 +37,8 @@ def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
             raise errors.InvalidRequest("Invalid path")
     if not spec.work_dir.startswith("/"):
         raise errors.InvalidRequest("The working directory must be an absolute path")
+    if (spec.HasField("max_restarts") and spec.max_restarts < 0) or spec.hang_timeout_s < 0:
+        raise errors.InvalidRequest("Invalid --max-restarts or --hang-timeout value")   # wp-faulttol
     if spec.launcher and spec.launcher not in launchers.LAUNCHERS:
         raise errors.InvalidRequest(f"Invalid --launcher argument: {spec.launcher}")
 
@@ -117,6 +119,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetBatchScript(self, request, context):     # wp-authz
         return authz.batch_script(self.ctl, request)
+
+    @unary
+    def GetFaulttolEvents(self, request, context):
+        return faulttol.get_events(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):

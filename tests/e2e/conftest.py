@@ -27,7 +27,8 @@ def _free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, root: Path, nodes: int = 4, cpus: int = 2, heartbeat_timeout: float = 30):
+    def __init__(self, root: Path, nodes: int = 4, cpus: int = 2, heartbeat_timeout: float = 30,
+                 up_args: tuple[str, ...] = ()):
         self.root = root
         self.state = root / "state"
         self.work = root / "work"
@@ -37,6 +38,7 @@ class Cluster:
         self.nodes = nodes
         self.cpus = cpus
         self.heartbeat_timeout = heartbeat_timeout
+        self.up_args = up_args          # more `lingjun up` flags (e.g. --restart-backoff)
         self.env = dict(os.environ)
         self.env.update({
             "PATH": BIN + os.pathsep + self.env.get("PATH", ""),
@@ -59,7 +61,7 @@ class Cluster:
     def up(self) -> None:
         self.run(["lingjun", "up", "--nodes", str(self.nodes), "--cpus", str(self.cpus),
                   "--state-dir", str(self.state), "--port", str(self.port), "--kill-wait", "2",
-                  "--heartbeat-timeout", str(self.heartbeat_timeout)],
+                  "--heartbeat-timeout", str(self.heartbeat_timeout), *self.up_args],
                  check=True, timeout=90)
 
     def down(self) -> None:

@@ -126,6 +126,11 @@ def test_victim_gets_its_signal_then_the_kill_after_grace_then_requeues(ctl):
     assert (job.state, job.reason, job.restarts) == (slurm.PENDING, slurm.REASON_BEGIN_TIME, 1)
     scheduling.run_pass(ctl)
     assert ctl.store.job(high).state == slurm.RUNNING
+    # wp-faulttol: the history says why, and sacct -D keeps the preempted run
+    [ev] = ctl.store.job_events(victim)
+    assert (ev.kind, ev.time) == ("preempted", 1060.0)
+    assert ev.text.startswith(f"preempted by job {high} on node[1-2]; requeued after 5 s grace"), ev.text
+    assert [a.state for a in ctl.store.attempts([victim])[victim]] == [slurm.PREEMPTED]
 
 
 def test_cancel_mode_with_no_grace_kills_at_once_and_ends_preempted(ctl):

@@ -1,0 +1,228 @@
+"""Fault tolerance: what becomes of running jobs when a node is lost or a job hangs.
+
+Node loss. ``nodes.check_heartbeats`` sets a silent node DOWN ("Not
+responding"); each pass, ``handle_lost_nodes`` then stops every running job
+holding a DOWN node, as a whole gang (no half-gang keeps running):
+
+    RUNNING, node2 of node[1-2] DOWN
+      batch host (node1) alive:  kill_reason NODE_FAIL, node1 told to stop the
+                                 job; its BatchFinished ends the run NODE_FAIL
+                                 (batch.record_batch_finished -> restarts.after_run)
+      batch host lost:           the run ends here and now, NODE_FAIL; the
+                                 survivors are told to stop and clean up
+    then: restartable (restarts.py) -> PENDING, same id and priority,
+          Restarts+1, BeginTime = now + backoff, on any nodes but DOWN ones
+          otherwise                 -> NODE_FAIL, reason NodeDown
+
+The failed node is excluded for as long as it is DOWN, because the scheduler
+never places work on a DOWN node; a node that was only silent comes back by
+registering, and its agent then kills what it still runs of jobs that are no
+longer expected there (nodes.register), so nothing runs twice.
+
+The check is by state, not by event, so it also catches what happened while
+the controller was down: a node whose agent died meanwhile never reconnects,
+goes DOWN one heartbeat timeout after the controller is back (timed from the
+controller's start, not from the last sighting before it), and its jobs are
+handled on the next pass.
+
+Hangs. A job may ask for ``--hang-timeout``: each agent reports, per running
+job, the last sign of life it saw (output written, task output relayed, the
+mtime of ``LINGJUN_HEARTBEAT_FILE``; ``lingjun_agent/launcher/watch.py``) in
+its heartbeats. ``check_hangs`` stops a job silent on every node for longer
+than its timeout (kill_reason HANG); the run then ends FAILED and restarts
+per the restart policy.
+
+Checkpoints. Every batch job sees ``LINGJUN_CHECKPOINT_DIR``, the same
+directory for every run of the job (``[faulttol] checkpoint_root``/<job id>,
+by default under the controller's state dir, which the local cluster
+shares), made by the agent and owned by the job's user; and
+``LINGJUN_HEARTBEAT_FILE`` inside it, a file the job may touch to say it lives.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from lingjun import slurm
+from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.service import batch, errors, restarts
+from lingjund.service.context import Controller
+from lingjund.service.jobctl import requeue_fields
+from lingjund.service.jobs import terminate_on_nodes
+from lingjund.store.store import JobRecord, StepRecord
+
+log = logging.getLogger("lingjund.faulttol")
+
+CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
+HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
+HEARTBEAT_NAME = ".lingjun-heartbeat"
+
+
+# -- checkpoints -----------------------------------------------------------------
+def checkpoint_dir(ctl: Controller, job: JobRecord) -> str:
+    root = ctl.config.faulttol.checkpoint_root or os.path.join(
+        ctl.config.controller.state_dir, "checkpoints")
+    return os.path.join(root, str(job.job_id))
+
+
+def job_env(ctl: Controller, job: JobRecord) -> dict[str, str]:
+    """What a batch script sees in addition to Slurm's variables."""
+    d = checkpoint_dir(ctl, job)
+    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
+
+
+# -- node loss ---------------------------------------------------------------------
+def handle_lost_nodes(ctl: Controller) -> None:
+    """Stop (and requeue or fail) every running job that holds a DOWN node."""
+    records = ctl.store.nodes()
+    down = {n for n, r in records.items() if r.down}
+    if not down:
+        return
+    now = ctl.clock()
+    for job in ctl.store.holding_jobs():
+        lost = [n for n in job.nodes if n in down]
+        if lost and job.state == slurm.RUNNING and job.kill_reason != restarts.NODE_LOST:
+            why = records[lost[0]].reason or "DOWN"
+            _node_lost(ctl, job, lost, why, now)
+        # A DOWN node will not say JobCleaned (if it returns, its agent kills what it
+        # still runs of the job at registration): stop waiting for it.
+        for n in set(job.completing) & down:
+            batch.job_cleaned(ctl, n, agent_pb2.JobCleaned(job_id=job.job_id))
+
+
+def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: float) -> None:
+    lost_txt = slurm.compress_hostlist(lost)
+    cleanup: tuple[str, ...] = ()
+    stop_batch_host = False
+    with ctl.store.transaction() as st:
+        cur = st.job(job.job_id)
+        if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == restarts.NODE_LOST:
+            return
+        restarts.record_job_event(
+            st, cur.job_id, restarts.EV_NODE_LOST,
+            f"node {lost_txt} lost ({why}) while running on "
+            f"{slurm.compress_hostlist(list(cur.nodes))}", now)
+        alive = tuple(n for n in cur.nodes if n not in lost and ctl.agents.connected(n))
+        batch_alive = cur.batch_host not in lost and cur.batch_host in alive
+        if cur.kill_reason and batch_alive:
+            return      # already being stopped (cancel, time limit...): its result ends it
+        if cur.kill_reason and cur.spec.batch:
+            # Being stopped, and its script is gone with the node: end it as asked.
+            state, reason = batch.final_state(cur.kill_reason, agent_pb2.BatchFinished(signal=9),
+                                              lost=False)
+            cleanup = alive
+            st.update_job(cur.job_id, state=state, reason=reason, end_time=now, exit_signal=9,
+                          completing=alive)
+        elif not cur.spec.batch:
+            cleanup = batch.finish_allocation(ctl, st, cur, slurm.NODE_FAIL,
+                                              slurm.REASON_NODE_DOWN, now, exit_signal=9)
+        elif batch_alive:
+            # The script still runs: stop it; its result ends the run (batch.py).
+            st.update_job(cur.job_id, kill_reason=restarts.NODE_LOST)
+            stop_batch_host = True
+        else:
+            cleanup = alive
+            delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)
+            if delay is not None:
+                st.update_job(cur.job_id, completing=alive,
+                              **requeue_fields(cur, now, delay, hold=False,
+                                               release_nodes=not alive))
+            else:
+                st.update_job(cur.job_id, state=slurm.NODE_FAIL, reason=slurm.REASON_NODE_DOWN,
+                              end_time=now, exit_code=0, exit_signal=9, completing=alive)
+            st.put_step(StepRecord(
+                job_id=cur.job_id, step_id="batch", name="batch", state=slurm.NODE_FAIL,
+                exit_signal=9, nodes=(cur.batch_host,), num_tasks=1,
+                num_cpus=cur.cpus_per_node[0] if cur.cpus_per_node else 1,
+                start_time=cur.start_time, end_time=now))
+    log.warning("job=%d node=%s: node lost (%s), stopping the job on %s", job.job_id, lost_txt,
+                why, slurm.compress_hostlist(list(alive)) or "no node")
+    if stop_batch_host:
+        terminate_on_nodes(ctl, cur, "node failure")
+    else:
+        batch.send_cleanup(ctl, cur.job_id, cleanup, min(2.0, ctl.config.controller.kill_wait_s),
+                           "node failure")
+
+
+def next_check(ctl: Controller) -> float | None:
+    """The next moment a silent node goes DOWN or a job can be declared hung, so
+    the scheduler's timer wakes then instead of up to a whole interval later."""
+    timeout = ctl.config.controller.heartbeat_timeout_s
+    times = [max(r.last_seen, ctl.started_at) + timeout + 0.01
+             for r in ctl.store.nodes().values()
+             if r.registered and not r.down and not ctl.agents.connected(r.name)]
+    for job in ctl.store.jobs(states=[slurm.RUNNING]):
+        if job.spec.hang_timeout_s > 0 and not job.kill_reason and job.launched:
+            seen = max(ctl.activity.get(job.job_id, 0.0), job.start_time)
+            times.append(seen + job.spec.hang_timeout_s + 0.01)
+    return min(times) if times else None
+
+
+# -- hangs ---------------------------------------------------------------------------
+def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
+    """Keep the newest sign of life per job over all of its nodes (not persisted:
+    after a controller restart every job counts as alive at its first pass)."""
+    for a in hb.activity:
+        if a.last_activity > ctl.activity.get(a.job_id, 0.0):
+            ctl.activity[a.job_id] = a.last_activity
+
+
+def check_hangs(ctl: Controller) -> None:
+    now = ctl.clock()
+    hung: list[tuple[JobRecord, float]] = []
+    running = ctl.store.jobs(states=[slurm.RUNNING])
+    live = {j.job_id for j in running}
+    for jid in [j for j in ctl.activity if j not in live]:
+        del ctl.activity[jid]
+    for job in running:
+        timeout = job.spec.hang_timeout_s
+        if timeout <= 0 or job.kill_reason or not job.launched:
+            continue
+        seen = ctl.activity.setdefault(job.job_id, now)
+        last = max(seen, job.start_time)
+        if now - last > timeout:
+            hung.append((job, now - last))
+    if not hung:
+        return
+    with ctl.store.transaction() as st:
+        for job, idle in hung:
+            st.update_job(job.job_id, kill_reason=restarts.HANG)
+            restarts.record_job_event(
+                st, job.job_id, restarts.EV_HANG,
+                f"hang detected: no output or heartbeat for {idle:.0f} s "
+                f"(--hang-timeout {job.spec.hang_timeout_s} s) on "
+                f"{slurm.compress_hostlist(list(job.nodes))}", now)
+    for job, _ in hung:
+        terminate_on_nodes(ctl, job, "hang")
+
+
+# -- starts and history ----------------------------------------------------------------
+def after_starts(ctl: Controller, started: list[JobRecord]) -> None:
+    """Record where restarted jobs run again, and forget the old run's activity."""
+    again = [j for j in started if j.restarts]
+    for j in started:
+        ctl.activity.pop(j.job_id, None)
+    if not again:
+        return
+    now = ctl.clock()
+    with ctl.store.transaction() as st:
+        for job in again:
+            restarts.note_started(st, job, now)
+
+
+def attempt_msgs(attempts) -> list[api_pb2.FaulttolAttempt]:
+    return [api_pb2.FaulttolAttempt(
+        attempt=a.attempt, nodes=slurm.compress_hostlist(list(a.nodes)),
+        start_time=int(a.start_time), end_time=int(a.end_time), state=a.state,
+        exit_code=a.exit_code, exit_signal=a.exit_signal) for a in attempts]
+
+
+def get_events(ctl: Controller, req: api_pb2.GetFaulttolEventsRequest) -> api_pb2.GetFaulttolEventsResponse:
+    job = ctl.store.job(req.job_id)
+    if job is None:
+        raise errors.InvalidJobId()
+    events = [api_pb2.FaulttolJobEvent(time=int(e.time), kind=e.kind, text=e.text)
+              for e in ctl.store.job_events(job.job_id)]
+    return api_pb2.GetFaulttolEventsResponse(
+        events=events, attempts=attempt_msgs(ctl.store.attempts([job.job_id]).get(job.job_id, [])),
+        state=job.state)

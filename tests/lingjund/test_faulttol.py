@@ -1,0 +1,266 @@
+"""Fault tolerance in the service layer over a real SQLite store: node loss,
+restart policy and backoff, hang detection, the history a job keeps."""
+from __future__ import annotations
+
+import pytest
+
+from lingjun import config, slurm
+from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.sched.snapshot import Plan, Start
+from lingjund.service import batch, errors, faulttol, jobs, nodes, restarts, scheduling
+from lingjund.service.agents import Connection
+from lingjund.service.context import Controller
+from lingjund.store.store import Store
+
+CONF = """
+[controller]
+heartbeat_timeout_s = 3
+[faulttol]
+restart_backoff_s = 10
+restart_backoff_max_s = 25
+[[nodes]]
+names = "node[1-4]"
+cpus = 2
+memory_mb = 2000
+[[partitions]]
+name = "debug"
+nodes = "ALL"
+"""
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def ctl(tmp_path):
+    store = Store(str(tmp_path / "db.sqlite"))
+    c = Controller(config=config.parse(CONF), store=store, clock=Clock())
+    with store.transaction() as st:
+        for i in range(1, 5):
+            st.put_node(f"node{i}", registered=True, last_seen=1000.0)
+    yield c
+    store.close()
+
+
+def connect(ctl, *names) -> dict[str, Connection]:
+    out = {}
+    for n in names:
+        out[n] = Connection(node=n)
+        ctl.agents.attach(out[n])
+    return out
+
+
+def sent(conn: Connection) -> list[str]:
+    out = []
+    while not conn.outbox.empty():
+        msg = conn.outbox.get_nowait()
+        out.append(msg.WhichOneof("msg") if msg is not None else "close")
+    return out
+
+
+def run_job(ctl, nodes=("node1", "node2"), **kw) -> int:
+    spec = api_pb2.JobSpec(name="train", script="#!/bin/sh\ntrue\n", work_dir="/w", user="u",
+                           uid=1, batch=True, min_nodes=len(nodes), **kw)
+    jid = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec)).job_id
+    n = len(nodes)
+    scheduling.apply_plan(ctl, Plan(starts=(Start(
+        job_id=jid, nodes=tuple(nodes), cpus_per_node=(1,) * n, mem_per_node_mb=(0,) * n,
+        gpus_per_node=(0,) * n, tasks_per_node=(1,) * n),)), ctl.clock())
+    with ctl.store.transaction() as st:
+        st.update_job(jid, launched=True)
+    return jid
+
+
+def lose(ctl, name: str) -> None:
+    with ctl.store.transaction() as st:
+        st.put_node(name, down=True, reason=nodes.NOT_RESPONDING)
+    faulttol.handle_lost_nodes(ctl)
+
+
+def finished(ctl, node: str, jid: int, exit_code: int = 0, sig: int = 0) -> None:
+    batch.record_batch_finished(ctl, node, agent_pb2.BatchFinished(
+        job_id=jid, exit_code=exit_code, signal=sig, start_time=1000, end_time=int(ctl.clock())))
+
+
+def kinds(ctl, jid) -> list[str]:
+    return [e.kind for e in ctl.store.job_events(jid)]
+
+
+def test_losing_the_batch_host_requeues_the_gang_and_stops_the_survivor(ctl):
+    conns = connect(ctl, "node2")
+    jid = run_job(ctl, requeue=True)
+    ctl.clock.t = 1010.0
+    lose(ctl, "node1")
+    job = ctl.store.job(jid)
+    assert (job.state, job.reason, job.restarts) == ("PENDING", "BeginTime", 1)
+    assert job.eligible_time == 1010.0 + 10, "first restart waits restart_backoff_s"
+    assert job.completing == ("node2",), "the survivor still cleans up"
+    assert sent(conns["node2"]) == ["terminate_job"]
+    [a] = ctl.store.attempts([jid])[jid]
+    assert (a.attempt, a.state, a.nodes, a.start_time, a.end_time) == (
+        1, "NODE_FAIL", ("node1", "node2"), 1000.0, 1010.0)
+    assert kinds(ctl, jid) == ["node_lost", "requeued"]
+    assert "node node1 lost (Not responding) while running on node[1-2]" in \
+        ctl.store.job_events(jid)[0].text
+    batch.job_cleaned(ctl, "node2", agent_pb2.JobCleaned(job_id=jid))
+    assert ctl.store.job(jid).nodes == (), "released once the survivor is clean"
+
+
+def test_losing_another_node_stops_the_script_whose_end_then_requeues_the_job(ctl):
+    conns = connect(ctl, "node1")
+    jid = run_job(ctl, requeue=True)
+    lose(ctl, "node2")
+    job = ctl.store.job(jid)
+    assert (job.state, job.kill_reason) == ("RUNNING", "NODE_FAIL")
+    assert sent(conns["node1"]) == ["terminate_job"]
+    lose(ctl, "node2")          # the next pass: nothing more to do
+    assert sent(conns["node1"]) == [] and kinds(ctl, jid) == ["node_lost"]
+    finished(ctl, "node1", jid, sig=15)
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts, job.completing) == ("PENDING", 1, ("node1",))
+    assert [a.state for a in ctl.store.attempts([jid])[jid]] == ["NODE_FAIL"]
+    assert ctl.store.steps([jid])[jid][0].state == "NODE_FAIL"
+
+
+def test_a_job_that_may_not_be_requeued_ends_node_fail(ctl):
+    connect(ctl, "node2")
+    jid = run_job(ctl, requeue=False)
+    lose(ctl, "node1")
+    job = ctl.store.job(jid)
+    assert (job.state, job.reason, job.restarts) == ("NODE_FAIL", "NodeDown", 0)
+    assert ctl.store.attempts([jid]) == {}
+    assert kinds(ctl, jid) == ["node_lost"]
+
+
+def test_a_requeued_job_starts_again_on_nodes_that_are_up(ctl):
+    connect(ctl, "node2", "node3", "node4")
+    jid = run_job(ctl, requeue=True)
+    lose(ctl, "node1")
+    batch.job_cleaned(ctl, "node2", agent_pb2.JobCleaned(job_id=jid))
+    ctl.clock.t = 1011.0
+    assert scheduling.run_pass(ctl) == 1
+    job = ctl.store.job(jid)
+    assert job.state == "RUNNING" and "node1" not in job.nodes, job.nodes
+    assert ctl.store.job_events(jid)[-1].text == \
+        f"attempt 2 started on {slurm.compress_hostlist(list(job.nodes))}"
+    launch = scheduling.launch_message(ctl, job).launch_batch
+    jobs_env = dict(launch.environment)
+    assert jobs_env["SLURM_RESTART_COUNT"] == "1"
+    assert jobs_env["LINGJUN_CHECKPOINT_DIR"] == f"{ctl.config.controller.state_dir}/checkpoints/{jid}"
+    assert jobs_env["LINGJUN_HEARTBEAT_FILE"].startswith(jobs_env["LINGJUN_CHECKPOINT_DIR"] + "/")
+
+
+def test_max_restarts_restarts_a_failed_run_with_a_doubling_capped_backoff(ctl):
+    connect(ctl, "node1")
+    jid = run_job(ctl, nodes=("node1",), max_restarts=3)
+    waits = []
+    for attempt in range(4):
+        ctl.clock.t += 100
+        finished(ctl, "node1", jid, exit_code=1)
+        job = ctl.store.job(jid)
+        if job.state == "PENDING":
+            waits.append(job.eligible_time - ctl.clock.t)
+            batch.job_cleaned(ctl, "node1", agent_pb2.JobCleaned(job_id=jid))
+            scheduling.apply_plan(ctl, Plan(starts=(Start(
+                job_id=jid, nodes=("node1",), cpus_per_node=(1,), mem_per_node_mb=(0,),
+                gpus_per_node=(0,), tasks_per_node=(1,)),)), ctl.clock.t)
+    assert waits == [10, 20, 25], "10 s, doubled, capped at restart_backoff_max_s"
+    job = ctl.store.job(jid)
+    assert (job.state, job.reason, job.restarts) == ("FAILED", "NonZeroExitCode", 3)
+    assert [a.state for a in ctl.store.attempts([jid])[jid]] == ["FAILED"] * 3
+    assert kinds(ctl, jid)[-1] == "gave_up"
+
+
+def test_a_failed_run_without_max_restarts_is_final(ctl):
+    connect(ctl, "node1")
+    jid = run_job(ctl, nodes=("node1",), requeue=True)
+    finished(ctl, "node1", jid, exit_code=2)
+    assert ctl.store.job(jid).state == "FAILED"
+    assert kinds(ctl, jid) == []
+
+
+def test_a_job_silent_past_its_hang_timeout_is_stopped_and_restarted(ctl):
+    conns = connect(ctl, "node1")
+    jid = run_job(ctl, nodes=("node1",), hang_timeout_s=5, max_restarts=1)
+    quiet = run_job(ctl, nodes=("node1",))            # no --hang-timeout: never judged
+    faulttol.check_hangs(ctl)
+    ctl.clock.t = 1004.0
+    nodes.heartbeat(ctl, conns["node1"], agent_pb2.Heartbeat(activity=[
+        agent_pb2.FaulttolActivity(job_id=jid, last_activity=1004.0)]))
+    ctl.clock.t = 1008.0
+    faulttol.check_hangs(ctl)
+    assert ctl.store.job(jid).kill_reason == "", "it wrote at 1004: alive at 1008"
+    ctl.clock.t = 1009.5
+    faulttol.check_hangs(ctl)
+    assert ctl.store.job(jid).kill_reason == "HANG"
+    assert ctl.store.job(quiet).kill_reason == ""
+    assert sent(conns["node1"]) == ["terminate_job"]
+    assert "no output or heartbeat for 6 s" in ctl.store.job_events(jid)[0].text
+    finished(ctl, "node1", jid, sig=15)
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts) == ("PENDING", 1)
+    assert kinds(ctl, jid) == ["hang", "requeued"]
+    assert "ended hang" in ctl.store.job_events(jid)[1].text
+
+
+def test_silence_is_timed_from_the_controllers_start_at_the_latest(ctl):
+    ctl.started_at = 1000.0
+    ctl.clock.t = 1002.0
+    with ctl.store.transaction() as st:
+        st.put_node("node3", last_seen=500.0)      # last seen long before this controller
+    nodes.check_heartbeats(ctl)
+    assert not ctl.store.node("node3").down, "agents get a full timeout to reconnect"
+    ctl.clock.t = 1003.5
+    nodes.check_heartbeats(ctl)
+    assert ctl.store.node("node3").down and ctl.store.node("node3").reason == "Not responding"
+
+
+def test_events_of_an_unknown_job_are_refused(ctl):
+    with pytest.raises(errors.InvalidJobId):
+        faulttol.get_events(ctl, api_pb2.GetFaulttolEventsRequest(job_id=99))
+
+
+def test_record_job_event_is_what_other_areas_call(ctl):
+    jid = run_job(ctl)
+    with ctl.store.transaction() as st:
+        restarts.record_job_event(st, jid, restarts.EV_PREEMPTED, "preempted by job 7", 1234.0)
+    reply = faulttol.get_events(ctl, api_pb2.GetFaulttolEventsRequest(job_id=jid))
+    assert [(e.time, e.kind, e.text) for e in reply.events] == [(1234, "preempted", "preempted by job 7")]
+
+
+def test_a_survivor_that_dies_while_cleaning_up_does_not_hold_the_job_back(ctl):
+    connect(ctl, "node2")
+    jid = run_job(ctl, requeue=True)
+    lose(ctl, "node1")
+    assert ctl.store.job(jid).completing == ("node2",)
+    ctl.agents.detach(ctl.agents.get("node2"))
+    lose(ctl, "node2")
+    job = ctl.store.job(jid)
+    assert (job.state, job.completing, job.nodes) == ("PENDING", (), ())
+
+
+def test_a_hung_job_that_exits_zero_when_stopped_still_failed(ctl):
+    connect(ctl, "node1")
+    jid = run_job(ctl, nodes=("node1",), hang_timeout_s=5)
+    faulttol.check_hangs(ctl)
+    ctl.clock.t = 1010.0
+    faulttol.check_hangs(ctl)
+    finished(ctl, "node1", jid, exit_code=0)      # its trap caught SIGTERM and exited 0
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts) == ("PENDING", 1), "requeueable by default: restarted"
+    assert [a.state for a in ctl.store.attempts([jid])[jid]] == ["FAILED"]
+
+
+def test_the_timer_wakes_when_a_silent_node_or_a_quiet_job_is_due(ctl):
+    connect(ctl, "node1", "node2", "node3")          # node4 has no stream since 1000
+    ctl.started_at = 990.0
+    assert faulttol.next_check(ctl) == pytest.approx(1003.01), "node4: last seen 1000 + 3 s"
+    jid = run_job(ctl, nodes=("node1",), hang_timeout_s=2)
+    assert faulttol.next_check(ctl) == pytest.approx(1002.01), "the job: started 1000 + 2 s"
+    ctl.activity[jid] = 1005.0
+    assert faulttol.next_check(ctl) == pytest.approx(1003.01)
