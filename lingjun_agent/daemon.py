@@ -36,6 +36,12 @@ async def _main(agent: Agent) -> None:
     agent.net.stop()
 
 
+def _configured(cfg: configmod.Config, node: str) -> tuple[int, int, int]:
+    """(cpus, memory MB, GPUs) the configuration gives the node: what its probes check."""
+    n = cfg.node(node)
+    return (n.cpus, n.memory_mb, n.gpus) if n else (0, 0, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lingjun-agent", description="Lingjun node agent")
     p.add_argument("-c", "--config")
@@ -62,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
-                  rdma_root=cfg.network.rdma_sysfs_root)
+                  rdma_root=cfg.network.rdma_sysfs_root, sanity=cfg.sanity,
+                  configured=_configured(cfg, args.node))
     try:
         asyncio.run(_main(agent))
     except KeyboardInterrupt:

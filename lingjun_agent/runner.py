@@ -30,6 +30,8 @@ from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
 from lingjun_agent.launcher import batch, distributed, procs, tasks
 from lingjun_agent.network.agent import NetworkOwner
+from lingjun_agent.sanity import probes as sanity_probes
+from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
 VERSION = "lingjun-0.1.0"
@@ -42,7 +44,8 @@ class Refused(Exception):
 class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
-                 reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband"):
+                 reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband",
+                 sanity=None, configured: tuple[int, int, int] = (0, 0, 0)):
         self.node = node
         self.controller = controller
         self.state_dir = Path(state_dir)
@@ -63,6 +66,17 @@ class Agent:
         self._rng = random.Random(node)
         # wp-network: the NIC reconciler (a thread) while the node has a profile
         self.net = NetworkOwner(self, rdma_root)
+        # wp-sanity: health probes; ``configured`` is the node's (cpus, memory, gpus)
+        # in the controller's configuration, what the probes hold the node to.
+        from lingjun.config import SanityConfig
+        self.clock_offset: float | None = None
+        self.job_uids: dict[int, int] = {}
+        self.sanity = SanityRunner(sanity or SanityConfig(), sanity_probes.NodeContext(
+            node=node, spool=str(self.state_dir), cpus=configured[0], memory_mb=configured[1],
+            gpus=configured[2], mark=self.mark, rdma_root=rdma_root,
+            clock_offset=lambda: self.clock_offset, expected_jobs=self._expected_jobs,
+            job_users=lambda: set(self.job_uids.values()), declared_cpus=cpus,
+            declared_memory_mb=memory_mb))
 
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
@@ -96,10 +110,12 @@ class Agent:
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
+            checked = await self.sanity.run("register")
             await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
                 node_name=self.node, inventory=inventory.collect(*self.inv_args),
                 running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
-                agent_start_time=self.started_at, version=VERSION)))
+                agent_start_time=self.started_at, version=VERSION,
+                sanity=[to_pb(r) for r in checked])))
             first = await call.read()
             if first is grpc.aio.EOF or first.WhichOneof("msg") != "register_reply":
                 raise ConnectionError("controller closed the stream before replying")
@@ -114,6 +130,7 @@ class Agent:
             self.net.set_profile(reply.net_profile if reply.HasField("net_profile") else None)
             writer = asyncio.create_task(self._write(call, self.outbox))
             beat = asyncio.create_task(self._heartbeats())
+            probing = asyncio.create_task(self._periodic_sanity())
             try:
                 while True:
                     msg = await call.read()
@@ -124,6 +141,7 @@ class Agent:
             finally:
                 writer.cancel()
                 beat.cancel()
+                probing.cancel()
 
     async def _write(self, call, queue: asyncio.Queue) -> None:
         while True:
@@ -139,6 +157,25 @@ class Agent:
             self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
                 seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
                 running_job_ids=sorted(set(self.batches) | {j for j, _ in self.steps}))))
+
+    async def _periodic_sanity(self) -> None:
+        if not self.sanity.cfg.interval_s:
+            return
+        while True:
+            await asyncio.sleep(self.sanity.next_wait())
+            results = await self.sanity.run("periodic")
+            self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+                phase="periodic", results=[to_pb(r) for r in results])))
+
+    async def _prolog(self, job_id: int) -> None:
+        results = await self.sanity.run("prolog", job_id)
+        self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+            phase="prolog", job_id=job_id, results=[to_pb(r) for r in results])))
+
+    def _expected_jobs(self) -> set[int]:
+        """Jobs whose processes belong here (the process probe's stray check)."""
+        return (set(self.batches) | {j for j, _ in self.steps} | set(self.terminating)
+                | set(self.launching) | set(self.unacked))
 
     def send(self, msg: agent_pb2.AgentMessage) -> bool:
         if self.outbox is None:
@@ -177,6 +214,11 @@ class Agent:
             self._forget(msg.ack_batch_finished.job_id)
         elif kind == "net_profile":
             self.net.set_profile(msg.net_profile)
+        elif kind == "sanity_prolog":
+            asyncio.create_task(self._prolog(msg.sanity_prolog.job_id))
+        elif kind == "sanity_clock":
+            c = msg.sanity_clock
+            self.clock_offset = c.controller_time - (c.echo_sent_at + time.time()) / 2
         else:
             log.warning("unexpected message %s", kind)
 
@@ -192,6 +234,7 @@ class Agent:
                 job_id=jid, pid=self.batches[jid].pid)))
             return
         self.launching.add(jid)
+        self.job_uids[jid] = lb.uid
         port = 0
         try:
             env = dict(lb.environment)
@@ -270,6 +313,7 @@ class Agent:
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
+        self.job_uids[lt.job_id] = lt.uid
         running = self.steps.setdefault(key, [])
         # srun -o with %t/%n/%N: each file starts empty once per step, then tasks append
         tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p})
@@ -354,4 +398,5 @@ class Agent:
         self.terminating[jid] = asyncio.create_task(go())
 
     def _cleaned(self, jid: int) -> None:
+        self.job_uids.pop(jid, None)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

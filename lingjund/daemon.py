@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import config as configmod
 from lingjun.sdnotify import notify
-from lingjund.service import allocations, nodes, scheduling
+from lingjund.service import allocations, health, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.server import build_server
@@ -46,6 +46,7 @@ async def scheduler_loop(ctl: Controller) -> None:
         wake.clear()
         try:
             nodes.check_heartbeats(ctl)
+            health.check_prologs(ctl)          # wp-sanity
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:

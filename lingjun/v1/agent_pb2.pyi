@@ -66,20 +66,22 @@ class BatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version")
+    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     UNACKED_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_TIME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    SANITY_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     inventory: Inventory
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
     unacked: _containers.RepeatedCompositeFieldContainer[BatchFinished]
     agent_start_time: int
     version: str
-    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+    sanity: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
+    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ..., sanity: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids")
@@ -214,8 +216,32 @@ class NetProfileSpec(_message.Message):
     uplinks: _containers.RepeatedCompositeFieldContainer[NetUplinkSpec]
     def __init__(self, name: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetInterfaceSpec, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkSpec, _Mapping]]] = ...) -> None: ...
 
+class SanityReport(_message.Message):
+    __slots__ = ("phase", "job_id", "results")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    job_id: int
+    results: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
+    def __init__(self, phase: _Optional[str] = ..., job_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ...) -> None: ...
+
+class SanityPrologRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class SanityClock(_message.Message):
+    __slots__ = ("echo_sent_at", "controller_time")
+    ECHO_SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
+    echo_sent_at: float
+    controller_time: float
+    def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ...) -> None: ...
+
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "sanity_report")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +250,7 @@ class AgentMessage(_message.Message):
     TASK_EXIT_FIELD_NUMBER: _ClassVar[int]
     JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
     NET_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SANITY_REPORT_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     batch_started: BatchStarted
@@ -232,7 +259,8 @@ class AgentMessage(_message.Message):
     task_exit: AgentTaskExit
     job_cleaned: JobCleaned
     net_status: _api_pb2.NetStatusReport
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ...) -> None: ...
+    sanity_report: SanityReport
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile")
@@ -368,7 +396,7 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "sanity_prolog", "sanity_clock")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +404,8 @@ class ControllerMessage(_message.Message):
     TERMINATE_JOB_FIELD_NUMBER: _ClassVar[int]
     ACK_BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
     NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SANITY_PROLOG_FIELD_NUMBER: _ClassVar[int]
+    SANITY_CLOCK_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
@@ -383,4 +413,6 @@ class ControllerMessage(_message.Message):
     terminate_job: TerminateJob
     ack_batch_finished: AckBatchFinished
     net_profile: NetProfileSpec
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ...) -> None: ...
+    sanity_prolog: SanityPrologRequest
+    sanity_clock: SanityClock
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ...) -> None: ...

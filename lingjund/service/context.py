@@ -27,6 +27,8 @@ class Controller:
     live: dict = field(default_factory=dict)
     # job_id -> the live lease of an srun/salloc allocation (service/allocations.py)
     allocations: dict = field(default_factory=dict)
+    # wp-sanity: job_id -> its prolog in progress (service/health.py)
+    prologs: dict = field(default_factory=dict)
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False
     _wake: asyncio.Event | None = None

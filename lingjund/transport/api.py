@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, errors, jobctl, jobs, network, nodes, steps
+from lingjund.service import allocations, errors, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.api")
@@ -114,6 +114,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def NetReconfigure(self, request, context):
         return network.reconfigure(self.ctl)
+
+    @unary
+    def GetSanityResults(self, request, context):       # wp-sanity
+        return health.sanity_results(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):
