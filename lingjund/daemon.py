@@ -65,14 +65,16 @@ async def serve(cfg: configmod.Config, ready_file: str | None = None) -> None:
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
              cfg.cluster_name, cc.listen, port, cc.state_dir)
-    if ready_file:
-        Path(ready_file).write_text(str(port))
-    notify("READY=1")
-    sched = asyncio.create_task(scheduler_loop(ctl))
+    # Handlers before READY: a SIGTERM sent the moment systemd (or a test) hears
+    # READY must stop us cleanly, not kill us with the default action.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if ready_file:
+        Path(ready_file).write_text(str(port))
+    notify("READY=1")
+    sched = asyncio.create_task(scheduler_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
