@@ -42,6 +42,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     hold_down_s = 5.0               # the primary must stay up this long before traffic returns
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
+    [sanity]                        # node health probes (SanityConfig lists every key)
+    interval_s = 300.0
+    scratch_paths = ["/scratch/{node}"]
+    dropin_dir = "/etc/lingjun/probes.d"
+
 lingjun_agent/network/profile.py documents every key of a profile.
 """
 from __future__ import annotations
