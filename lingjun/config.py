@@ -217,6 +217,8 @@ class SanityConfig:
     rdma_devices: tuple[str, ...] = ()  # must be present; () = check those present, if any
     rdma_min_rate_gbps: float = 0.0
     nics: tuple[str, ...] = ()         # "NAME" or "NAME:MTU": up, carrier, and that MTU
+    reachability: bool = True          # TCP all-to-all among a multi-node job's agents in its prolog
+    reach_timeout_s: float = 2.0
     flap_window_s: float = 3600.0      # this many recoveries in the window: stays drained
     flap_count: int = 3
     nvml_module: str = "pynvml"        # the NVML binding's module name

@@ -31,6 +31,7 @@ from lingjun_agent import inventory
 from lingjun_agent.launcher import batch, distributed, procs, tasks
 from lingjun_agent.network.agent import NetworkOwner
 from lingjun_agent.sanity import probes as sanity_probes
+from lingjun_agent.sanity import reach
 from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
@@ -70,6 +71,7 @@ class Agent:
         # in the controller's configuration, what the probes hold the node to.
         from lingjun.config import SanityConfig
         self.clock_offset: float | None = None
+        self.reach = reach.Listener(node)
         self.job_uids: dict[int, int] = {}
         self.sanity = SanityRunner(sanity or SanityConfig(), sanity_probes.NodeContext(
             node=node, spool=str(self.state_dir), cpus=configured[0], memory_mb=configured[1],
@@ -111,8 +113,13 @@ class Agent:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
             checked = await self.sanity.run("register")
+            inv = inventory.collect(*self.inv_args)
+            if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
+                if self.reach.server is None:
+                    await self.reach.start(inv.address or "127.0.0.1")
+                inv.sanity_port = self.reach.port
             await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
-                node_name=self.node, inventory=inventory.collect(*self.inv_args),
+                node_name=self.node, inventory=inv,
                 running_job_ids=sorted(running), unacked=[self._result_msg(r) for r in self.unacked.values()],
                 agent_start_time=self.started_at, version=VERSION,
                 sanity=[to_pb(r) for r in checked])))
@@ -167,10 +174,18 @@ class Agent:
             self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
                 phase="periodic", results=[to_pb(r) for r in results])))
 
-    async def _prolog(self, job_id: int) -> None:
-        results = await self.sanity.run("prolog", job_id)
+    async def _prolog(self, req: agent_pb2.SanityPrologRequest) -> None:
+        unreachable: list[str] = []
+        if req.peers:
+            (results, (tcp, unreachable)) = await asyncio.gather(
+                self.sanity.run("prolog", req.job_id),
+                reach.check(self.node, req.peers, self.sanity.cfg.reach_timeout_s))
+            results = [*results, tcp]
+        else:
+            results = await self.sanity.run("prolog", req.job_id)
         self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
-            phase="prolog", job_id=job_id, results=[to_pb(r) for r in results])))
+            phase="prolog", job_id=req.job_id, results=[to_pb(r) for r in results],
+            unreachable=unreachable)))
 
     def _expected_jobs(self) -> set[int]:
         """Jobs whose processes belong here (the process probe's stray check)."""
@@ -215,7 +230,7 @@ class Agent:
         elif kind == "net_profile":
             self.net.set_profile(msg.net_profile)
         elif kind == "sanity_prolog":
-            asyncio.create_task(self._prolog(msg.sanity_prolog.job_id))
+            asyncio.create_task(self._prolog(msg.sanity_prolog))
         elif kind == "sanity_clock":
             c = msg.sanity_clock
             self.clock_offset = c.controller_time - (c.echo_sent_at + time.time()) / 2

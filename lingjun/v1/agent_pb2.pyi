@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type")
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type", "sanity_port")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Inventory(_message.Message):
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SANITY_PORT_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     cpus: int
     real_memory_mb: int
@@ -39,7 +40,8 @@ class Inventory(_message.Message):
     address: str
     tmp_disk_mb: int
     gpu_type: str
-    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ...) -> None: ...
+    sanity_port: int
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
     __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
@@ -217,20 +219,34 @@ class NetProfileSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetInterfaceSpec, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkSpec, _Mapping]]] = ...) -> None: ...
 
 class SanityReport(_message.Message):
-    __slots__ = ("phase", "job_id", "results")
+    __slots__ = ("phase", "job_id", "results", "unreachable")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
     phase: str
     job_id: int
     results: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
-    def __init__(self, phase: _Optional[str] = ..., job_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ...) -> None: ...
+    unreachable: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, phase: _Optional[str] = ..., job_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ..., unreachable: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SanityPeer(_message.Message):
+    __slots__ = ("node", "address", "port")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    address: str
+    port: int
+    def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class SanityPrologRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "peers")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+    peers: _containers.RepeatedCompositeFieldContainer[SanityPeer]
+    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ...) -> None: ...
 
 class SanityClock(_message.Message):
     __slots__ = ("echo_sent_at", "controller_time")

@@ -26,6 +26,13 @@ time and restart count unchanged (it was never started, so nothing is
 it lands on healthy nodes in the same breath, or pends with Slurm's reason.
 A node that does not answer within prolog_timeout_s counts as failed.
 
+TCP all-to-all ([sanity] reachability, multi-node jobs): the request names
+every node's reachability listener; each node reports the peers it could
+not reach. Once every node has answered, a node that most of its peers
+(at least half, and at least one) could not reach is the one to blame: it
+is drained "tcp: unreachable from node1,node4" and the job goes back as
+above. A node that merely could not reach others is not drained for it.
+
 Worked example: a 4-node job is placed on node[1-4]; node3's drop-in
 ``gpu_burn`` fails in the prolog. node3 becomes DRAIN
 "dropin:gpu_burn: ..."; the job is PENDING again; the next pass places it
@@ -34,6 +41,7 @@ on node[1-2,4-5].
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
 from lingjun import slurm
@@ -114,6 +122,8 @@ class Prolog:
     job_id: int
     started: float
     waiting: set[str] = field(default_factory=set)
+    unreached: dict[str, set[str]] = field(default_factory=dict)   # node -> who could not reach it
+    size: int = 1
 
 
 def wants_prolog(ctl: Controller, job) -> bool:
@@ -123,9 +133,17 @@ def wants_prolog(ctl: Controller, job) -> bool:
 
 def start_prolog(ctl: Controller, job) -> None:
     """Ask each node of a just-started batch job to run its prolog probes."""
-    p = Prolog(job_id=job.job_id, started=ctl.clock(), waiting=set(job.nodes))
+    p = Prolog(job_id=job.job_id, started=ctl.clock(), waiting=set(job.nodes), size=len(job.nodes))
     ctl.prologs[job.job_id] = p
-    msg = agent_pb2.ControllerMessage(sanity_prolog=agent_pb2.SanityPrologRequest(job_id=job.job_id))
+    req = agent_pb2.SanityPrologRequest(job_id=job.job_id)
+    if len(job.nodes) > 1 and ctl.config.sanity.reachability:
+        records = ctl.store.nodes()
+        peers = [agent_pb2.SanityPeer(node=n, address=records[n].inventory.address or "127.0.0.1",
+                                      port=records[n].inventory.sanity_port)
+                 for n in job.nodes if n in records]
+        if len(peers) == len(job.nodes) and all(x.port for x in peers):
+            req.peers.extend(peers)
+    msg = agent_pb2.ControllerMessage(sanity_prolog=req)
     for node in job.nodes:
         if not ctl.agents.send(node, msg):
             log.warning("job=%d node=%s: no agent stream for the prolog", job.job_id, node)
@@ -138,11 +156,25 @@ def prolog_report(ctl: Controller, node: str, report: agent_pb2.SanityReport) ->
     if p is None or node not in p.waiting:
         return          # the job already went back to the queue, or was cancelled
     p.waiting.discard(node)
+    for peer in report.unreachable:
+        p.unreached.setdefault(peer, set()).add(node)
     if bad:
         _prolog_failed(ctl, p, [node], drain_failed=False)
     elif not p.waiting:
+        blamed = unreachable_nodes(p.unreached, p.size)
+        if blamed:
+            _prolog_failed(ctl, p, sorted(blamed), drain_failed=True, reasons={
+                n: "tcp: unreachable from " + slurm.compress_hostlist(sorted(p.unreached[n]))
+                for n in blamed})
+            return
         del ctl.prologs[p.job_id]
         _launch(ctl, p.job_id)
+
+
+def unreachable_nodes(unreached: dict[str, set[str]], size: int) -> set[str]:
+    """Nodes that at least half of their peers (and at least one) could not reach."""
+    need = max(1, math.ceil((size - 1) / 2))
+    return {n for n, who in unreached.items() if len(who) >= need}
 
 
 def check_prologs(ctl: Controller) -> None:
@@ -162,7 +194,8 @@ def _launch(ctl: Controller, job_id: int) -> None:
     ctl.agents.send(job.batch_host, launch_message(ctl, job))
 
 
-def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: bool) -> None:
+def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: bool,
+                   reasons: dict[str, str] | None = None) -> None:
     """The job goes back to PENDING as it was: same priority, submit time and
     restart count (it never ran); the failed nodes are drained."""
     ctl.prologs.pop(p.job_id, None)
@@ -173,7 +206,7 @@ def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: b
             for node in nodes:
                 rec = st.node(node)
                 if rec is not None and not rec.drain:
-                    why = f"prolog: no answer in {timeout:g} s"
+                    why = (reasons or {}).get(node) or f"prolog: no answer in {timeout:g} s"
                     st.put_node(node, drain=True, drain_by_probe=True, reason=why,
                                 reason_user=PROBE_USER, reason_time=now)
                     st.add_node_event(node, now, PROLOG_FAIL, why, p.job_id)

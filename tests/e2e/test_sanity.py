@@ -181,6 +181,9 @@ def test_a_gang_whose_node_fails_its_prolog_starts_at_once_on_healthy_nodes(tmp_
         assert "Restarts=0" in show, show
         health = c.run(["lingjun", "health", "node2", "--events", "3"], check=True).stdout
         assert f"prolog_fail job {job}: dropin:flagcheck" in health, health
+        tcp = c.run(["lingjun", "health", "node3"], check=True).stdout
+        row = next(l for l in tcp.splitlines() if l.split()[1:2] == ["tcp"])
+        assert row.split()[2:4] == ["warn", "ok"], tcp        # all-to-all among node[1,3-5]
         # not enough healthy nodes for a 5-node gang: it waits, with a reason
         wide = c.sbatch("-N", "5", "-t", "1", "--wrap", "true")
         time.sleep(1.5)

@@ -195,3 +195,29 @@ def test_a_silent_node_fails_its_prolog_after_the_timeout(ctl):
     assert ctl.store.job(jid).state == slurm.PENDING
     assert (node(ctl, "node2").drain, node(ctl, "node2").reason) == (True, "prolog: no answer in 30 s")
     assert not node(ctl, "node1").drain
+
+
+def tcp_report(jid, unreachable=()) -> agent_pb2.SanityReport:
+    ok = not unreachable
+    return agent_pb2.SanityReport(phase="prolog", job_id=jid, unreachable=list(unreachable), results=[
+        res("disk"), res("tcp", ok=ok, severity="warn", reason="" if ok else "cannot reach ...")])
+
+
+def test_the_node_most_peers_cannot_reach_is_drained_not_the_ones_that_tried(ctl):
+    jid = running_gang(ctl, 4)
+    health.prolog_report(ctl, "node1", tcp_report(jid, ["node4"]))
+    health.prolog_report(ctl, "node2", tcp_report(jid, ["node4"]))
+    health.prolog_report(ctl, "node3", tcp_report(jid))
+    assert jid in ctl.prologs                       # waits for every answer before blaming
+    health.prolog_report(ctl, "node4", tcp_report(jid, ["node1", "node2", "node3"]))
+    assert ctl.store.job(jid).state == slurm.PENDING
+    assert (node(ctl, "node4").drain, node(ctl, "node4").reason) == \
+        (True, "tcp: unreachable from node[1-2]")
+    assert [n for n in ("node1", "node2", "node3") if node(ctl, n).drain] == []
+
+
+def test_one_peer_missing_one_link_in_a_big_gang_blames_nobody(ctl):
+    jid = running_gang(ctl, 4)
+    for n, miss in (("node1", ["node4"]), ("node2", []), ("node3", []), ("node4", [])):
+        health.prolog_report(ctl, n, tcp_report(jid, miss))
+    assert ctl.store.job(jid).state == slurm.RUNNING and jid not in ctl.prologs
