@@ -623,7 +623,7 @@ def health_show(nodes: Sequence[api_pb2.SanityNode]) -> str:
             rows.append((n.name, r.name, r.severity, "ok" if r.ok else "FAIL",
                          f"{r.duration_s:.3f}s", ts(int(r.time)), r.phase, r.reason))
         for e in n.events:
-            events.append(f"{ts(int(e.time))} {e.node} {e.event}"
+            events.append(f"{ts(int(e.time))} {e.node} {e.event}" + (f" by {e.by}" if e.by else "")
                           + (f" job {e.job_id}" if e.job_id else "") + (f": {e.reason}" if e.reason else ""))
     w = [max(len(r[k]) for r in rows) for k in range(7)]
     out = [("  ".join(f"{r[k]:<{w[k]}}" for k in range(7)) + "  " + r[7]).rstrip() + "\n"

@@ -483,18 +483,20 @@ class SanityResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., severity: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[str] = ..., duration_s: _Optional[float] = ..., time: _Optional[float] = ..., phase: _Optional[str] = ...) -> None: ...
 
 class SanityEvent(_message.Message):
-    __slots__ = ("time", "node", "event", "reason", "job_id")
+    __slots__ = ("time", "node", "event", "reason", "job_id", "by")
     TIME_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
     time: float
     node: str
     event: str
     reason: str
     job_id: int
-    def __init__(self, time: _Optional[float] = ..., node: _Optional[str] = ..., event: _Optional[str] = ..., reason: _Optional[str] = ..., job_id: _Optional[int] = ...) -> None: ...
+    by: str
+    def __init__(self, time: _Optional[float] = ..., node: _Optional[str] = ..., event: _Optional[str] = ..., reason: _Optional[str] = ..., job_id: _Optional[int] = ..., by: _Optional[str] = ...) -> None: ...
 
 class GetSanityResultsRequest(_message.Message):
     __slots__ = ("names", "events")

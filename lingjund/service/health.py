@@ -92,7 +92,9 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
                 st.put_node(node, reason=reason)    # still failing, now for this
             return True
         if rec.drain and rec.drain_by_probe:
-            recoveries = st.node_events(node, since=now - cfg.flap_window_s, event=RESUME)
+            # a person's resume starts the count afresh
+            since = max(now - cfg.flap_window_s, st.last_person_event_time(node))
+            recoveries = st.node_events(node, since=since, event=RESUME, by_probe=True)
             if len(recoveries) + 1 >= cfg.flap_count:
                 why = (f"flapping: {len(recoveries) + 1} recoveries in {cfg.flap_window_s:g} s, "
                        f"last {rec.reason}")

@@ -151,6 +151,9 @@ def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
                             drain_by_probe=False)
             else:
                 raise errors.InvalidRequest("Invalid node state specified")
+            # wp-sanity: what a person did is a node event too (and restarts flap counting)
+            st.add_node_event(name, now, state.lower(), req.reason,
+                              by=req.requester or str(req.requester_uid))
     log.info("nodes %s set %s by %s: %s", ",".join(req.names), state, req.requester, req.reason)
     ctl.wake_scheduler()
 

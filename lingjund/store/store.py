@@ -368,22 +368,30 @@ class Store:
         return out
 
     def add_node_event(self, node: str, time: float, event: str, reason: str = "",
-                       job_id: int = 0) -> None:
-        self.db.execute("INSERT INTO node_events (time, node, event, reason, job_id) "
-                        "VALUES (?, ?, ?, ?, ?)", [time, node, event, reason, job_id])
+                       job_id: int = 0, by: str = "") -> None:
+        self.db.execute("INSERT INTO node_events (time, node, event, reason, job_id, by) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", [time, node, event, reason, job_id, by])
 
     def node_events(self, node: str, since: float = 0.0, event: str | None = None,
-                    limit: int = 0) -> list[api_pb2.SanityEvent]:
-        """The node's events from ``since`` on, newest first."""
+                    limit: int = 0, by_probe: bool = False) -> list[api_pb2.SanityEvent]:
+        """The node's events from ``since`` on, newest first (``by_probe``: only
+        the probes' own, not what people did)."""
         sql = "SELECT * FROM node_events WHERE node = ? AND time >= ?"
         args: list = [node, since]
         if event is not None:
             sql += " AND event = ?"
             args.append(event)
+        if by_probe:
+            sql += " AND by = ''"
         sql += " ORDER BY id DESC" + (f" LIMIT {int(limit)}" if limit else "")
         return [api_pb2.SanityEvent(time=r["time"], node=r["node"], event=r["event"],
-                                    reason=r["reason"], job_id=r["job_id"])
+                                    reason=r["reason"], job_id=r["job_id"], by=r["by"])
                 for r in self.db.query(sql, args)]
+
+    def last_person_event_time(self, node: str) -> float:
+        row = self.db.execute("SELECT MAX(time) FROM node_events WHERE node = ? AND by != ''",
+                              [node]).fetchone()
+        return row[0] or 0.0
 
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table (for tests that check nothing changed)."""

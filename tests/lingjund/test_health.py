@@ -88,7 +88,8 @@ def test_a_person_drain_is_neither_reworded_nor_lifted_by_probes(ctl):
     health.record(ctl, "node1", "periodic", [res("disk")])
     n = node(ctl)
     assert (n.drain, n.reason, n.reason_user) == (True, "bad fan", "alice")
-    assert events(ctl) == []
+    assert [(e.event, e.reason, e.by) for e in ctl.store.node_events("node1")] == \
+        [("drain", "bad fan", "alice")]
 
 
 def test_a_person_taking_over_a_probe_drain_keeps_it(ctl):
@@ -221,3 +222,20 @@ def test_one_peer_missing_one_link_in_a_big_gang_blames_nobody(ctl):
     for n, miss in (("node1", ["node4"]), ("node2", []), ("node3", []), ("node4", [])):
         health.prolog_report(ctl, n, tcp_report(jid, miss))
     assert ctl.store.job(jid).state == slurm.RUNNING and jid not in ctl.prologs
+
+
+def test_a_person_resuming_a_flapping_node_starts_the_count_afresh(ctl):
+    for _ in range(3):
+        health.record(ctl, "node1", "periodic", [BAD])
+        ctl.clock.now += 1
+        health.record(ctl, "node1", "periodic", [res("disk")])
+        ctl.clock.now += 1
+    assert node(ctl).reason.startswith("flapping: ")
+    nodes.update_node(ctl, api_pb2.UpdateNodeRequest(names=["node1"], state="RESUME", requester="ops"))
+    ctl.clock.now += 1
+    health.record(ctl, "node1", "periodic", [BAD])
+    ctl.clock.now += 1
+    health.record(ctl, "node1", "periodic", [res("disk")])
+    assert not node(ctl).drain
+    assert [(e.event, e.by) for e in ctl.store.node_events("node1", limit=3)] == \
+        [("resume", ""), ("drain", ""), ("resume", "ops")]
