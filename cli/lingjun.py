@@ -3,6 +3,7 @@
     lingjun up [--nodes N] [--cpus C] [--memory-mb M] [--cluster-name NAME]
                [--partition-name NAME] [--state-dir DIR] [--port P]
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
+               [--sanity KEY=VALUE ...]          # [sanity] settings of the node probes
     lingjun down [--state-dir DIR]
     lingjun status
     lingjun net show [NODE]
