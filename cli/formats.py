@@ -595,12 +595,46 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
         net = net_status_line(n)
         if net:
             lines.append(net)
+        health = health_line(n)
+        if health:
+            lines.append(health)
         if n.reason:
             lines.append(f"Reason={n.reason} [{n.reason_user or 'root'}@{ts(n.reason_time)}]")
         if oneliner:
             out.append(" ".join(l.strip() for l in lines) + "\n")
         else:
             out.append(lines[0] + "\n" + "".join(f"   {l}\n" for l in lines[1:]) + "\n")
+    return "".join(out)
+
+
+def health_line(n: api_pb2.NodeInfo) -> str:
+    """wp-sanity: scontrol show node's probe line, only when a probe fails (a
+    healthy node prints exactly as Slurm's): ``HealthCheck=disk:FAIL(drain),processes:FAIL(warn)``."""
+    bad = [r for r in n.sanity_results if not r.ok]
+    if not bad:
+        return ""
+    return "HealthCheck=" + ",".join(f"{r.name}:FAIL({r.severity})" for r in bad)
+
+
+def health_show(nodes: Sequence[api_pb2.SanityNode]) -> str:
+    """lingjun health: every probe's last result per node, then recent events."""
+    ts = slurm.format_timestamp
+    rows = [("NODE", "PROBE", "SEVERITY", "RESULT", "DURATION", "TIME", "PHASE", "REASON")]
+    events = []
+    for n in nodes:
+        if not n.results:
+            rows.append((n.name, "-", "-", "none", "-", "-", "-", "no probe results yet"))
+        for r in n.results:
+            rows.append((n.name, r.name, r.severity, "ok" if r.ok else "FAIL",
+                         f"{r.duration_s:.3f}s", ts(int(r.time)), r.phase, r.reason))
+        for e in n.events:
+            events.append(f"{ts(int(e.time))} {e.node} {e.event}" + (f" by {e.by}" if e.by else "")
+                          + (f" job {e.job_id}" if e.job_id else "") + (f": {e.reason}" if e.reason else ""))
+    w = [max(len(r[k]) for r in rows) for k in range(7)]
+    out = [("  ".join(f"{r[k]:<{w[k]}}" for k in range(7)) + "  " + r[7]).rstrip() + "\n"
+           for r in rows]
+    if events:
+        out.append("\nEVENTS\n" + "".join(e + "\n" for e in events))
     return "".join(out)
 
 

@@ -4,11 +4,13 @@
                [--partition-name NAME] [--state-dir DIR] [--port P]
                [--gpus G] [--gpu-type T] [--features NODES=F1,F2 ...]
                [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] [--auth-socket PATH]
+               [--sanity KEY=VALUE ...]          # [sanity] settings of the node probes
     lingjun down [--state-dir DIR]
     lingjun keygen PATH
     lingjun status
     lingjun net show [NODE]
     lingjun events JOB                  (cli/events.py)
+    lingjun health [NODE] [--events N]
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -79,6 +81,7 @@ state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
 
 {_nodes_text(args)}
+{_sanity_text(args)}
 [[partitions]]
 name = "{args.partition_name}"
 nodes = "ALL"
@@ -162,6 +165,29 @@ def _nodes_text(args) -> str:
             lines.append("features = [" + ", ".join(f'"{f}"' for f in feats) + "]")
         out.append("\n".join(lines) + "\n")
     return "\n".join(out)
+
+
+# wp-sanity: lingjun up --sanity KEY=VALUE --------------------------------------------
+def _sanity_text(args) -> str:
+    """A [sanity] table from --sanity KEY=VALUE (VALUE in TOML, or a bare
+    string); "" when there is nothing to say. The local cluster's GPUs are
+    declared, not real: with --gpus the gpu probe is off unless asked for."""
+    import tomllib
+    items: dict[str, str] = {}
+    for item in args.sanity or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--sanity {item!r}: want KEY=VALUE")
+        try:
+            tomllib.loads(f"v = {value}")
+        except tomllib.TOMLDecodeError:
+            value = json.dumps(value)           # a bare word or path: a TOML string
+        items[key.strip()] = value
+    if args.gpus and "disabled" not in items:
+        items["disabled"] = '["gpu"]'
+    if not items:
+        return ""
+    return "[sanity]\n" + "".join(f"{k} = {v}\n" for k, v in items.items())
 
 
 def _alive(entry: dict) -> psutil.Process | None:
@@ -361,6 +387,24 @@ def cmd_events(args) -> int:
     return events(args.job)
 
 
+def cmd_health(args) -> int:
+    """wp-sanity: each probe's last result, duration and time, per node."""
+    from cli import formats
+    from lingjun import slurm
+    try:
+        names = [args.node] if args.node else []
+        reply = Api().call("GetSanityResults", api_pb2.GetSanityResultsRequest(
+            names=names, events=args.events))
+    except ControllerUnreachable as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as e:
+        print(f"{PROG}: error: {e.details()}", file=sys.stderr)
+        return 1
+    sys.stdout.write(formats.health_show(sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -407,9 +451,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")
     ev = sub.add_parser("events", help="what happened to a job and why (node lost, restarts, hangs)")
     ev.add_argument("job")
+    # wp-sanity
+    up.add_argument("--sanity", action="append", metavar="KEY=VALUE",
+                    help="a [sanity] setting for the node probes, e.g. interval_s=1.5; repeatable")
+    hl = sub.add_parser("health", help="node health probes: each probe's last result")
+    hl.add_argument("node", nargs="?", help="one node (default: every node)")
+    hl.add_argument("--events", type=int, default=5, help="recent health events per node (0 = none)")
     args = p.parse_args(argv)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
-            "keygen": cmd_keygen, "events": cmd_events}[args.cmd](args)
+            "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health}[args.cmd](args)
 
 
 if __name__ == "__main__":

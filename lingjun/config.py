@@ -66,6 +66,10 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     max_message_bytes = 16777216    # a larger gRPC request is refused before it is decoded
     max_script_bytes = 4194304      # sbatch: "Batch script is too large"
     max_submit_jobs_per_user = 0    # Slurm's MaxSubmitJobsPerUser over pending+running jobs; 0 = none
+    [sanity]                        # node health probes (SanityConfig lists every key)
+    interval_s = 300.0
+    scratch_paths = ["/scratch/{node}"]
+    dropin_dir = "/etc/lingjun/probes.d"
 
 lingjun_agent/network/profile.py documents every key of a profile.
 
@@ -288,6 +292,70 @@ class FaulttolConfig:
     restart_backoff_s: float = 10.0      # wait before the first automatic restart
     restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
     checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
+# wp-sanity: XIDs that mean the GPU needs attention (Azure HPC health checks' list:
+# 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
+# SBE, 94/95 contained/uncontained ECC, 119/120 GSP).
+FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120)
+SANITY_PROBES = ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic")
+
+
+@dataclass(frozen=True)
+class SanityConfig:
+    """[sanity]: the agents' node health probes (lingjun_agent/sanity/).
+
+    Paths may hold ``{node}``, replaced by each agent's node name (so the
+    local cluster's nodes, sharing one host, each get their own scratch).
+    """
+    enabled: bool = True
+    interval_s: float = 300.0          # periodic pass (NHC's usual 300 s); 0 = none
+    jitter: float = 0.1                # each wait is interval_s * (1 +- jitter)
+    disabled: tuple[str, ...] = ()     # built-in probes not to run (names in SANITY_PROBES)
+    severity: dict = field(default_factory=dict)   # probe -> "drain" | "warn" (defaults: probes.py)
+    timeout_s: float = 10.0            # per probe
+    prolog: bool = True                # probe a batch job's nodes before its script starts
+    prolog_timeout_s: float = 30.0     # no answer by then = that node failed its prolog
+    disk_min_free_pct: float = 1.0
+    disk_min_free_mb: float = 64.0
+    disk_min_free_inodes_pct: float = 1.0
+    scratch_paths: tuple[str, ...] = ()  # besides the agent's spool and /tmp
+    check_tmp: bool = True
+    dropin_dir: str = ""               # every executable here is a probe ("" = none)
+    clock_max_offset_s: float = 5.0
+    min_free_memory_mb: int = 0        # 0 = not checked
+    max_load_per_cpu: float = 0.0      # 0 = not checked
+    zombie_max: int = 5                # defunct children of this node's jobs
+    stray_user_min_uid: int = 0        # >0: processes of such users with no job here fail
+    gpu_max_temp_c: int = 90
+    gpu_fatal_xids: tuple[int, ...] = FATAL_XIDS
+    gpu_ecc_max: int = 0               # volatile uncorrected ECC errors tolerated
+    gpu_require_persistence: bool = True
+    rdma_devices: tuple[str, ...] = ()  # must be present; () = check those present, if any
+    rdma_min_rate_gbps: float = 0.0
+    nics: tuple[str, ...] = ()         # "NAME" or "NAME:MTU": up, carrier, and that MTU
+    reachability: bool = True          # TCP all-to-all among a multi-node job's agents in its prolog
+    reach_timeout_s: float = 2.0
+    flap_window_s: float = 3600.0      # this many recoveries in the window: stays drained
+    flap_count: int = 3
+    nvml_module: str = "pynvml"        # the NVML binding's module name
+
+    def path(self, p: str, node: str) -> str:
+        return p.replace("{node}", node)
+
+
+def _sanity(table: dict) -> SanityConfig:
+    tuples = ("disabled", "scratch_paths", "gpu_fatal_xids", "rdma_devices", "nics")
+    table = {k: tuple(v) if k in tuples and isinstance(v, list) else v for k, v in table.items()}
+    cfg = _take(table, SanityConfig, "[sanity]")
+    unknown = set(cfg.disabled) - set(SANITY_PROBES)
+    if unknown:
+        raise ConfigError(f"[sanity] disabled: unknown probe(s) {', '.join(sorted(unknown))}; "
+                          f"built-in probes are {', '.join(SANITY_PROBES)}")
+    for name, sev in cfg.severity.items():
+        if sev not in ("drain", "warn"):
+            raise ConfigError(f"[sanity] severity.{name}: {sev!r} is not drain or warn")
+    if cfg.interval_s < 0 or not 0 <= cfg.jitter < 1 or cfg.flap_count < 1:
+        raise ConfigError("[sanity] interval_s >= 0, 0 <= jitter < 1 and flap_count >= 1 are required")
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -303,6 +371,7 @@ class Config:
     preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
     authz: AuthzConfig = field(default_factory=AuthzConfig)         # wp-authz
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)  # wp-faulttol
+    sanity: SanityConfig = field(default_factory=SanityConfig)      # wp-sanity
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -402,12 +471,14 @@ def parse(text: str, path: str = "") -> Config:
     preempt = _preempt(data.pop("preempt", {}))
     authz = _authz(data.pop("authz", {}))
     faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")   # wp-faulttol
+    sanity = _sanity(data.pop("sanity", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  auth=auth_conf, preempt=preempt, authz=authz, faulttol=faulttol)
+                  auth=auth_conf, preempt=preempt, authz=authz, faulttol=faulttol,
+                  sanity=sanity)
 
 
 def _authz(table: dict) -> AuthzConfig:

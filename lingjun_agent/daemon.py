@@ -43,6 +43,12 @@ async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
     agent.net.stop()
 
 
+def _configured(cfg: configmod.Config, node: str) -> tuple[int, int, int]:
+    """(cpus, memory MB, GPUs) the configuration gives the node: what its probes check."""
+    n = cfg.node(node)
+    return (n.cpus, n.memory_mb, n.gpus) if n else (0, 0, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lingjun-agent", description="Lingjun node agent")
     p.add_argument("-c", "--config")
@@ -84,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                   cpus=args.cpus, memory_mb=args.memory_mb,
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
                   rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
-                  job_env=job_env)
+                  job_env=job_env, sanity=cfg.sanity, configured=_configured(cfg, args.node))
     try:
         asyncio.run(_main(agent, creds))
     except OSError as e:                    # the credential socket could not be served

@@ -33,6 +33,9 @@ from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
 from lingjun_agent.launcher import batch, distributed, procs, tasks, userfs, watch
 from lingjun_agent.network.agent import NetworkOwner
+from lingjun_agent.sanity import probes as sanity_probes
+from lingjun_agent.sanity import reach
+from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
 VERSION = "lingjun-0.1.0"
@@ -51,7 +54,8 @@ class Agent:
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
                  reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband",
                  key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
-                 job_env: dict[str, str] | None = None):
+                 job_env: dict[str, str] | None = None,
+                 sanity=None, configured: tuple[int, int, int] = (0, 0, 0)):
         self.node = node
         self.controller = controller
         # wp-auth: the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -82,6 +86,18 @@ class Agent:
         self.net = NetworkOwner(self, rdma_root)
         # wp-faulttol: each job's last sign of life here, sent with heartbeats
         self.activity = watch.ActivityWatch()
+        # wp-sanity: health probes; ``configured`` is the node's (cpus, memory, gpus)
+        # in the controller's configuration, what the probes hold the node to.
+        from lingjun.config import SanityConfig
+        self.clock_offset: float | None = None
+        self.reach = reach.Listener(node)
+        self.job_uids: dict[int, int] = {}
+        self.sanity = SanityRunner(sanity or SanityConfig(), sanity_probes.NodeContext(
+            node=node, spool=str(self.state_dir), cpus=configured[0], memory_mb=configured[1],
+            gpus=configured[2], mark=self.mark, rdma_root=rdma_root,
+            clock_offset=lambda: self.clock_offset, expected_jobs=self._expected_jobs,
+            job_users=lambda: set(self.job_uids.values()), declared_cpus=cpus,
+            declared_memory_mb=memory_mb))
 
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
@@ -137,13 +153,20 @@ class Agent:
         async with self._channel() as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
+            checked = await self.sanity.run("register")    # wp-sanity: before the handshake
+            inv = inventory.collect(*self.inv_args)
+            if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
+                if self.reach.server is None:
+                    await self.reach.start(inv.address or "127.0.0.1")
+                inv.sanity_port = self.reach.port
             try:
                 await self._prove(call)
                 await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
-                    node_name=self.node, inventory=inventory.collect(*self.inv_args),
+                    node_name=self.node, inventory=inv,
                     running_job_ids=sorted(running),
                     unacked=[self._result_msg(r) for r in self.unacked.values()],
-                    agent_start_time=self.started_at, version=VERSION)))
+                    agent_start_time=self.started_at, version=VERSION,
+                    sanity=[to_pb(r) for r in checked])))
                 first = await call.read()
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 # A write to a stream the controller already ended fails with a
@@ -164,6 +187,7 @@ class Agent:
             self.net.set_profile(reply.net_profile if reply.HasField("net_profile") else None)
             writer = asyncio.create_task(self._write(call, self.outbox))
             beat = asyncio.create_task(self._heartbeats())
+            probing = asyncio.create_task(self._periodic_sanity())
             try:
                 while True:
                     msg = await call.read()
@@ -174,6 +198,7 @@ class Agent:
             finally:
                 writer.cancel()
                 beat.cancel()
+                probing.cancel()
 
     async def _write(self, call, queue: asyncio.Queue) -> None:
         while True:
@@ -203,6 +228,33 @@ class Agent:
         self.activity.watch(h.job_id, watch.batch_paths(
             spec.get("stdout", ""), spec.get("stderr", ""), spec.get("work_dir", ""),
             spec.get("env", {})))
+
+    async def _periodic_sanity(self) -> None:
+        if not self.sanity.cfg.interval_s:
+            return
+        while True:
+            await asyncio.sleep(self.sanity.next_wait())
+            results = await self.sanity.run("periodic")
+            self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+                phase="periodic", results=[to_pb(r) for r in results])))
+
+    async def _prolog(self, req: agent_pb2.SanityPrologRequest) -> None:
+        unreachable: list[str] = []
+        if req.peers:
+            (results, (tcp, unreachable)) = await asyncio.gather(
+                self.sanity.run("prolog", req.job_id),
+                reach.check(self.node, req.peers, self.sanity.cfg.reach_timeout_s))
+            results = [*results, tcp]
+        else:
+            results = await self.sanity.run("prolog", req.job_id)
+        self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+            phase="prolog", job_id=req.job_id, results=[to_pb(r) for r in results],
+            unreachable=unreachable)))
+
+    def _expected_jobs(self) -> set[int]:
+        """Jobs whose processes belong here (the process probe's stray check)."""
+        return (set(self.batches) | {j for j, _ in self.steps} | set(self.terminating)
+                | set(self.launching) | set(self.unacked))
 
     def send(self, msg: agent_pb2.AgentMessage) -> bool:
         if self.outbox is None:
@@ -242,6 +294,11 @@ class Agent:
             self._forget(msg.ack_batch_finished.job_id)
         elif kind == "net_profile":
             self.net.set_profile(msg.net_profile)
+        elif kind == "sanity_prolog":
+            asyncio.create_task(self._prolog(msg.sanity_prolog))
+        elif kind == "sanity_clock":
+            c = msg.sanity_clock
+            self.clock_offset = c.controller_time - (c.echo_sent_at + time.time()) / 2
         else:
             log.warning("unexpected message %s", kind)
 
@@ -257,6 +314,7 @@ class Agent:
                 job_id=jid, pid=self.batches[jid].pid)))
             return
         self.launching.add(jid)
+        self.job_uids[jid] = lb.uid
         port = 0
         try:
             env = dict(lb.environment)
@@ -339,6 +397,7 @@ class Agent:
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
+        self.job_uids[lt.job_id] = lt.uid
         running = self.steps.setdefault(key, [])
         # srun -o with %t/%n/%N: each file starts empty once per step, then tasks append
         tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p},
@@ -429,4 +488,5 @@ class Agent:
     def _cleaned(self, jid: int) -> None:
         if jid not in self.batches:
             self.activity.forget(jid)
+        self.job_uids.pop(jid, None)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

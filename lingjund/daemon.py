@@ -24,7 +24,7 @@ from lingjun import auth
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
-from lingjund.service import allocations, faulttol, nodes, scheduling
+from lingjund.service import allocations, faulttol, health, nodes, scheduling
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.authn import ServerAuth
@@ -52,6 +52,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
             faulttol.check_hangs(ctl)
+            health.check_prologs(ctl)          # wp-sanity
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:

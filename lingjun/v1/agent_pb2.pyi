@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type")
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type", "sanity_port")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Inventory(_message.Message):
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TMP_DISK_MB_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SANITY_PORT_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     cpus: int
     real_memory_mb: int
@@ -39,7 +40,8 @@ class Inventory(_message.Message):
     address: str
     tmp_disk_mb: int
     gpu_type: str
-    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ...) -> None: ...
+    sanity_port: int
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
     __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
@@ -66,20 +68,22 @@ class BatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version")
+    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     UNACKED_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_TIME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    SANITY_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     inventory: Inventory
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
     unacked: _containers.RepeatedCompositeFieldContainer[BatchFinished]
     agent_start_time: int
     version: str
-    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+    sanity: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
+    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ..., sanity: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids", "activity")
@@ -244,8 +248,46 @@ class AuthProof(_message.Message):
     mac: bytes
     def __init__(self, node_name: _Optional[str] = ..., nonce: _Optional[bytes] = ..., time_ms: _Optional[int] = ..., mac: _Optional[bytes] = ...) -> None: ...
 
+class SanityReport(_message.Message):
+    __slots__ = ("phase", "job_id", "results", "unreachable")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    job_id: int
+    results: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
+    unreachable: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, phase: _Optional[str] = ..., job_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ..., unreachable: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SanityPeer(_message.Message):
+    __slots__ = ("node", "address", "port")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    address: str
+    port: int
+    def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class SanityPrologRequest(_message.Message):
+    __slots__ = ("job_id", "peers")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    peers: _containers.RepeatedCompositeFieldContainer[SanityPeer]
+    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ...) -> None: ...
+
+class SanityClock(_message.Message):
+    __slots__ = ("echo_sent_at", "controller_time")
+    ECHO_SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
+    echo_sent_at: float
+    controller_time: float
+    def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ...) -> None: ...
+
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "sanity_report")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +297,7 @@ class AgentMessage(_message.Message):
     JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
     NET_STATUS_FIELD_NUMBER: _ClassVar[int]
     AUTH_PROOF_FIELD_NUMBER: _ClassVar[int]
+    SANITY_REPORT_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     batch_started: BatchStarted
@@ -264,7 +307,8 @@ class AgentMessage(_message.Message):
     job_cleaned: JobCleaned
     net_status: _api_pb2.NetStatusReport
     auth_proof: AuthProof
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ...) -> None: ...
+    sanity_report: SanityReport
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile")
@@ -400,7 +444,7 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge", "sanity_prolog", "sanity_clock")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -409,6 +453,8 @@ class ControllerMessage(_message.Message):
     ACK_BATCH_FINISHED_FIELD_NUMBER: _ClassVar[int]
     NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
     AUTH_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    SANITY_PROLOG_FIELD_NUMBER: _ClassVar[int]
+    SANITY_CLOCK_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
@@ -417,4 +463,6 @@ class ControllerMessage(_message.Message):
     ack_batch_finished: AckBatchFinished
     net_profile: NetProfileSpec
     auth_challenge: AuthChallenge
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ...) -> None: ...
+    sanity_prolog: SanityPrologRequest
+    sanity_clock: SanityClock
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ...) -> None: ...

@@ -451,7 +451,7 @@ class CancelJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "net_status")
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "net_status", "sanity_results")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
@@ -486,6 +486,7 @@ class NodeInfo(_message.Message):
     COMPLETING_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     NET_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SANITY_RESULTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     drain: bool
@@ -520,7 +521,68 @@ class NodeInfo(_message.Message):
     completing: bool
     gpu_type: str
     net_status: NetStatusReport
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ...) -> None: ...
+    sanity_results: _containers.RepeatedCompositeFieldContainer[SanityResult]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ..., sanity_results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ...) -> None: ...
+
+class SanityResult(_message.Message):
+    __slots__ = ("name", "severity", "ok", "reason", "duration_s", "time", "phase")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    severity: str
+    ok: bool
+    reason: str
+    duration_s: float
+    time: float
+    phase: str
+    def __init__(self, name: _Optional[str] = ..., severity: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[str] = ..., duration_s: _Optional[float] = ..., time: _Optional[float] = ..., phase: _Optional[str] = ...) -> None: ...
+
+class SanityEvent(_message.Message):
+    __slots__ = ("time", "node", "event", "reason", "job_id", "by")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    time: float
+    node: str
+    event: str
+    reason: str
+    job_id: int
+    by: str
+    def __init__(self, time: _Optional[float] = ..., node: _Optional[str] = ..., event: _Optional[str] = ..., reason: _Optional[str] = ..., job_id: _Optional[int] = ..., by: _Optional[str] = ...) -> None: ...
+
+class GetSanityResultsRequest(_message.Message):
+    __slots__ = ("names", "events")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    events: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., events: _Optional[int] = ...) -> None: ...
+
+class SanityNode(_message.Message):
+    __slots__ = ("name", "drain_by_probe", "results", "events")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_BY_PROBE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    drain_by_probe: bool
+    results: _containers.RepeatedCompositeFieldContainer[SanityResult]
+    events: _containers.RepeatedCompositeFieldContainer[SanityEvent]
+    def __init__(self, name: _Optional[str] = ..., drain_by_probe: _Optional[bool] = ..., results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SanityEvent, _Mapping]]] = ...) -> None: ...
+
+class GetSanityResultsResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[SanityNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[SanityNode, _Mapping]]] = ...) -> None: ...
 
 class GetNodesRequest(_message.Message):
     __slots__ = ("names", "partitions")

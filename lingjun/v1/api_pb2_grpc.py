@@ -119,6 +119,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
                 _registered_method=True)
+        self.GetSanityResults = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetSanityResults',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -230,6 +235,13 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSanityResults(self, request, context):
+        """wp-sanity
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +329,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.GetFaulttolEvents,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.SerializeToString,
+            ),
+            'GetSanityResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSanityResults,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -778,6 +795,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/GetFaulttolEvents',
             lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSanityResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/GetSanityResults',
+            lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.FromString,
             options,
             channel_credentials,
             insecure,

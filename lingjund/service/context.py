@@ -32,6 +32,8 @@ class Controller:
     # wp-faulttol: when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0
+    # wp-sanity: job_id -> its prolog in progress (service/health.py)
+    prologs: dict = field(default_factory=dict)
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False
     _wake: asyncio.Event | None = None

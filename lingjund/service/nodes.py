@@ -11,7 +11,7 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, batch, errors, faulttol
+from lingjund.service import authz, batch, errors, faulttol, health
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
@@ -69,6 +69,9 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         batch.record_batch_finished(ctl, name, agent_pb2.BatchFinished(
             job_id=job.job_id, exit_code=0, signal=9, start_time=int(job.start_time),
             end_time=int(now), error="batch script lost"), lost=True)
+    # wp-sanity: the probes it ran just before registering; a failing node is
+    # drained before any scheduling pass can see it IDLE.
+    health.record(ctl, name, "register", reg.sanity)
     log.info("node=%s registered: %d cpus, %d MB, running %s, expected %s",
              name, reg.inventory.cpus, reg.inventory.real_memory_mb,
              sorted(running_there), expected)
@@ -140,14 +143,20 @@ def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
                     raise errors.InvalidRequest(
                         "You must specify a reason when DOWNING or DRAINING a node. Request denied")
                 fields = {"drain": True} if state == "DRAIN" else {"down": True}
+                fields["drain_by_probe"] = False    # wp-sanity: a person's: only a person lifts it
                 st.put_node(name, reason=req.reason, reason_user=req.requester or str(req.requester_uid),
                             reason_time=now, **fields)
             elif state in ("RESUME", "IDLE"):
-                st.put_node(name, drain=False, down=False, reason="", reason_user="", reason_time=0)
+                st.put_node(name, drain=False, down=False, reason="", reason_user="", reason_time=0,
+                            drain_by_probe=False)
             elif state == "UNDRAIN":
-                st.put_node(name, drain=False, reason="", reason_user="", reason_time=0)
+                st.put_node(name, drain=False, reason="", reason_user="", reason_time=0,
+                            drain_by_probe=False)
             else:
                 raise errors.InvalidRequest("Invalid node state specified")
+            # wp-sanity: what a person did is a node event too (and restarts flap counting)
+            st.add_node_event(name, now, state.lower(), req.reason,
+                              by=req.requester or str(req.requester_uid))
     log.info("nodes %s set %s by %s: %s", ",".join(req.names), state, req.requester, req.reason)
     ctl.wake_scheduler()
 
@@ -165,6 +174,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
         if unknown and len(unknown) == len(req.names):
             raise errors.InvalidNodeName()
         names = [n for n in names if n in req.names]
+    probed = ctl.store.probe_results(names)      # wp-sanity
     out = []
     for name in names:
         rec = records.get(name)
@@ -200,7 +210,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
             job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
             features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
-            net_status=rec.net_status if rec else None))
+            net_status=rec.net_status if rec else None, sanity_results=probed.get(name, [])))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

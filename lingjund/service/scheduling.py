@@ -19,7 +19,7 @@ from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import batch, dependencies, faulttol, jobenv, preemption
+from lingjund.service import batch, dependencies, faulttol, health, jobenv, preemption
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task, terminate_on_nodes)
@@ -207,7 +207,9 @@ def run_pass(ctl: Controller) -> int:
         task = f" (array {job.array_job_id}_{job.array_task_id})" if job.array_job_id else ""
         log.info("job=%d%s started on %s", job.job_id, task,
                  slurm.compress_hostlist(list(job.nodes)))
-        if job.spec.batch:
+        if health.wants_prolog(ctl, job):
+            health.start_prolog(ctl, job)       # wp-sanity: the script follows the prolog
+        elif job.spec.batch:
             ctl.agents.send(job.batch_host, launch_message(ctl, job))
         # an allocation (srun/salloc) has no script: its client runs steps once told
     if started:

@@ -158,4 +158,34 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (job_id, attempt)
     )
     """,
+    # 9
+    """
+    -- wp-sanity: health probes. drain_by_probe: the node's DRAIN was set by a
+    -- probe (a passing probe may lift it, a drain by a person only a person lifts).
+    -- probe_results: each probe's last result per node. node_events: every
+    -- health transition (drain, resume, flapping, prolog_fail, and what a person
+    -- did: by = the user, "" for a probe), kept forever.
+    ALTER TABLE nodes ADD COLUMN drain_by_probe INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE probe_results (
+        node TEXT NOT NULL,
+        name TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        duration_s REAL NOT NULL DEFAULT 0,
+        time REAL NOT NULL DEFAULT 0,
+        phase TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (node, name)
+    );
+    CREATE TABLE node_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time REAL NOT NULL,
+        node TEXT NOT NULL,
+        event TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        job_id INTEGER NOT NULL DEFAULT 0,
+        by TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX node_events_node ON node_events(node, time)
+    """,
 ]

@@ -110,6 +110,7 @@ class NodeRecord:
     last_seen: float = 0.0
     last_busy_time: float = 0.0
     net_status: api_pb2.NetStatusReport | None = None   # wp-network: None = no report yet
+    drain_by_probe: bool = False      # wp-sanity: the DRAIN was a probe's, not a person's
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def _node_from_row(row: dict) -> NodeRecord:
         net = api_pb2.NetStatusReport()
         net.ParseFromString(row["net_status"])
         row["net_status"] = net
-    for c in ("registered", "drain", "down"):
+    for c in ("registered", "drain", "down", "drain_by_probe"):
         row[c] = bool(row[c])
     return NodeRecord(**row)
 
@@ -411,6 +412,56 @@ class Store:
                 r["nodes"] = tuple(json.loads(r["nodes"]))
                 out.setdefault(r["job_id"], []).append(Attempt(**r))
         return out
+
+    # -- wp-sanity: probe results and node events ---------------------------------
+    def put_probe_results(self, node: str, results: Iterable[api_pb2.SanityResult]) -> None:
+        rows = [dict(node=node, name=r.name, severity=r.severity, ok=int(r.ok), reason=r.reason,
+                     duration_s=r.duration_s, time=r.time, phase=r.phase) for r in results]
+        if rows:
+            self.db["probe_results"].upsert_all(rows, pk=("node", "name"))
+
+    def forget_probe_results(self, node: str, prefix: str, keep: Iterable[str]) -> None:
+        """Drop the node's results named ``prefix...`` not in ``keep`` (a drop-in removed)."""
+        keep = list(keep)
+        marks = ", ".join("?" for _ in keep) or "NULL"
+        self.db.execute(f"DELETE FROM probe_results WHERE node = ? AND name LIKE ? "
+                        f"AND name NOT IN ({marks})", [node, prefix + "%", *keep])
+
+    def probe_results(self, nodes: Iterable[str] | None = None) -> dict[str, list[api_pb2.SanityResult]]:
+        out: dict[str, list[api_pb2.SanityResult]] = {}
+        for r in self.db.query("SELECT * FROM probe_results ORDER BY node, name"):
+            if nodes is not None and r["node"] not in nodes:
+                continue
+            out.setdefault(r["node"], []).append(api_pb2.SanityResult(
+                name=r["name"], severity=r["severity"], ok=bool(r["ok"]), reason=r["reason"],
+                duration_s=r["duration_s"], time=r["time"], phase=r["phase"]))
+        return out
+
+    def add_node_event(self, node: str, time: float, event: str, reason: str = "",
+                       job_id: int = 0, by: str = "") -> None:
+        self.db.execute("INSERT INTO node_events (time, node, event, reason, job_id, by) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", [time, node, event, reason, job_id, by])
+
+    def node_events(self, node: str, since: float = 0.0, event: str | None = None,
+                    limit: int = 0, by_probe: bool = False) -> list[api_pb2.SanityEvent]:
+        """The node's events from ``since`` on, newest first (``by_probe``: only
+        the probes' own, not what people did)."""
+        sql = "SELECT * FROM node_events WHERE node = ? AND time >= ?"
+        args: list = [node, since]
+        if event is not None:
+            sql += " AND event = ?"
+            args.append(event)
+        if by_probe:
+            sql += " AND by = ''"
+        sql += " ORDER BY id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        return [api_pb2.SanityEvent(time=r["time"], node=r["node"], event=r["event"],
+                                    reason=r["reason"], job_id=r["job_id"], by=r["by"])
+                for r in self.db.query(sql, args)]
+
+    def last_person_event_time(self, node: str) -> float:
+        row = self.db.execute("SELECT MAX(time) FROM node_events WHERE node = ? AND by != ''",
+                              [node]).fetchone()
+        return row[0] or 0.0
 
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table, the schema version too (for tests that

@@ -21,7 +21,7 @@ import grpc
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjund.service import batch, network, nodes, steps
+from lingjund.service import batch, health, network, nodes, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.transport.authn import ServerAuth
@@ -113,6 +113,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 try:
                     if kind == "heartbeat":
                         nodes.heartbeat(ctl, conn, msg.heartbeat)
+                        health.clock_reply(conn, msg.heartbeat)
                     elif kind == "batch_started":
                         batch.batch_started(ctl, conn.node, msg.batch_started)
                     elif kind == "batch_finished":
@@ -127,6 +128,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                         batch.job_cleaned(ctl, conn.node, msg.job_cleaned)
                     elif kind == "net_status":
                         network.record_status(ctl, conn.node, msg.net_status)
+                    elif kind == "sanity_report":
+                        if msg.sanity_report.phase == "prolog":
+                            health.prolog_report(ctl, conn.node, msg.sanity_report)
+                        else:
+                            health.record(ctl, conn.node, msg.sanity_report.phase,
+                                          msg.sanity_report.results)
                     else:
                         log.warning("node=%s: unexpected %s", conn.node, kind)
                 except Exception:

@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, authz, errors, faulttol, jobctl, jobs, network, nodes, steps
+from lingjund.service import allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 from lingjund.transport import validate
 
@@ -123,6 +123,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetFaulttolEvents(self, request, context):
         return faulttol.get_events(self.ctl, request)
+
+    @unary
+    def GetSanityResults(self, request, context):       # wp-sanity
+        return health.sanity_results(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):
