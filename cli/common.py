@@ -18,7 +18,6 @@ stdout (--help, --version), so only the command's own behaviour is left in it:
 """
 from __future__ import annotations
 
-import grp
 import os
 import pwd
 import re
@@ -256,14 +255,7 @@ def select_jobs(jobs: Iterable, *, job_ids: Iterable[int] = (), users: Iterable[
 def current_user() -> tuple[str, int, int, str]:
     """(user name, uid, gid, group name) of the caller."""
     uid, gid = os.getuid(), os.getgid()
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    try:
-        group = grp.getgrgid(gid).gr_name
-    except KeyError:
-        group = str(gid)
+    user, group = slurm.account_names(uid, gid)
     return user, uid, gid, group
 
 

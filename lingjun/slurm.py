@@ -680,3 +680,19 @@ def parse_begin_time(text: str, now: float) -> int:
         t = at(today[0], mo, d)
         return t if t >= at(*today) else at(today[0] + 1, mo, d)
     raise ValueError(f"invalid time specification {text!r}")
+
+
+def account_names(uid: int, gid: int) -> tuple[str, str]:
+    """(user name, group name) of uid/gid, or the numbers as text where the
+    system knows no such user or group (as Slurm prints them)."""
+    import grp
+    import pwd
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return user, group

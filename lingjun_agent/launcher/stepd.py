@@ -137,6 +137,24 @@ def user_groups(uid: int, gid: int) -> list[int]:
         return [gid]
 
 
+# A missing output directory gets this long to appear before the job fails.
+# Clients that name the job id in the directory (submitit's "%j/%j_0_log.out")
+# can only create it after sbatch has answered; Slurm's start latency hides
+# that race, ours (milliseconds) does not. Only the failing case waits.
+OUTPUT_DIR_GRACE_S = 3.0
+
+
+def _open_with_grace(path: str, append: bool) -> int:
+    deadline = time.monotonic() + OUTPUT_DIR_GRACE_S
+    while True:
+        try:
+            return _open_output(path, append)
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
 def _open_output(path: str, append: bool) -> int:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     return os.open(path, flags, 0o666)
@@ -215,7 +233,7 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
                 if name == "stdin":
                     fds[name] = os.open(path, os.O_RDONLY)
                 else:
-                    fds[name] = _open_output(path, append)
+                    fds[name] = _open_with_grace(path, append)
             except OSError as e:
                 error = f"Could not open {name} file {path}: {e.strerror}"
                 break

@@ -51,15 +51,13 @@ the agent channel authenticates itself (``transport/agent.py``).
 from __future__ import annotations
 
 import contextvars
-import grp
 import logging
-import pwd
 from dataclasses import dataclass
 
 import grpc
 from google.protobuf.message import Message
 
-from lingjun import auth
+from lingjun import auth, slurm
 
 log = logging.getLogger("lingjund.authn")
 
@@ -90,21 +88,9 @@ class ServerAuth:
                    tls=tls)
 
 
-def _names(uid: int, gid: int) -> tuple[str, str]:
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    try:
-        group = grp.getgrgid(gid).gr_name
-    except KeyError:
-        group = str(gid)
-    return user, group
-
-
 def overwrite_identity(msg: Message, who: auth.Identity) -> None:
     """Replace every identity field of ``msg`` (and of the messages it holds) with ``who``."""
-    user, group = _names(who.uid, who.gid)
+    user, group = slurm.account_names(who.uid, who.gid)
     _overwrite(msg, who, user, group)
 
 
@@ -133,6 +119,13 @@ def _overwrite(msg: Message, who: auth.Identity, user: str, group: str) -> None:
                 _overwrite(item, who, user, group)
         elif msg.HasField(f.name):
             _overwrite(getattr(msg, f.name), who, user, group)
+
+
+async def _rewritten(request_iterator, who: auth.Identity):
+    """A client stream's messages, each with the caller's identity written in."""
+    async for request in request_iterator:
+        overwrite_identity(request, who)
+        yield request
 
 
 def verify(key: auth.ClusterKey, metadata) -> auth.Identity:
@@ -212,12 +205,7 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
             async def stream_stream(request_iterator, context):
                 who = await identify(context)
                 CALLER.set(who)
-
-                async def rewritten():
-                    async for request in request_iterator:
-                        overwrite_identity(request, who)
-                        yield request
-                async for event in inner_ss(rewritten(), context):
+                async for event in inner_ss(_rewritten(request_iterator, who), context):
                     yield event
             return grpc.stream_stream_rpc_method_handler(
                 stream_stream, request_deserializer=handler.request_deserializer,
@@ -229,12 +217,7 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
             async def stream_unary(request_iterator, context):
                 who = await identify(context)
                 CALLER.set(who)
-
-                async def rewritten():
-                    async for request in request_iterator:
-                        overwrite_identity(request, who)
-                        yield request
-                return await inner_su(rewritten(), context)
+                return await inner_su(_rewritten(request_iterator, who), context)
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -142,6 +143,19 @@ def test_unopenable_output_fails_the_job(node, tmp_path):
     assert result.exit_code == 1
     assert result.error == ("Could not open stdout file /nonexistent/dir/o.txt: "
                             "No such file or directory")
+
+
+def test_an_output_directory_made_just_after_submission_is_used(node, tmp_path):
+    """submitit makes its "%j" directory only once sbatch has answered; a job
+    started within milliseconds finds it if it appears within the grace."""
+    late = tmp_path / "made-late"
+    spec = make_spec(node, tmp_path, "#!/bin/sh\necho hi\n", stdout=str(late / "o.txt"))
+    maker = threading.Timer(0.5, late.mkdir)     # start_batch waits for the files to open
+    maker.start()
+    result = run(tmp_path / "state", spec)
+    maker.join()
+    assert (result.exit_code, result.error) == (0, "")
+    assert (late / "o.txt").read_text() == "hi\n"
 
 
 def test_a_running_job_cannot_start_twice(node, tmp_path):

@@ -1,4 +1,5 @@
-"""An in-process controller on port 0 with its channel, for tests that send raw bytes."""
+"""An in-process controller on port 0 and signed channels to it: the one server
+bootstrap of the tests that talk to ``build_server`` directly."""
 from __future__ import annotations
 
 import asyncio
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from lingjun import config
 from lingjun.v1 import api_pb2_grpc
@@ -24,6 +26,8 @@ class Served:
     channel: grpc.Channel
     ctl: Controller
     raw_channel: grpc.Channel
+    address: str
+    key: object            # the cluster key (lingjun.auth.ClusterKey) its tokens are signed with
 
     def raw(self, method: str, payload: bytes, timeout: float = 5.0) -> bytes:
         """Call SlurmApi/METHOD with bytes as they are (no serializer), as ``raw_uid``."""
@@ -42,15 +46,16 @@ def serve(tmp_path, conf: str, raw_uid: int = 0) -> Iterator[Served]:
     sa = server_auth()
 
     async def start():
-        server, port, _ = build_server(ctl, "127.0.0.1:0", sa)
+        server, port, hs = build_server(ctl, "127.0.0.1:0", sa)
         await server.start()
+        await hs.set("", health_pb2.HealthCheckResponse.SERVING)
         return server, port
 
     server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
     ch = signed_channel(f"127.0.0.1:{port}", sa.key)   # each message as who it claims to be
     raw = signed_channel(f"127.0.0.1:{port}", sa.key, uid=raw_uid)
     try:
-        yield Served(api_pb2_grpc.SlurmApiStub(ch), store, ch, ctl, raw)
+        yield Served(api_pb2_grpc.SlurmApiStub(ch), store, ch, ctl, raw, f"127.0.0.1:{port}", sa.key)
     finally:
         raw.close()
         ch.close()

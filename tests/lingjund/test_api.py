@@ -1,18 +1,13 @@
 """The SlurmApi over a real socket: idempotent submission, refusals that change nothing."""
 from __future__ import annotations
 
-import asyncio
-import threading
 
 import grpc
 import pytest
 
-from lingjun import config
-from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service.context import Controller
+from lingjun.v1 import api_pb2
 from lingjund.store.store import Store
-from lingjund.transport.server import build_server
-from tests.signing import server_auth, signed_channel
+from tests.lingjund import inproc
 
 CONF = """
 [[nodes]]
@@ -38,26 +33,8 @@ def api_enforcing(tmp_path, request):
 
 
 def _serve(tmp_path, conf: str):
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    store = Store(str(tmp_path / "db.sqlite"))
-    ctl = Controller(config=config.parse(conf), store=store)
-    sa = server_auth()
-
-    async def start():
-        server, port, _ = build_server(ctl, "127.0.0.1:0", sa)
-        await server.start()
-        return server, port
-
-    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    ch = signed_channel(f"127.0.0.1:{port}", sa.key)
-    yield api_pb2_grpc.SlurmApiStub(ch), store
-    ch.close()
-    asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
-    store.close()
+    with inproc.serve(tmp_path, conf) as s:
+        yield s.stub, s.store
 
 
 def spec(**kw) -> api_pb2.JobSpec:

@@ -6,7 +6,6 @@ for them), some with another key, some not at all.
 """
 from __future__ import annotations
 
-import asyncio
 import pwd
 import threading
 import time
@@ -15,12 +14,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from lingjun import auth, config
+from lingjun import auth
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service.context import Controller
-from lingjund.store.store import Store
-from lingjund.transport.server import build_server
-from tests.signing import SigningInterceptor, server_auth, signed_channel, random_key
+from tests.lingjund import inproc
+from tests.signing import SigningInterceptor, signed_channel, random_key
 
 CONF = """
 [[nodes]]
@@ -38,25 +35,8 @@ NOBODY_NAME = pwd.getpwuid(NOBODY).pw_name
 @pytest.fixture
 def served(tmp_path):
     """(address, cluster key, store) of a controller serving on port 0."""
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    store = Store(str(tmp_path / "db.sqlite"))
-    ctl = Controller(config=config.parse(CONF), store=store)
-    sa = server_auth()
-
-    async def start():
-        server, port, hs = build_server(ctl, "127.0.0.1:0", sa)
-        await server.start()
-        await hs.set("", health_pb2.HealthCheckResponse.SERVING)
-        return server, port
-
-    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    yield f"127.0.0.1:{port}", sa.key, store
-    asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
-    store.close()
+    with inproc.serve(tmp_path, CONF) as s:
+        yield s.address, s.key, s.store
 
 
 def spec(**kw) -> api_pb2.JobSpec:
