@@ -259,6 +259,13 @@ def test_unbuffered_relays_a_partial_line_before_the_task_ends(cluster):
     assert got == b"partial", "want the partial line while the task still runs"
 
 
+# Step a holds the allocation's one CPU for 3 s; step b's srun starts only once a
+# runs (a marker file, not a fixed sleep: under load srun's own start-up varies).
+STEP_A = ('srun --exclusive -n1 bash -c "echo a-start \\$(date +%s.%N); touch a-runs-$SLURM_JOB_ID; '
+          'sleep 3; echo a-end \\$(date +%s.%N)"')
+WAIT_A = 'while [ ! -e a-runs-$SLURM_JOB_ID ]; do sleep 0.05; done'
+
+
 def _stamped_steps(cluster, script: str) -> tuple[dict[str, float], subprocess.CompletedProcess]:
     p = cluster.run(["salloc", "-N1", "bash", "-c", script], timeout=40)
     stamps = {}
@@ -270,8 +277,7 @@ def _stamped_steps(cluster, script: str) -> tuple[dict[str, float], subprocess.C
 
 def test_exclusive_steps_in_a_one_cpu_allocation_run_one_after_the_other(cluster):
     stamps, p = _stamped_steps(cluster, (
-        'srun --exclusive -n1 bash -c "echo a-start \\$(date +%s.%N); sleep 1.5; echo a-end \\$(date +%s.%N)" & '
-        'sleep 0.5; srun --exclusive -n1 bash -c "echo b-start \\$(date +%s.%N)"; wait'))
+        f'{STEP_A} & {WAIT_A}; srun --exclusive -n1 bash -c "echo b-start \\$(date +%s.%N)"; wait'))
     assert p.returncode == 0, p.stderr
     assert stamps["b-start"] >= stamps["a-end"], stamps
     jid = int(p.stderr.splitlines()[0].rsplit(" ", 1)[1])
@@ -282,8 +288,7 @@ def test_exclusive_steps_in_a_one_cpu_allocation_run_one_after_the_other(cluster
 
 def test_an_overlap_step_runs_beside_a_running_step(cluster):
     stamps, p = _stamped_steps(cluster, (
-        'srun --exclusive -n1 bash -c "echo a-start \\$(date +%s.%N); sleep 1.5; echo a-end \\$(date +%s.%N)" & '
-        'sleep 0.5; srun --overlap -n1 bash -c "echo b-start \\$(date +%s.%N)"; wait'))
+        f'{STEP_A} & {WAIT_A}; srun --overlap -n1 bash -c "echo b-start \\$(date +%s.%N)"; wait'))
     assert p.returncode == 0, p.stderr
     assert stamps["a-start"] <= stamps["b-start"] < stamps["a-end"], stamps
     assert "busy" not in p.stderr
