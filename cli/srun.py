@@ -144,6 +144,14 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
     if stop.got:
         alloc.abandon()
         alloc.close()
+        return rc
+    if rc > 128:
+        # Killed tasks may be the job's cancellation reaching us by the step's
+        # stream first: give the allocation's own end a moment, so that srun says
+        # "Force Terminated" (the watcher stays quiet once we release).
+        alloc.ended.wait(1.0)
+    if alloc.ended.is_set():
+        alloc.close()
     else:
         alloc.release(rc if rc < 128 else 0, rc - 128 if rc > 128 else 0)
     return rc
