@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from typing import Callable
@@ -39,6 +40,22 @@ class AllocationEnded(Exception):
         self.state = state
 
 
+def exit_program(rc: int) -> None:
+    """End srun/salloc run as programs without Python's shutdown.
+
+    An allocation's gRPC calls run on daemon threads; at interpreter shutdown a
+    call's __del__ can wait forever on a lock such a frozen thread holds (seen:
+    a salloc that had taken its lease back after a controller restart, all its
+    work done and released, hung at exit). Everything the command owes is
+    written and released by now: flush and leave."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)
+
+
 class Allocation:
     def __init__(self, api: client.Api,
                  on_revoked: Callable[[api_pb2.AllocationEnded], None] | None = None):
@@ -52,6 +69,7 @@ class Allocation:
         self.ended = threading.Event()
         self.end: api_pb2.AllocationEnded | None = None
         self._watcher: threading.Thread | None = None
+        self._channels: list = []   # the ones _reattach opened, closed by close()
 
     @staticmethod
     def _request_stream(requests: queue.Queue):
@@ -109,8 +127,9 @@ class Allocation:
                                                    authz_requester_uid=os.getuid()))
             # A fresh channel each try: an old one waits out its reconnect backoff
             # (up to minutes) before it even tries the restarted controller.
-            stub = api_pb2_grpc.SlurmApiStub(client.channel(self._address))
-            call = stub.Allocate(self._request_stream(requests))
+            ch = client.channel(self._address)
+            self._channels.append(ch)
+            call = api_pb2_grpc.SlurmApiStub(ch).Allocate(self._request_stream(requests))
             try:
                 first = next(iter(call))
             except grpc.RpcError as e:
@@ -149,3 +168,9 @@ class Allocation:
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5.0)
         self._call = None   # its __del__ now, while every thread still runs
+        # Channels opened to take the lease back after a controller restart: closed
+        # here too, not by gRPC's __del__ at interpreter shutdown (a salloc that
+        # had reattached hung at exit now and then).
+        for ch in self._channels:
+            ch.close()
+        self._channels.clear()

@@ -28,7 +28,7 @@ import threading
 
 import grpc
 
-from cli.allocation import Allocation, AllocationEnded
+from cli.allocation import Allocation, AllocationEnded, exit_program
 from cli.common import CONNECT_FAILURE, CommandError, details, make_api, run
 from cli.sbatch import build_environment
 from cli.srun import allocation_spec
@@ -41,7 +41,10 @@ PROG = "salloc"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(_salloc, argv, None, None, None)
+    rc = run(_salloc, argv, None, None, None)
+    if argv is None:            # the program itself (not a test calling main)
+        exit_program(rc)
+    return rc
 
 
 def _salloc(argv, api, out, err) -> int:

@@ -27,7 +27,7 @@ from contextlib import ExitStack
 
 import grpc
 
-from cli.allocation import Allocation, AllocationEnded
+from cli.allocation import Allocation, AllocationEnded, exit_program
 from cli.common import CONNECT_FAILURE, CommandError, current_user, details, make_api, run
 from cli.sbatch import build_environment
 from cli.srun_options import RunOptions, parse_srun
@@ -41,7 +41,10 @@ PER_TASK_LETTERS = ("%t", "%n", "%N")   # patterns the nodes expand and write th
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(_srun, argv, None, None, None)
+    rc = run(_srun, argv, None, None, None)
+    if argv is None:            # the program itself (not a test calling main)
+        exit_program(rc)
+    return rc
 
 
 def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str,
