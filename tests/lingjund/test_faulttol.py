@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from lingjun import config, slurm
+from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched.snapshot import Plan, Start
 from lingjund.service import batch, errors, faulttol, jobs, nodes, restarts, scheduling
 from lingjund.service.agents import Connection
-from lingjund.service.context import Controller
-from lingjund.store.store import Store
+from tests.lingjund import handclock
 
 CONF = """
 [controller]
@@ -28,23 +27,10 @@ nodes = "ALL"
 """
 
 
-class Clock:
-    def __init__(self, t: float = 1000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 @pytest.fixture
 def ctl(tmp_path):
-    store = Store(str(tmp_path / "db.sqlite"))
-    c = Controller(config=config.parse(CONF), store=store, clock=Clock())
-    with store.transaction() as st:
-        for i in range(1, 5):
-            st.put_node(f"node{i}", registered=True, last_seen=1000.0)
-    yield c
-    store.close()
+    with handclock.controller(tmp_path, CONF, [f"node{i}" for i in range(1, 5)], last_seen=1000.0) as c:
+        yield c
 
 
 def connect(ctl, *names) -> dict[str, Connection]:
@@ -94,7 +80,7 @@ def kinds(ctl, jid) -> list[str]:
 def test_losing_the_batch_host_requeues_the_gang_and_stops_the_survivor(ctl):
     conns = connect(ctl, "node2")
     jid = run_job(ctl, requeue=True)
-    ctl.clock.t = 1010.0
+    ctl.clock.now = 1010.0
     lose(ctl, "node1")
     job = ctl.store.job(jid)
     assert (job.state, job.reason, job.restarts) == ("PENDING", "BeginTime", 1)
@@ -142,7 +128,7 @@ def test_a_requeued_job_starts_again_on_nodes_that_are_up(ctl):
     jid = run_job(ctl, requeue=True)
     lose(ctl, "node1")
     batch.job_cleaned(ctl, "node2", agent_pb2.JobCleaned(job_id=jid))
-    ctl.clock.t = 1011.0
+    ctl.clock.now = 1011.0
     assert scheduling.run_pass(ctl) == 1
     job = ctl.store.job(jid)
     assert job.state == "RUNNING" and "node1" not in job.nodes, job.nodes
@@ -160,15 +146,15 @@ def test_max_restarts_restarts_a_failed_run_with_a_doubling_capped_backoff(ctl):
     jid = run_job(ctl, nodes=("node1",), max_restarts=3)
     waits = []
     for attempt in range(4):
-        ctl.clock.t += 100
+        ctl.clock.now += 100
         finished(ctl, "node1", jid, exit_code=1)
         job = ctl.store.job(jid)
         if job.state == "PENDING":
-            waits.append(job.eligible_time - ctl.clock.t)
+            waits.append(job.eligible_time - ctl.clock.now)
             batch.job_cleaned(ctl, "node1", agent_pb2.JobCleaned(job_id=jid))
             scheduling.apply_plan(ctl, Plan(starts=(Start(
                 job_id=jid, nodes=("node1",), cpus_per_node=(1,), mem_per_node_mb=(0,),
-                gpus_per_node=(0,), tasks_per_node=(1,)),)), ctl.clock.t)
+                gpus_per_node=(0,), tasks_per_node=(1,)),)), ctl.clock.now)
     assert waits == [10, 20, 25], "10 s, doubled, capped at restart_backoff_max_s"
     job = ctl.store.job(jid)
     assert (job.state, job.reason, job.restarts) == ("FAILED", "NonZeroExitCode", 3)
@@ -189,13 +175,13 @@ def test_a_job_silent_past_its_hang_timeout_is_stopped_and_restarted(ctl):
     jid = run_job(ctl, nodes=("node1",), hang_timeout_s=5, max_restarts=1)
     quiet = run_job(ctl, nodes=("node1",))            # no --hang-timeout: never judged
     faulttol.check_hangs(ctl)
-    ctl.clock.t = 1004.0
+    ctl.clock.now = 1004.0
     nodes.heartbeat(ctl, conns["node1"], agent_pb2.Heartbeat(activity=[
         agent_pb2.FaulttolActivity(job_id=jid, last_activity=1004.0)]))
-    ctl.clock.t = 1008.0
+    ctl.clock.now = 1008.0
     faulttol.check_hangs(ctl)
     assert ctl.store.job(jid).kill_reason == "", "it wrote at 1004: alive at 1008"
-    ctl.clock.t = 1009.5
+    ctl.clock.now = 1009.5
     faulttol.check_hangs(ctl)
     assert ctl.store.job(jid).kill_reason == "HANG"
     assert ctl.store.job(quiet).kill_reason == ""
@@ -210,12 +196,12 @@ def test_a_job_silent_past_its_hang_timeout_is_stopped_and_restarted(ctl):
 
 def test_silence_is_timed_from_the_controllers_start_at_the_latest(ctl):
     ctl.started_at = 1000.0
-    ctl.clock.t = 1002.0
+    ctl.clock.now = 1002.0
     with ctl.store.transaction() as st:
         st.put_node("node3", last_seen=500.0)      # last seen long before this controller
     nodes.check_heartbeats(ctl)
     assert not ctl.store.node("node3").down, "agents get a full timeout to reconnect"
-    ctl.clock.t = 1003.5
+    ctl.clock.now = 1003.5
     nodes.check_heartbeats(ctl)
     assert ctl.store.node("node3").down and ctl.store.node("node3").reason == "Not responding"
 
@@ -248,7 +234,7 @@ def test_a_hung_job_that_exits_zero_when_stopped_still_failed(ctl):
     connect(ctl, "node1")
     jid = run_job(ctl, nodes=("node1",), hang_timeout_s=5)
     faulttol.check_hangs(ctl)
-    ctl.clock.t = 1010.0
+    ctl.clock.now = 1010.0
     faulttol.check_hangs(ctl)
     finished(ctl, "node1", jid, exit_code=0)      # its trap caught SIGTERM and exited 0
     job = ctl.store.job(jid)

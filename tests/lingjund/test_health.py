@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from lingjun import config, slurm
+from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched.snapshot import Plan, Start
 from lingjund.service import health, jobs, nodes, scheduling
-from lingjund.service.context import Controller
-from lingjund.store.store import Store
+from tests.lingjund import handclock
 
 CONF = """
 [[nodes]]
@@ -23,23 +22,10 @@ prolog_timeout_s = 30
 """
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def ctl(tmp_path):
-    store = Store(str(tmp_path / "db.sqlite"))
-    c = Controller(config=config.parse(CONF), store=store, clock=Clock())
-    with store.transaction() as st:
-        for i in range(1, 5):
-            st.put_node(f"node{i}", registered=True)
-    yield c
-    store.close()
+    with handclock.controller(tmp_path, CONF, [f"node{i}" for i in range(1, 5)]) as c:
+        yield c
 
 
 def res(name="disk", ok=True, reason="", severity="drain") -> api_pb2.SanityResult:

@@ -15,8 +15,7 @@ from lingjun import config, slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import batch, jobs, scheduling
 from lingjund.service.agents import Connection
-from lingjund.service.context import Controller
-from lingjund.store.store import Store
+from tests.lingjund import handclock
 
 CONF = """
 [preempt]
@@ -43,25 +42,12 @@ preempt_mode = "OFF"
 NODES = ("node1", "node2")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def ctl(tmp_path):
-    store = Store(str(tmp_path / "db.sqlite"))
-    c = Controller(config=config.parse(CONF), store=store, clock=Clock())
-    with store.transaction() as st:
+    with handclock.controller(tmp_path, CONF, NODES) as c:
         for n in NODES:
-            st.put_node(n, registered=True)
-    for n in NODES:
-        c.agents.attach(Connection(node=n))
-    yield c
-    store.close()
+            c.agents.attach(Connection(node=n))
+        yield c
 
 
 def sent(ctl) -> list[tuple[str, str, object]]:
