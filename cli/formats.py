@@ -608,7 +608,7 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
 
 
 def health_line(n: api_pb2.NodeInfo) -> str:
-    """wp-sanity: scontrol show node's probe line, only when a probe fails (a
+    """`scontrol show node`'s probe line, only when a probe fails (a
     healthy node prints exactly as Slurm's): ``HealthCheck=disk:FAIL(drain),processes:FAIL(warn)``."""
     bad = [r for r in n.sanity_results if not r.ok]
     if not bad:

@@ -19,7 +19,7 @@ loopback), waits until every node has registered, and leaves a pointer in
 squeue and the rest find it. ``down`` stops exactly what ``up`` started, by
 PID (checked against each process's start time), and the jobs' processes.
 
-wp-auth: ``up`` makes the cluster key ``DIR/cluster.key`` (kept across runs
+``up`` makes the cluster key ``DIR/cluster.key`` (kept across runs
 in the same state dir), and the controller serves users' credentials on
 ``DIR/auth.sock``; both go into the generated ``[auth]`` table and the
 pointer. ``keygen`` writes a key for a real cluster (mode 0600, never over
@@ -90,7 +90,7 @@ default = true
 {_auth_text(args, state)}"""
 
 
-# -- wp-auth: the local cluster's key, credential socket and (optional) TLS -----------
+# -- the local cluster's key, credential socket and (optional) TLS -----------
 def _auth_socket_path(state: Path) -> str:
     """DIR/auth.sock, or a short path under /tmp when DIR is too deep for a
     unix socket's 108-byte address."""
@@ -167,7 +167,7 @@ def _nodes_text(args) -> str:
     return "\n".join(out)
 
 
-# wp-sanity: lingjun up --sanity KEY=VALUE --------------------------------------------
+# lingjun up --sanity KEY=VALUE --------------------------------------------
 def _sanity_text(args) -> str:
     """A [sanity] table from --sanity KEY=VALUE (VALUE in TOML, or a bare
     string); "" when there is nothing to say. The local cluster's GPUs are
@@ -242,9 +242,9 @@ def cmd_up(args) -> int:
         return 1
     try:
         text = _config_text(args, port, state)
-        if args.operator:       # wp-authz
+        if args.operator:
             text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
-        if args.restart_backoff is not None:     # wp-faulttol
+        if args.restart_backoff is not None:
             text += f"\n[faulttol]\nrestart_backoff_s = {args.restart_backoff}\n"
         if args.extra_config:
             text += "\n" + Path(args.extra_config).read_text()
@@ -388,7 +388,7 @@ def cmd_events(args) -> int:
 
 
 def cmd_health(args) -> int:
-    """wp-sanity: each probe's last result, duration and time, per node."""
+    """Each probe's last result, duration and time, per node."""
     from cli import formats
     from lingjun import slurm
     try:
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("node", nargs="?", help="one node (default: every node)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
-    # wp-auth: TLS for the API and the agent channel (PEM files); plaintext on loopback otherwise
+    # TLS for the API and the agent channel (PEM files); plaintext on loopback otherwise
     up.add_argument("--tls-cert", help="the controller's certificate (PEM)")
     up.add_argument("--tls-key", help="the controller's private key (PEM)")
     up.add_argument("--tls-ca", help="CA that signed --tls-cert (default: the certificate itself)")
@@ -443,15 +443,15 @@ def main(argv: list[str] | None = None) -> int:
                                           "(default DIR/auth.sock); its directory must let users in")
     kg = sub.add_parser("keygen", help="write a new cluster key (mode 0600; never overwrites)")
     kg.add_argument("path")
-    # wp-authz: operators of the local cluster (an [authz] table; not with one in --extra-config)
+    # operators of the local cluster (an [authz] table; not with one in --extra-config)
     up.add_argument("--operator", action="append", default=[], metavar="USER",
                     help="a user who may act on anyone's jobs and change nodes; repeatable")
-    # wp-faulttol
+
     up.add_argument("--restart-backoff", type=float, metavar="S",
                     help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")
     ev = sub.add_parser("events", help="what happened to a job and why (node lost, restarts, hangs)")
     ev.add_argument("job")
-    # wp-sanity
+
     up.add_argument("--sanity", action="append", metavar="KEY=VALUE",
                     help="a [sanity] setting for the node probes, e.g. interval_s=1.5; repeatable")
     hl = sub.add_parser("health", help="node health probes: each probe's last result")

@@ -87,7 +87,7 @@ OPTIONS = [
     _O("kill-on-invalid-dep", ("kill-on-invalid-dep",), "", REQUIRED),
     _O("begin", ("begin",), "b", REQUIRED),
     _O("deadline", ("deadline",), "", REQUIRED),
-    # wp-faulttol: restart policy and hang detection (lingjund/service/restarts.py)
+    # restart policy and hang detection (lingjund/service/restarts.py)
     _O("max-restarts", ("max-restarts",), "", REQUIRED),
     _O("hang-timeout", ("hang-timeout",), "", REQUIRED),
 ]
@@ -498,7 +498,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
             export = _apply(parsed, spec, key, value, spelled, cwd, export)
         except ValueError:
             # A number too large for the request's field (protobuf refuses it):
-            # Slurm's words for a number it cannot take (wp-authz fuzz).
+            # Slurm's words for a number it cannot take (found by the fuzz).
             raise _err(f'Invalid numeric value "{value}" for {spelled}.') from None
 
     spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
@@ -665,9 +665,9 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         if value.lower() not in ("yes", "no"):
             raise _err("Invalid --kill-on-invalid-dep specification")
         spec.kill_on_invalid_dep = value.lower() == "yes"
-    elif key == "max-restarts":      # wp-faulttol
+    elif key == "max-restarts":
         spec.max_restarts = _int(value, "--max-restarts", 0)
-    elif key == "hang-timeout":      # wp-faulttol: Slurm time syntax, "0:30" = 30 s
+    elif key == "hang-timeout":      # Slurm time syntax, "0:30" = 30 s
         try:
             secs = slurm.parse_time_seconds(value)
         except ValueError:

@@ -365,7 +365,7 @@ class Scontrol:
             raise CommandError("\n".join(lines))
         return 0
 
-    # -- wp-authz: scontrol write batch_script JOB [FILE] ---------------------------
+    # -- scontrol write batch_script JOB [FILE] ---------------------------
     def write(self, args: list[str]) -> int:
         """Write a job's batch script to FILE (default slurm-JOB.sh; "-" is
         stdout), as scontrol/info_job.c does. The controller answers the

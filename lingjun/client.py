@@ -4,7 +4,7 @@ The controller's address comes from, in order: ``LINGJUN_CONTROLLER``, the
 config file (``LINGJUN_CONF`` or /etc/lingjun/lingjun.toml, when it exists),
 and the local cluster that ``lingjun up`` started (``$LINGJUN_HOME/local.json``, default ``~/.lingjun``).
 
-wp-auth: every call carries a token that says who the caller is, fetched
+every call carries a token that says who the caller is, fetched
 from the credential socket (``LINGJUN_AUTH_SOCKET``, else ``[auth] socket``
 of the config file, else the local cluster's, else /run/lingjun/auth.sock);
 with ``[auth] tls_ca`` (or the local cluster's) the channel speaks TLS.

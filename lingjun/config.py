@@ -42,7 +42,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     hold_down_s = 5.0               # the primary must stay up this long before traffic returns
     probe = "192.0.2.1"             # optional: ICMP echo through each NIC, not carrier alone
 
-    [auth]                          # wp-auth: lingjun/auth.py, lingjun/credential.py
+    [auth]                          # lingjun/auth.py, lingjun/credential.py
     key_file = "/etc/lingjun/cluster.key"   # `lingjun keygen`; mode 0600, same on every host
     socket = "/run/lingjun/auth.sock"   # the credential socket the commands ask
     token_ttl_s = 300.0             # user tokens expire (like munge's TTL)
@@ -118,7 +118,7 @@ class PartitionConfig:
     max_nodes: int = -1
     min_nodes: int = 0
     priority_tier: int = 1
-    # wp-preempt: PreemptMode of this partition's jobs ("" = [preempt] mode) and
+    # PreemptMode of this partition's jobs ("" = [preempt] mode) and
     # GraceTime, seconds between the victim's signal and its end.
     preempt_mode: str = ""
     grace_time_s: float = 0.0
@@ -242,7 +242,7 @@ def _preempt(table: dict) -> PreemptConfig:
 
 @dataclass(frozen=True)
 class AuthConfig:
-    """wp-auth: the cluster key, the credential socket and TLS (see the module docstring)."""
+    """The cluster key, the credential socket and TLS (see the module docstring)."""
     key_file: str = "/etc/lingjun/cluster.key"
     socket: str = "/run/lingjun/auth.sock"
     token_ttl_s: float = 300.0
@@ -270,7 +270,7 @@ def _auth(table: dict) -> AuthConfig:
 
 @dataclass(frozen=True)
 class AuthzConfig:
-    """[authz] (wp-authz): operators and the limits on one request.
+    """[authz]: operators and the limits on one request.
 
     Operators are Slurm's "Operator" admin level: they may cancel, hold,
     release, update and requeue anyone's jobs, read anyone's script, and
@@ -284,7 +284,7 @@ class AuthzConfig:
 
 @dataclass(frozen=True)
 class FaulttolConfig:
-    """wp-faulttol: what happens to a job after a failure (lingjund/service/restarts.py).
+    """What happens to a job after a failure (lingjund/service/restarts.py).
 
     Whether a job is requeued after its node is lost follows --requeue /
     --no-requeue, else ``[controller] job_requeue`` (Slurm's JobRequeue).
@@ -292,7 +292,7 @@ class FaulttolConfig:
     restart_backoff_s: float = 10.0      # wait before the first automatic restart
     restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
     checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
-# wp-sanity: XIDs that mean the GPU needs attention (Azure HPC health checks' list:
+# XIDs that mean the GPU needs attention (Azure HPC health checks' list:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).
 FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120)
@@ -366,12 +366,12 @@ class Config:
     nodes: tuple[NodeConfig, ...] = ()
     partitions: tuple[PartitionConfig, ...] = ()
     path: str = ""
-    network: NetworkConfig = field(default_factory=NetworkConfig)   # wp-network
-    auth: AuthConfig = field(default_factory=AuthConfig)            # wp-auth
-    preempt: PreemptConfig = field(default_factory=PreemptConfig)   # wp-preempt
-    authz: AuthzConfig = field(default_factory=AuthzConfig)         # wp-authz
-    faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)  # wp-faulttol
-    sanity: SanityConfig = field(default_factory=SanityConfig)      # wp-sanity
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    preempt: PreemptConfig = field(default_factory=PreemptConfig)
+    authz: AuthzConfig = field(default_factory=AuthzConfig)
+    faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
+    sanity: SanityConfig = field(default_factory=SanityConfig)
 
     def node(self, name: str) -> NodeConfig | None:
         for n in self.nodes:
@@ -467,10 +467,10 @@ def parse(text: str, path: str = "") -> Config:
     if partitions and not any(p.default for p in partitions):
         partitions[0] = PartitionConfig(**{**partitions[0].__dict__, "default": True})
     network = _network(data.pop("network", {}))
-    auth_conf = _auth(data.pop("auth", {}))        # wp-auth
+    auth_conf = _auth(data.pop("auth", {}))
     preempt = _preempt(data.pop("preempt", {}))
     authz = _authz(data.pop("authz", {}))
-    faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")   # wp-faulttol
+    faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")
     sanity = _sanity(data.pop("sanity", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:

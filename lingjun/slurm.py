@@ -601,7 +601,7 @@ def constraint_matches(expr: str | tuple, features) -> bool:
     return ev(tree)
 
 
-# --- dependencies, holds, begin and deadline times (wp-deps) ------------------
+# --- dependencies, holds, begin and deadline times ------------------
 REASON_DEPENDENCY_NEVER = "DependencyNeverSatisfied"
 REASON_DEADLINE = "DeadLine"
 

@@ -23,7 +23,7 @@ log = logging.getLogger("lingjun_agent")
 
 async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
     if creds is not None:
-        await creds.start()      # wp-auth: [auth] agent_serves_socket
+        await creds.start()      # [auth] agent_serves_socket
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except configmod.ConfigError as e:
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1
-    try:                                    # wp-auth
+    try:
         key = auth.ClusterKey.load(cfg.auth.key_file)
         tls_ca = None
         if cfg.auth.tls:

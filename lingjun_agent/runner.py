@@ -4,7 +4,7 @@ A reconciler: the controller says what it wants (launch, signal, terminate,
 the jobs it expects here), the node has what it has (live processes, batch
 results on disk), and the runner moves the node toward what was asked.
 
-    connect ◄── AuthChallenge(nonce)             (wp-auth: lingjun/auth.py)
+    connect ◄── AuthChallenge(nonce)             (lingjun/auth.py)
             ──► AuthProof(HMAC of nonce, node, time with the cluster key)
             ──► Register(inventory, running jobs, unacked results)
             ◄── RegisterReply(expected jobs, acked results)
@@ -46,7 +46,7 @@ class Refused(Exception):
 
 
 class Unauthenticated(Exception):
-    """wp-auth: the controller did not accept our proof of the cluster key."""
+    """The controller did not accept our proof of the cluster key."""
 
 
 class Agent:
@@ -58,7 +58,7 @@ class Agent:
                  sanity=None, configured: tuple[int, int, int] = (0, 0, 0)):
         self.node = node
         self.controller = controller
-        # wp-auth: the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
+        # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
         if key is None:
             raise ValueError("an agent needs the cluster key")
         self.key = key
@@ -82,11 +82,11 @@ class Agent:
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
         self._rng = random.Random(node)
-        # wp-network: the NIC reconciler (a thread) while the node has a profile
+        # the NIC reconciler (a thread) while the node has a profile
         self.net = NetworkOwner(self, rdma_root)
-        # wp-faulttol: each job's last sign of life here, sent with heartbeats
+        # each job's last sign of life here, sent with heartbeats
         self.activity = watch.ActivityWatch()
-        # wp-sanity: health probes; ``configured`` is the node's (cpus, memory, gpus)
+        # health probes; ``configured`` is the node's (cpus, memory, gpus)
         # in the controller's configuration, what the probes hold the node to.
         from lingjun.config import SanityConfig
         self.clock_offset: float | None = None
@@ -153,7 +153,7 @@ class Agent:
         async with self._channel() as ch:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
-            checked = await self.sanity.run("register")    # wp-sanity: before the handshake
+            checked = await self.sanity.run("register")    # before the handshake
             inv = inventory.collect(*self.inv_args)
             if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
                 if self.reach.server is None:
@@ -318,11 +318,11 @@ class Agent:
         port = 0
         try:
             env = dict(lb.environment)
-            env.update(self.job_env)           # wp-auth
+            env.update(self.job_env)
             files: dict[str, str] = {}
             if lb.launcher:
                 port, files = await self._prepare_launcher(lb, env)
-            watch.prepare_checkpoint_dir(env, lb.uid, lb.gid)     # wp-faulttol
+            watch.prepare_checkpoint_dir(env, lb.uid, lb.gid)
             spec = batch.BatchSpec(
                 job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
                 env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
@@ -405,7 +405,7 @@ class Agent:
         for spec in lt.tasks:
             env = dict(lt.environment)
             env.update(spec.environment)
-            env.update(self.job_env)           # wp-auth
+            env.update(self.job_env)
             running.append(asyncio.create_task(self._run_task(lt, spec, env)))
 
     async def _run_task(self, lt: agent_pb2.LaunchTasks, spec: agent_pb2.TaskSpec, env: dict) -> None:

@@ -52,7 +52,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
             faulttol.check_hangs(ctl)
-            health.check_prologs(ctl)          # wp-sanity
+            health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:
@@ -69,7 +69,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     ctl.wake_event()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None
-    if cfg.auth.controller_serves_socket:   # wp-auth: users' tokens on this host
+    if cfg.auth.controller_serves_socket:   # users' tokens on this host
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
     await server.start()
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if over:
         cfg = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, **over))
     try:
-        server_auth = ServerAuth.from_config(cfg)   # wp-auth: no key, no controller
+        server_auth = ServerAuth.from_config(cfg)   # no key, no controller
     except (auth.KeyFileError, OSError) as e:
         print(f"lingjund: error: {e}", file=sys.stderr)
         return 1

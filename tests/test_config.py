@@ -70,7 +70,7 @@ def test_a_node_in_two_profiles_is_refused():
         config.parse(text)
 
 
-# -- [authz] (wp-authz) -------------------------------------------------------------
+# -- [authz] -------------------------------------------------------------
 def test_authz_defaults_and_keys():
     a = config.parse("").authz
     assert (a.operators, a.max_submit_jobs_per_user) == ((), 0)

@@ -204,7 +204,7 @@ def test_fold_indices(indices, text):
     assert slurm.unfold_indices(text) == indices
 
 
-# --- --begin / --deadline / StartTime= (wp-deps) ------------------------------
+# --- --begin / --deadline / StartTime= ------------------------------
 def _local(y, mo, d, h=0, mi=0, s=0) -> int:
     import time
     return int(time.mktime((y, mo, d, h, mi, s, 0, 0, -1)))

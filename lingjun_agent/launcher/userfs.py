@@ -1,4 +1,4 @@
-"""Open a job's files as the job's user, not as the agent (wp-authz).
+"""Open a job's files as the job's user, not as the agent.
 
 The agent runs as root; a task's ``srun -o`` file opened by root would let a
 user write (or truncate) anything root can: ``-o /etc/cron.d/x``, a symlink

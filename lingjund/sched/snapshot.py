@@ -51,7 +51,7 @@ class PartitionView:
     min_nodes: int = 0
     priority_tier: int = 1
     total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
-    # wp-preempt: PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
+    # PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
     preempt_mode: str = "OFF"
 
 
@@ -112,7 +112,7 @@ class RunningJob:
     cpus_per_node: tuple[int, ...] = ()
     mem_per_node_mb: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
-    # wp-preempt: what preemption weighs (plugins/preempt.py)
+    # what preemption weighs (plugins/preempt.py)
     partition: str = ""
     priority: int = 0
     start_time: float = 0.0

@@ -1,4 +1,4 @@
-"""Who may do what (wp-authz).
+"""Who may do what.
 
 Slurm's rules, as slurmctld applies them after munge has told it the
 caller's uid:

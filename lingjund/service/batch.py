@@ -63,17 +63,17 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
 
 
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    if lost or kill_reason == slurm.NODE_FAIL:     # wp-faulttol: a node of the run was lost
+    if lost or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     if kill_reason == slurm.CANCELLED:
         return slurm.CANCELLED, slurm.REASON_NONE
-    if kill_reason == restarts.HANG:     # wp-faulttol: stopped as hung, whatever its exit
+    if kill_reason == restarts.HANG:     # stopped as hung, whatever its exit
         return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
     if kill_reason == slurm.TIMEOUT:
         return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
     if kill_reason == slurm.DEADLINE:
         return slurm.DEADLINE, slurm.REASON_DEADLINE
-    if kill_reason == slurm.PREEMPTED:      # wp-preempt: PreemptMode=CANCEL (REQUEUE requeues)
+    if kill_reason == slurm.PREEMPTED:      # PreemptMode=CANCEL (REQUEUE requeues)
         return slurm.PREEMPTED, slurm.REASON_NONE
     if res.error:
         return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
@@ -95,7 +95,7 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
         requeue = (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
                    or job.kill_reason == slurm.PREEMPTED and job.preempt_requeue) and not lost
-        # wp-faulttol: keep the attempt; restart per the job's policy (restarts.py)
+        # keep the attempt; restart per the job's policy (restarts.py)
         backoff = restarts.after_run(ctl, st, job, state, res.end_time or now, res.exit_code,
                                      res.signal, now, requeued=requeue,
                                      cause=restarts.HANG if job.kill_reason == restarts.HANG else "")

@@ -27,12 +27,12 @@ class Controller:
     live: dict = field(default_factory=dict)
     # job_id -> the live lease of an srun/salloc allocation (service/allocations.py)
     allocations: dict = field(default_factory=dict)
-    # wp-faulttol: job_id -> newest sign of life any agent reported (hang detection)
+    # job_id -> newest sign of life any agent reported (hang detection)
     activity: dict = field(default_factory=dict)
-    # wp-faulttol: when this controller started (the daemon sets it): silence is
+    # when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0
-    # wp-sanity: job_id -> its prolog in progress (service/health.py)
+    # job_id -> its prolog in progress (service/health.py)
     prologs: dict = field(default_factory=dict)
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False

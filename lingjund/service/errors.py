@@ -78,7 +78,7 @@ class InvalidRequest(SlurmError):
     message = "Invalid request"
 
 
-# -- dependencies, holds, requeue, job updates (wp-deps) -----------------------
+# -- dependencies, holds, requeue, job updates -----------------------
 class DependencyProblem(SlurmError):
     message = "Job dependency problem"
 

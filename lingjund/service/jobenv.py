@@ -162,7 +162,7 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
             "SLURM_TASKS_PER_NODE": slurm.compress_counts(tasks_per_node),
             "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
             "SLURM_SRUN_COMM_HOST": "127.0.0.1",
-            "SLURM_UMASK": base_env.get("SLURM_UMASK") or "0022",   # the submitter's (wp-authz)
+            "SLURM_UMASK": base_env.get("SLURM_UMASK") or "0022",   # the submitter's
             "SLURM_DISTRIBUTION": "block" if ntasks > len(step_nodes) else "cyclic",
             "LINGJUN_CONTROLLER": controller,
         })

@@ -264,7 +264,7 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         earlier = st.job_by_token(token) if token else None
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
-        authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)  # wp-authz
+        authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)
         job_id = st.insert_job(
             client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
             partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
@@ -368,7 +368,7 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             return
         done.add(job.job_id)
         if not authz.allowed(req.requester_uid, job.uid, ctl.config.authz):
-            # Slurm's job_signal(): the owner or an operator only (wp-authz)
+            # Slurm's job_signal(): the owner or an operator only
             log.warning("job=%d: cancel refused to uid %d (owner uid %d)",
                         job.job_id, req.requester_uid, job.uid)
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
@@ -537,7 +537,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         if job.array_task_str else "",
         array_max_running=job.array_max_running,
         dependency=job.dependency, deadline=int(job.deadline),
-        max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,   # wp-faulttol
+        max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,
         hang_timeout_s=spec.hang_timeout_s)
     _preempt_fields(ctl, job, info)
     derived_code, derived_sig = 0, 0
@@ -557,7 +557,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
 
 
 def _preempt_fields(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None:
-    """wp-preempt: PreemptEligibleTime, PreemptTime and who preempted it last."""
+    """PreemptEligibleTime, PreemptTime and who preempted it last."""
     info.preempt_eligible_time = int(preemption.eligible_time(ctl, job))
     info.preempt_time = int(job.preempt_time)
     info.preempted_by = job.preempted_by
@@ -602,7 +602,7 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     jobs = [j for j in jobs if keep(j)]
     steps = st.steps([j.job_id for j in jobs]) if (req.with_steps or accounting) else {}
     infos = [job_info(ctl, j, steps.get(j.job_id), now) for j in jobs]
-    if accounting:      # wp-faulttol: earlier runs, for sacct -D
+    if accounting:      # earlier runs, for sacct -D
         from lingjund.service.faulttol import attempt_msgs
         runs = st.attempts([j.job_id for j in jobs if j.restarts])
         for info in infos:

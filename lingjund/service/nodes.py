@@ -69,7 +69,7 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         batch.record_batch_finished(ctl, name, agent_pb2.BatchFinished(
             job_id=job.job_id, exit_code=0, signal=9, start_time=int(job.start_time),
             end_time=int(now), error="batch script lost"), lost=True)
-    # wp-sanity: the probes it ran just before registering; a failing node is
+    # the probes it ran just before registering; a failing node is
     # drained before any scheduling pass can see it IDLE.
     health.record(ctl, name, "register", reg.sanity)
     log.info("node=%s registered: %d cpus, %d MB, running %s, expected %s",
@@ -125,11 +125,11 @@ def disconnected(ctl: Controller, conn: Connection) -> None:
         log.warning("node=%s: agent stream closed", conn.node)
         with ctl.store.transaction() as st:
             st.put_node(conn.node, last_seen=ctl.clock())
-        ctl.wake_scheduler()     # wp-faulttol: time its silence from now (faulttol.next_check)
+        ctl.wake_scheduler()     # time its silence from now (faulttol.next_check)
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
-    authz.require_operator(req.requester_uid, ctl.config.authz)     # wp-authz: before anything
+    authz.require_operator(req.requester_uid, ctl.config.authz)     # before anything
     known = set(ctl.known_nodes())
     for name in req.names:
         if name not in known:
@@ -143,7 +143,7 @@ def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
                     raise errors.InvalidRequest(
                         "You must specify a reason when DOWNING or DRAINING a node. Request denied")
                 fields = {"drain": True} if state == "DRAIN" else {"down": True}
-                fields["drain_by_probe"] = False    # wp-sanity: a person's: only a person lifts it
+                fields["drain_by_probe"] = False    # a person's: only a person lifts it
                 st.put_node(name, reason=req.reason, reason_user=req.requester or str(req.requester_uid),
                             reason_time=now, **fields)
             elif state in ("RESUME", "IDLE"):
@@ -154,7 +154,7 @@ def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:
                             drain_by_probe=False)
             else:
                 raise errors.InvalidRequest("Invalid node state specified")
-            # wp-sanity: what a person did is a node event too (and restarts flap counting)
+            # what a person did is a node event too (and restarts flap counting)
             st.add_node_event(name, now, state.lower(), req.reason,
                               by=req.requester or str(req.requester_uid))
     log.info("nodes %s set %s by %s: %s", ",".join(req.names), state, req.requester, req.reason)
@@ -174,7 +174,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
         if unknown and len(unknown) == len(req.names):
             raise errors.InvalidNodeName()
         names = [n for n in names if n in req.names]
-    probed = ctl.store.probe_results(names)      # wp-sanity
+    probed = ctl.store.probe_results(names)
     out = []
     for name in names:
         rec = records.get(name)

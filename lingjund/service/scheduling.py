@@ -142,7 +142,7 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
     env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
-    env.update(faulttol.job_env(ctl, job))     # wp-faulttol: checkpoint dir, heartbeat file
+    env.update(faulttol.job_env(ctl, job))     # checkpoint dir, heartbeat file
     return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
         job_id=job.job_id, script=spec.script, argv=list(spec.argv),
         environment=env,
@@ -208,7 +208,7 @@ def run_pass(ctl: Controller) -> int:
         log.info("job=%d%s started on %s", job.job_id, task,
                  slurm.compress_hostlist(list(job.nodes)))
         if health.wants_prolog(ctl, job):
-            health.start_prolog(ctl, job)       # wp-sanity: the script follows the prolog
+            health.start_prolog(ctl, job)       # the script follows the prolog
         elif job.spec.batch:
             ctl.agents.send(job.batch_host, launch_message(ctl, job))
         # an allocation (srun/salloc) has no script: its client runs steps once told

@@ -144,7 +144,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     job = ctl.store.job(req.job_id)
     if job is None:
         raise errors.InvalidJobId()
-    authz.require_owner_or_root(req.requester_uid, job.uid)     # wp-authz
+    authz.require_owner_or_root(req.requester_uid, job.uid)
     if job.state != slurm.RUNNING or job.kill_reason:
         raise errors.AlreadyDone()
     nodes, tasks = _layout(job, req)

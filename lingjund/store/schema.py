@@ -98,7 +98,7 @@ MIGRATIONS: list[str] = [
     """,
     # 3
     """
-    -- wp-formats: step usage for sacct (AveRSS, MaxRSSNode/Task, TotalCPU)
+    -- step usage for sacct (AveRSS, MaxRSSNode/Task, TotalCPU)
     ALTER TABLE steps ADD COLUMN ave_rss_kb INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE steps ADD COLUMN max_rss_node TEXT NOT NULL DEFAULT '';
     ALTER TABLE steps ADD COLUMN max_rss_task INTEGER NOT NULL DEFAULT 0;
@@ -107,12 +107,12 @@ MIGRATIONS: list[str] = [
     """,
     # 4
     """
-    -- wp-sbopts: the --signal warning was sent for this run (cleared on requeue)
+    -- the --signal warning was sent for this run (cleared on requeue)
     ALTER TABLE jobs ADD COLUMN warn_signal_sent INTEGER NOT NULL DEFAULT 0
     """,
     # 5: dependencies and holds
     """
-    -- wp-deps: what is left of a job's dependency as scontrol shows it, with
+    -- what is left of a job's dependency as scontrol shows it, with
     -- sticky "(failed)" marks, an admin hold (JobHeldAdmin) apart from a user
     -- hold, and --deadline (0 = none) where each pass can find it cheaply
     ALTER TABLE jobs ADD COLUMN dependency TEXT NOT NULL DEFAULT '';
@@ -121,13 +121,13 @@ MIGRATIONS: list[str] = [
     """,
     # 6
     """
-    -- wp-network: the agent's last network report (api.proto NetStatusReport blob;
+    -- the agent's last network report (api.proto NetStatusReport blob;
     -- NULL = none yet), for lingjun net show and scontrol show node
     ALTER TABLE nodes ADD COLUMN net_status BLOB
     """,
     # 7
     """
-    -- wp-preempt: the last preemption of a job (0 = never): the job whose start
+    -- the last preemption of a job (0 = never): the job whose start
     -- preempted it, when, whether its grace time ran out and it was killed, and
     -- whether it goes back to the queue (PreemptMode=REQUEUE) or ends PREEMPTED
     ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;
@@ -137,7 +137,7 @@ MIGRATIONS: list[str] = [
     """,
     # 8
     """
-    -- wp-faulttol: what happened to a job and why (lingjun events), and each
+    -- what happened to a job and why (lingjun events), and each
     -- earlier run of a restarted or requeued job (sacct -D)
     CREATE TABLE job_events (
         job_id INTEGER NOT NULL,
@@ -160,7 +160,7 @@ MIGRATIONS: list[str] = [
     """,
     # 9
     """
-    -- wp-sanity: health probes. drain_by_probe: the node's DRAIN was set by a
+    -- health probes. drain_by_probe: the node's DRAIN was set by a
     -- probe (a passing probe may lift it, a drain by a person only a person lifts).
     -- probe_results: each probe's last result per node. node_events: every
     -- health transition (drain, resume, flapping, prolog_fail, and what a person

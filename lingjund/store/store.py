@@ -68,7 +68,7 @@ class JobRecord:
     dependency: str = ""              # what is left to wait for ("afterok:7(unfulfilled)"); "" = none
     hold_admin: bool = False          # held by an operator (JobHeldAdmin); only with held
     deadline: float = 0.0             # --deadline, Unix seconds; 0 = none
-    # wp-preempt: the last preemption (service/preemption.py); 0 = never
+    # the last preemption (service/preemption.py); 0 = never
     preempted_by: int = 0
     preempt_time: float = 0.0
     preempt_killed: bool = False      # its grace time ran out: the kill was sent
@@ -109,13 +109,13 @@ class NodeRecord:
     agent_start_time: float = 0.0
     last_seen: float = 0.0
     last_busy_time: float = 0.0
-    net_status: api_pb2.NetStatusReport | None = None   # wp-network: None = no report yet
-    drain_by_probe: bool = False      # wp-sanity: the DRAIN was a probe's, not a person's
+    net_status: api_pb2.NetStatusReport | None = None   # None = no report yet
+    drain_by_probe: bool = False      # the DRAIN was a probe's, not a person's
 
 
 @dataclass(frozen=True)
 class JobEvent:
-    """wp-faulttol: one thing that happened to a job (lingjun events)."""
+    """One thing that happened to a job (lingjun events)."""
     job_id: int
     time: float
     kind: str
@@ -124,7 +124,7 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class Attempt:
-    """wp-faulttol: one ended run of a job that ran again (sacct -D)."""
+    """One ended run of a job that ran again (sacct -D)."""
     job_id: int
     attempt: int                      # 1 = the first run
     state: str                        # how it ended
@@ -291,7 +291,7 @@ class Store:
         return [_job_from_row(r) for r in self.db.query(sql + " ORDER BY job_id", args)]
 
     def active_job_count(self, uid: int) -> int:
-        """wp-authz: a user's pending and running jobs, each array task one job
+        """A user's pending and running jobs, each array task one job
         (the pending remainder of an array counts its tasks), as Slurm's
         MaxSubmitJobs counts them."""
         from lingjun import slurm
@@ -384,7 +384,7 @@ class Store:
         row = next(self.db.query("SELECT * FROM nodes WHERE name = ?", [name]), None)
         return _node_from_row(row) if row else None
 
-    # -- wp-faulttol: job events and earlier attempts -------------------------------
+    # -- job events and earlier attempts -------------------------------
     def add_job_event(self, job_id: int, time: float, kind: str, text: str) -> None:
         self.db.execute("INSERT INTO job_events (job_id, time, kind, text) VALUES (?, ?, ?, ?)",
                         [job_id, time, kind, text])
@@ -413,7 +413,7 @@ class Store:
                 out.setdefault(r["job_id"], []).append(Attempt(**r))
         return out
 
-    # -- wp-sanity: probe results and node events ---------------------------------
+    # -- probe results and node events ---------------------------------
     def put_probe_results(self, node: str, results: Iterable[api_pb2.SanityResult]) -> None:
         rows = [dict(node=node, name=r.name, severity=r.severity, ok=int(r.ok), reason=r.reason,
                      duration_s=r.duration_s, time=r.time, phase=r.phase) for r in results]

@@ -1,6 +1,6 @@
 """AgentService servicer: one bidirectional stream per node agent.
 
-wp-auth: the controller opens every stream with an AuthChallenge (a fresh
+the controller opens every stream with an AuthChallenge (a fresh
 nonce) and sends nothing else until the agent's AuthProof verifies
 (lingjun/auth.py: the MAC, the clock skew, one use per nonce); a stream
 that fails is logged with its peer and reason and ends UNAUTHENTICATED

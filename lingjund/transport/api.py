@@ -38,7 +38,7 @@ def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
     if not spec.work_dir.startswith("/"):
         raise errors.InvalidRequest("The working directory must be an absolute path")
     if (spec.HasField("max_restarts") and spec.max_restarts < 0) or spec.hang_timeout_s < 0:
-        raise errors.InvalidRequest("Invalid --max-restarts or --hang-timeout value")   # wp-faulttol
+        raise errors.InvalidRequest("Invalid --max-restarts or --hang-timeout value")
     if spec.launcher and spec.launcher not in launchers.LAUNCHERS:
         raise errors.InvalidRequest(f"Invalid --launcher argument: {spec.launcher}")
 
@@ -47,7 +47,7 @@ def unary(fn):
     @functools.wraps(fn)
     async def wrapper(self, request, context):
         try:
-            validate.check(request, self.ctl.config.authz)     # wp-authz: every field bounded
+            validate.check(request, self.ctl.config.authz)     # every field bounded
             return fn(self, request, context)
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
@@ -117,7 +117,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return network.reconfigure(self.ctl)
 
     @unary
-    def GetBatchScript(self, request, context):     # wp-authz
+    def GetBatchScript(self, request, context):
         return authz.batch_script(self.ctl, request)
 
     @unary
@@ -125,7 +125,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return faulttol.get_events(self.ctl, request)
 
     @unary
-    def GetSanityResults(self, request, context):       # wp-sanity
+    def GetSanityResults(self, request, context):
         return health.sanity_results(self.ctl, request)
 
     @unary
@@ -157,7 +157,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     async def RunStep(self, request, context):
         try:
-            validate.check(request, self.ctl.config.authz)     # wp-authz
+            validate.check(request, self.ctl.config.authz)
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
         gen = steps.run_step(self.ctl, request)

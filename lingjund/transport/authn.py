@@ -157,7 +157,7 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or not details.method.startswith(API_PREFIX):
             return handler
         if handler.request_deserializer is None:
-            # An outer interceptor decodes requests itself (wp-authz's DecodeGuard):
+            # An outer interceptor decodes requests itself (validate's DecodeGuard):
             # we would get bytes we cannot rewrite. Order them [that one, this one].
             raise RuntimeError("AuthnInterceptor must come after any interceptor that decodes requests")
         key, method = self.key, details.method

@@ -1,7 +1,7 @@
 """Build the gRPC server: SlurmApi, AgentService, health and reflection.
 
 ``build_server`` returns the server and the port it bound, so tests listen
-on port 0 and read back the port. ``auth`` (wp-auth) holds the cluster key
+on port 0 and read back the port. ``auth`` holds the cluster key
 both services authenticate with and, when configured, the TLS credentials
 the port is served with; the local cluster serves plaintext on loopback.
 """

@@ -1,4 +1,4 @@
-"""Every request is checked here before any service function sees it (wp-authz).
+"""Every request is checked here before any service function sees it.
 
 The controller is reachable by every user of the cluster, so a request is
 hostile until shown otherwise. Two layers, both at the transport boundary:

@@ -1,4 +1,4 @@
-"""Files of a task are opened by the task's user (wp-authz): the kernel's
+"""Files of a task are opened by the task's user: the kernel's
 permission checks decide, so a path the user may not write fails with the
 user's own EACCES, whatever ``..`` or symlink leads there. Uses the system's
 ``nobody`` user; the agent (this test) is root, as on a real node."""

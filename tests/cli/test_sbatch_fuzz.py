@@ -1,4 +1,4 @@
-"""sbatch over random argument lists (wp-authz): a bad command line ends with
+"""Sbatch over random argument lists: a bad command line ends with
 Slurm's words on stderr and a non-zero status, never a Python traceback.
 
 The options come from sbatch's own table (cli/sbatch.py ALL_OPTIONS), so

@@ -1,4 +1,4 @@
-"""scontrol write batch_script JOB [FILE] against a fake controller (wp-authz)."""
+"""Scontrol write batch_script JOB [FILE] against a fake controller."""
 from __future__ import annotations
 
 import io

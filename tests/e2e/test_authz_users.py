@@ -1,4 +1,4 @@
-"""Real users on a real local cluster (wp-authz): who may do what, and jobs run as their owner.
+"""Real users on a real local cluster: who may do what, and jobs run as their owner.
 
 Creates three users with ``useradd``: alice, bob and an operator (``lingjun
 up --operator``, that is ``[authz] operators``). Their names carry this

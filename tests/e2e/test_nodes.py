@@ -44,7 +44,7 @@ def test_lingjund_tells_systemd_when_it_serves(tmp_path):
     sock.settimeout(30)
     port = Cluster(tmp_path).port
     env = dict(os.environ, NOTIFY_SOCKET=path)
-    from lingjun import auth  # wp-auth: no controller starts without its cluster key
+    from lingjun import auth  # no controller starts without its cluster key
     auth.write_key(tmp_path / "cluster.key")
     conf = tmp_path / "lingjun.toml"
     conf.write_text(f'[auth]\nkey_file = "{tmp_path / "cluster.key"}"\nsocket = "{tmp_path / "auth.sock"}"\n')

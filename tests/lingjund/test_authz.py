@@ -1,4 +1,4 @@
-"""Who may do what, over the real SlurmApi (wp-authz): owners and operators.
+"""Who may do what, over the real SlurmApi: owners and operators.
 
 Operators come from ``[authz] operators`` (a uid here, so no user account is
 needed); the e2e test test_authz_users.py shows the same with real users.

@@ -1,4 +1,4 @@
-"""Hostile requests over real gRPC to an in-process controller (wp-authz).
+"""Hostile requests over real gRPC to an in-process controller.
 
 Hypothesis builds request messages from the protobuf descriptors (so a field
 added to the contract is fuzzed too): random field values, huge strings,

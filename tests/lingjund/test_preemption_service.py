@@ -112,7 +112,7 @@ def test_victim_gets_its_signal_then_the_kill_after_grace_then_requeues(ctl):
     assert (job.state, job.reason, job.restarts) == (slurm.PENDING, slurm.REASON_BEGIN_TIME, 1)
     scheduling.run_pass(ctl)
     assert ctl.store.job(high).state == slurm.RUNNING
-    # wp-faulttol: the history says why, and sacct -D keeps the preempted run
+    # the history says why, and sacct -D keeps the preempted run
     [ev] = ctl.store.job_events(victim)
     assert (ev.kind, ev.time) == ("preempted", 1060.0)
     assert ev.text.startswith(f"preempted by job {high} on node[1-2]; requeued after 5 s grace"), ev.text

@@ -1,4 +1,4 @@
-"""The transport boundary (wp-authz): malformed bytes and out-of-bounds fields
+"""The transport boundary: malformed bytes and out-of-bounds fields
 get a clear INVALID_ARGUMENT, the controller answers the next call, and the
 store is unchanged."""
 from __future__ import annotations
