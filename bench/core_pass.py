@@ -1,0 +1,186 @@
+"""Time one pass of the pure scheduling core over hand-built snapshots.
+
+    python bench/core_pass.py                           # the whole N x P grid
+    python bench/core_pass.py --nodes 10000 --pending 100000 --situation nothing
+    python bench/core_pass.py --timeout 150 --repeat 3
+
+Each grid point builds a ``Snapshot`` with the core's own types (no
+controller, no store) and times ``schedule(snapshot, now)`` alone, in a
+child process of its own (so one point's memory does not weigh on the next
+and a point that runs past ``--timeout`` is cut off and shown as ``> T s``).
+
+The cluster: N nodes of 8 GPUs, 128 CPUs and 1 TB each, typed ``h100`` with
+feature ``ib``; partition ``batch`` holds every node, ``debug`` (a tenth of
+them, MaxTime 60 min) overlaps it. The queue: P pending jobs (array tasks
+count one each), a seeded mix of 1-GPU jobs, whole-node 8-GPU jobs, 8-, 64-
+and 256-node gangs of 8 GPUs per node, arrays of 1-GPU tasks, plus a few
+held, dependent and GPU-type-constrained jobs; priorities random (seeded),
+so gangs and small jobs interleave.
+
+Situations:
+
+- ``nothing``: every node is fully allocated by running jobs, so nothing can
+  start; the pass only decides reasons.
+- ``fill``: every node is idle; the pass starts what fits in priority order
+  until a job that does not fit blocks its partition.
+
+Prints one line per point as it goes, then a Markdown table of medians.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lingjund.sched.cycle import schedule  # noqa: E402
+from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView,  # noqa: E402
+                                     RunningJob, Snapshot)
+
+NOW = 1_000_000.0
+GPUS, CPUS, MEM = 8, 128, 1_024_000
+GRID_NODES = (100, 1_000, 10_000)
+GRID_PENDING = (1_000, 10_000, 100_000)
+SITUATIONS = ("nothing", "fill")
+
+
+def build(nodes: int, pending: int, situation: str, seed: int = 14) -> Snapshot:
+    """The snapshot of one grid point; the same arguments give the same snapshot."""
+    rnd = random.Random(seed)
+    names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
+    debug = names[: max(1, nodes // 10)]
+    in_debug = set(debug)
+    full = situation == "nothing"
+    views, running = [], []
+    for i, name in enumerate(names):
+        parts = ("batch", "debug") if name in in_debug else ("batch",)
+        views.append(NodeView(
+            name=name, cpus=CPUS, memory_mb=MEM, gpus=GPUS,
+            alloc_cpus=CPUS if full else 0, alloc_memory_mb=MEM // 2 if full else 0,
+            alloc_gpus=GPUS if full else 0, running_jobs=1 if full else 0,
+            partitions=parts, features=("ib",), gpu_type="h100"))
+        if full:
+            running.append(RunningJob(job_id=10_000_000 + i, nodes=(name,), end_time=NOW + 3600,
+                                      cpus_per_node=(CPUS,), mem_per_node_mb=(MEM // 2,),
+                                      gpus_per_node=(GPUS,), partition="batch",
+                                      start_time=NOW - 60))
+    partitions = (
+        PartitionView(name="batch", nodes=tuple(names), default=True,
+                      total_cpus=CPUS * nodes),
+        PartitionView(name="debug", nodes=tuple(debug), max_time_min=60,
+                      total_cpus=CPUS * len(debug)),
+    )
+    jobs: list[JobRequest] = []
+    counted = 0
+    job_id = 1
+    while counted < pending:
+        kind = rnd.random()
+        common = dict(job_id=job_id, priority=rnd.randint(1, 10_000),
+                      submit_time=NOW - 100_000 + job_id, time_limit_min=rnd.choice((30, 60, 240)))
+        if kind < 0.02:
+            common["held"] = True
+        elif kind < 0.04:
+            common["dependency"] = "Dependency"
+        part = "debug" if rnd.random() < 0.1 else "batch"
+        shape = rnd.random()
+        if shape < 0.60:        # one GPU, its share of CPUs and memory
+            j = JobRequest(partition=part, cpus_per_task=16, gpus_per_node=1,
+                           mem_per_node_mb=64_000,
+                           gpu_type="h100" if rnd.random() < 0.1 else "", **common)
+            n = 1
+        elif shape < 0.80:      # one whole node
+            j = JobRequest(partition=part, ntasks_per_node=8, cpus_per_task=16,
+                           gpus_per_node=GPUS, mem_per_node_mb=0, **common)
+            n = 1
+        elif shape < 0.90:      # an array of 1-GPU tasks
+            k = min(rnd.choice((10, 50, 100)), pending - counted)
+            j = JobRequest(partition=part, cpus_per_task=16, gpus_per_node=1,
+                           mem_per_node_mb=64_000, array_tasks=tuple(range(k)),
+                           array_slots=rnd.choice((UNLIMITED, UNLIMITED, 20)), **common)
+            n = k
+        else:                   # a gang of whole 8-GPU nodes
+            size = rnd.choices((8, 64, 256), weights=(0.80, 0.15, 0.05))[0]
+            j = JobRequest(partition="batch", min_nodes=size, ntasks_per_node=8,
+                           cpus_per_task=16, gpus_per_node=GPUS, mem_per_node_mb=512_000,
+                           constraint="ib" if rnd.random() < 0.5 else "", **common)
+            n = 1
+        jobs.append(j)
+        counted += n
+        job_id += 1
+    return Snapshot(nodes=tuple(views), partitions=partitions, pending=tuple(jobs),
+                    running=tuple(running))
+
+
+def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float) -> dict:
+    snap = build(nodes, pending, situation)
+    times, starts = [], 0
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        plan = schedule(snap, NOW)
+        times.append(time.perf_counter() - t0)
+        starts = len(plan.starts)
+        if times[-1] > once_above:
+            break
+    return {"nodes": nodes, "pending": pending, "situation": situation, "starts": starts,
+            "median_s": statistics.median(times), "runs": len(times)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, nargs="*", default=list(GRID_NODES))
+    ap.add_argument("--pending", type=int, nargs="*", default=list(GRID_PENDING))
+    ap.add_argument("--situation", nargs="*", choices=SITUATIONS, default=list(SITUATIONS))
+    ap.add_argument("--repeat", type=int, default=3, help="passes per point (median shown)")
+    ap.add_argument("--once-above", type=float, default=5.0,
+                    help="stop repeating a point once a pass took longer than this (s)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="give up on a point after this long, building its snapshot included (s)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
+                                   args.repeat, args.once_above)))
+        return 0
+
+    rows = []
+    for situation in args.situation:
+        for n in args.nodes:
+            for p in args.pending:
+                cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--pending", str(p),
+                       "--situation", situation, "--repeat", str(args.repeat),
+                       "--once-above", str(args.once_above)]
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                         timeout=args.timeout)
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                except subprocess.TimeoutExpired:
+                    row = {"nodes": n, "pending": p, "situation": situation, "starts": None,
+                           "median_s": None, "runs": 0}
+                except subprocess.CalledProcessError as e:
+                    print(e.stderr, file=sys.stderr)
+                    raise
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+
+    print()
+    print("| nodes | pending | situation | starts | one pass (median) | passes |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for r in rows:
+        took = (f"> {args.timeout:.0f} s (cut off)" if r["median_s"] is None
+                else f"{r['median_s']:.3f} s")
+        starts = "?" if r["starts"] is None else f"{r['starts']:,}"
+        print(f"| {r['nodes']:,} | {r['pending']:,} | {r['situation']} | {starts} | {took} "
+              f"| {r['runs']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
