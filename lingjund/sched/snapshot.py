@@ -11,6 +11,7 @@ are minutes with ``UNLIMITED`` (-1) for none.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 UNLIMITED = -1
@@ -53,6 +54,12 @@ class PartitionView:
     total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
     # PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
     preempt_mode: str = "OFF"
+
+    @cached_property
+    def node_count(self) -> int:
+        """Distinct nodes it names; counted once per view, since every job of
+        the partition asks (rebuilding the set per job was most of a pass)."""
+        return len(set(self.nodes))
 
 
 @dataclass(frozen=True)

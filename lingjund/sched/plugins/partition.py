@@ -18,7 +18,7 @@ from lingjund.sched.snapshot import UNLIMITED, JobRequest, PartitionView
 
 def node_cap(partition: PartitionView) -> int:
     """The most nodes one job may have in this partition."""
-    count = len(set(partition.nodes))
+    count = partition.node_count
     if partition.max_nodes != UNLIMITED:
         return min(count, partition.max_nodes)
     return count
