@@ -31,7 +31,7 @@ Per job, in queue order:
 3. Otherwise the select (``plugins/gang.py``) stages the whole job on the
    partition's schedulable nodes, minus every node of a blocked partition
    (those are kept for the higher job, as Slurm drops them from its
-   available set). Staged copies are committed whole, so later jobs in the
+   available set). A staged gang is committed whole, so later jobs in the
    pass see what earlier ones took; a failed stage leaves nothing behind.
 4. If the job does not fit, the same select is asked again against the
    partition's nodes as if idle. Never fitting (more CPUs per task than any
@@ -68,40 +68,52 @@ does not fit. Each start names its task. Tasks left over because the throttle
 is used up get ``JobArrayTaskLimit`` and block nothing; tasks left over for
 lack of room go through step 4 like any job that does not fit. So an array of
 10,000 tasks on 8 free CPUs costs 9 placement attempts per pass, not 10,000.
+
+What a pass costs. Free capacity is indexed per partition
+(``capacity.py``): a rank looks only at nodes with the CPUs and GPUs it
+asks, best first, and a start moves its nodes between buckets instead of
+copying the pool. A blocked partition costs one set lookup per job behind
+it. Work is shared between jobs that cannot differ in the answer: the nodes
+a job may use are worked out once per partition and node-filter key (same
+-x, -C, GPU type), and a job shape (``GangPlacement.shape``) that found no
+room in a partition, or would never fit it, is not searched again in the
+pass: capacity only shrinks during a pass, so the answer cannot change.
+
+Example: on 10,000 8-GPU nodes, 1,000 jobs asking 9 GPUs on one node (which
+never fits) cost one search and one as-if-idle check together, not 2,000;
+an array of 1,000 tasks behind a blocked 256-node gang costs none; each of
+the 5,000 one-GPU jobs that start looks at a handful of nodes.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
+from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
+from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
-from lingjund.sched.pool import NodeFree, Placement
+from lingjund.sched.pool import Placement
 from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
 
 
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
     """Decide one pass over ``snapshot`` at time ``now``; pure and deterministic."""
     partitions = {p.name: p for p in snapshot.partitions}
-    views = {v.name: v for v in snapshot.nodes}
-    pool = {v.name: NodeFree.from_view(v) for v in snapshot.nodes}
-    idle = {v.name: NodeFree.idle(v) for v in snapshot.nodes}
+    free = FreeCapacity(snapshot.nodes, snapshot.partitions)
+    views = {v.name: v for v in free.views}
+    select = profile.select
+    indexed = callable(getattr(select, "place_in", None)) and callable(getattr(select, "shape", None))
     blocked_parts: set[str] = set()
-    blocked_nodes: set[str] = set()
     starts: list[Start] = []
     reasons: dict[int, str] = {}
     preemptions: list[Preemption] = []
     claimed: set[int] = set()
+    usable_sets: dict[tuple[str, Hashable], tuple[tuple[int, ...], frozenset[int] | None]] = {}
+    no_room: set[tuple] = set()            # (partition, usable key, shape) that found no room
+    ever_fits: dict[tuple, bool] = {}      # same key -> fits the partition as if idle
 
-    with _blame(profile.queue_sort):
-        queue = profile.queue_sort.order(snapshot.pending)
-    # Higher PriorityTier first; sorted() is stable, so the plugin's order holds within a tier.
-    queue = sorted(queue, key=lambda j: -(partitions[j.partition].priority_tier
-                                          if j.partition in partitions else 0))
-
-    for job in queue:
+    for job in _queue(profile, snapshot.pending, partitions):
         part = partitions.get(job.partition)
         if part is None:
             reasons[job.job_id] = REASON_PARTITION_CONFIG
@@ -118,60 +130,99 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             reasons[job.job_id] = REASON_PRIORITY
             continue
 
-        members = [n for n in dict.fromkeys(part.nodes)
-                   if n in pool and _usable(profile, job, views[n])]
+        # The nodes this job may use at all: computed once per partition and node-filter
+        # key (jobs with the same -x/-C/GPU type share it), else once per job.
+        ukey = _node_key(profile, job)
+        usable = usable_sets.get((part.name, ukey)) if ukey is not None else None
+        if usable is None:
+            usable = _usable(profile, job, free, part.name, ukey)
+            if ukey is not None:
+                usable_sets[(part.name, ukey)] = usable
+        ids, only = usable
         most = node_cap(part)
+        key = None
+        if indexed and ukey is not None:
+            with _blame(select):
+                key = (part.name, ukey, select.shape(job))
+
         placed = 0
-        while placed < job.wanted:
-            # Rebuilt per task: the previous task's committed gang changed the pool.
-            candidates = [pool[n] for n in members
-                          if pool[n].schedulable and n not in blocked_nodes]
-            with _blame(profile.select):
-                placement = profile.select.place_gang(job, candidates, most)
-            if placement is None:
-                break
-            for node in placement.staged:        # commit the whole gang
-                pool[node.name] = node
-            task = job.array_tasks[placed] if job.array_tasks else -1
-            starts.append(_start(job, placement, task))
-            placed += 1
+        if key is None or key not in no_room:
+            while placed < job.wanted:
+                with _blame(select):
+                    if indexed:
+                        placement = select.place_in(job, free.free(part.name, only), most)
+                    else:
+                        placement = select.place_gang(job, free.candidates(ids), most)
+                if placement is None:
+                    if key is not None:
+                        no_room.add(key)   # capacity only shrinks in a pass: stays so
+                    break
+                free.commit(placement.shares)
+                task = job.array_tasks[placed] if job.array_tasks else -1
+                starts.append(_start(job, placement, task))
+                placed += 1
         if placed == job.wanted:
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
             continue
         if profile.preempt is not None and placed == 0 and not job.array_tasks:
-            candidates = [pool[n] for n in members if n not in blocked_nodes]
+            candidates = free.candidates(ids, schedulable=False)
             with _blame(profile.preempt):
                 victims = profile.preempt.victims(
-                    job, part, candidates, snapshot.running, partitions, profile.select, most,
+                    job, part, candidates, snapshot.running, partitions, select, most,
                     now, snapshot.preempt_exempt_s, frozenset(claimed))
             for v in victims or ():
                 preemptions.append(Preemption(victim=v, by=job.job_id))
                 claimed.add(v)
 
-        with _blame(profile.select):
-            ever = profile.select.place_gang(job, [idle[n] for n in members], most)
+        ever = ever_fits.get(key) if key is not None else None
         if ever is None:
+            with _blame(select):
+                if indexed:
+                    ever = select.place_in(job, free.idle(part.name, only), most) is not None
+                else:
+                    ever = select.place_gang(job, free.idle_nodes(ids), most) is not None
+            if key is not None:
+                ever_fits[key] = ever
+        if not ever:
             reasons[job.job_id] = REASON_RESOURCES   # never fits: does not block
             continue
-        reasons[job.job_id] = (REASON_PRIORITY if blocked_nodes.intersection(part.nodes)
-                               else REASON_RESOURCES)
+        reasons[job.job_id] = REASON_PRIORITY if free.any_blocked(part) else REASON_RESOURCES
         blocked_parts.add(part.name)
-        blocked_nodes.update(part.nodes)
+        free.block(part)
 
     return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions))
 
 
+def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> list[JobRequest]:
+    with _blame(profile.queue_sort):
+        queue = profile.queue_sort.order(pending)
+    tiers = {p.priority_tier for p in partitions.values()}
+    if len(tiers) > 1:
+        # Higher PriorityTier first; sorted() is stable, so the plugin's order holds within
+        # a tier. With one tier only jobs of unknown partitions (tier 0) would move, and
+        # they start nothing and block nothing, so the sort is skipped.
+        tier = {name: p.priority_tier for name, p in partitions.items()}
+        queue = sorted(queue, key=lambda j: -tier.get(j.partition, 0))
+    return queue
+
+
 def _refusal(profile: Profile, job: JobRequest, part: PartitionView, now: float) -> str | None:
     for f in profile.filters:
-        with _blame(f):
+        try:
             reason = f.check(job, part, now)
+        except PluginError:
+            raise
+        except Exception as e:
+            raise PluginError(f"{f.name}: {e}") from e
         if reason is not None:
             return reason
     return None
 
 
 def _required_refusal(profile: Profile, job: JobRequest, views) -> str | None:
+    if not job.req_nodes:
+        return None
     for f in profile.node_filters:
         with _blame(f):
             reason = f.check_required(job, views)
@@ -180,16 +231,36 @@ def _required_refusal(profile: Profile, job: JobRequest, views) -> str | None:
     return None
 
 
-def _usable(profile: Profile, job: JobRequest, view) -> bool:
+def _node_key(profile: Profile, job: JobRequest) -> Hashable | None:
+    """Jobs with equal keys may use the same nodes; None when a filter cannot say."""
+    keys = []
+    for f in profile.node_filters:
+        node_key = getattr(f, "node_key", None)
+        if node_key is None:
+            return None
+        with _blame(f):
+            keys.append(node_key(job))
+    return tuple(keys)
+
+
+def _usable(profile: Profile, job: JobRequest, free: FreeCapacity, part: str,
+            key: Hashable | None) -> tuple[tuple[int, ...], frozenset[int] | None]:
+    """Ids of the partition's nodes ``job`` may use (partition order), and the same as a
+    set, or None when that is all of them."""
+    members = free.members(part)
+    if key is not None and all(k == () for k in key):
+        return members, None               # no filter refuses any node to this job
+    ids = list(members)
     for f in profile.node_filters:
         with _blame(f):
-            if f.check_node(job, view) is not None:
-                return False
-    return True
+            ids = [i for i in ids if f.check_node(job, free.views[i]) is None]
+    return tuple(ids), None if len(ids) == len(members) else frozenset(ids)
 
 
 def _start(job: JobRequest, placement: Placement, array_task_id: int = -1) -> Start:
-    shares = sorted(placement.shares, key=lambda s: natural_key(s.node))
+    shares = placement.shares
+    if len(shares) > 1:
+        shares = sorted(shares, key=lambda s: natural_key(s.node))
     return Start(job_id=job.job_id,
                  nodes=tuple(s.node for s in shares),
                  cpus_per_node=tuple(s.cpus for s in shares),
@@ -199,12 +270,19 @@ def _start(job: JobRequest, placement: Placement, array_task_id: int = -1) -> St
                  exclusive=job.exclusive, array_task_id=array_task_id)
 
 
-@contextmanager
-def _blame(plugin) -> Iterator[None]:
-    """Put the plugin's name on anything it raises."""
-    try:
-        yield
-    except PluginError:
-        raise
-    except Exception as e:
-        raise PluginError(f"{plugin.name}: {e}") from e
+class _blame:
+    """Put the plugin's name on anything it raises (a class: cheaper than a generator
+    context manager, and the pass enters one per job)."""
+
+    __slots__ = ("plugin",)
+
+    def __init__(self, plugin) -> None:
+        self.plugin = plugin
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, PluginError) or not isinstance(exc, Exception):
+            return False
+        raise PluginError(f"{self.plugin.name}: {exc}") from exc

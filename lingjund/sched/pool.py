@@ -6,9 +6,9 @@ later job would see. Nothing outside the pass ever sees these objects: the
 snapshot stays frozen, the pass hands back a ``Plan``.
 
 A rank of a job asks for an ``Ask``; a node answers with the ``Share`` it
-would give (or ``None``). Gang placement stages shares on copies of the
-nodes and either commits every copy back or drops them all (see
-``plugins/gang.py``).
+would give (or ``None``). Gang placement stages one share per rank without
+changing any node, then the pass commits every share or drops them all
+(``capacity.py``, ``plugins/gang.py``).
 """
 from __future__ import annotations
 
@@ -113,11 +113,11 @@ class NodeFree:
 
 @dataclass(frozen=True)
 class Placement:
-    """A staged gang: one share per rank, and the node copies that took them.
+    """A staged gang: one share per rank, in natural node order.
 
-    Committing writes ``staged`` back into the pass's pool; dropping is
-    doing nothing, since only copies were touched.
+    Committing applies every share to the pass's free capacity
+    (``capacity.FreeCapacity.commit``); dropping it is doing nothing, since
+    staging changed nothing.
     """
 
     shares: tuple[Share, ...]
-    staged: tuple[NodeFree, ...]

@@ -6,7 +6,9 @@ plugin fits:
 - ``QueueSort.order``   the pending queue in the order the pass walks it.
 - ``JobFilter.check``   a reason this job will not start in this pass that
                         waiting for resources does not cure, or None.
-- ``GangSelect.place_gang``  a whole placement for a job, or None.
+- ``GangSelect.place_gang``  a whole placement for a job, or None
+                        (``IndexedGangSelect.place_in``: the same over the
+                        pass's free-capacity index).
 - ``NodeFilter.check_node`` / ``check_required``  which nodes a job may use
                         at all (-w, -x, -C, GPU type), and a reason when a
                         node it insists on is unavailable.
@@ -20,8 +22,9 @@ the names, ``DEFAULT_PROFILE`` is what a plain cluster gets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Hashable, Mapping, Protocol, Sequence, runtime_checkable
 
+from lingjund.sched.capacity import FreeNodes
 from lingjund.sched.plugins.eligibility import JobEligibility
 from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.plugins.nodes import NodeRequest
@@ -59,9 +62,26 @@ class GangSelect(Protocol):
 
     def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
                    most_nodes: int) -> Placement | None:
-        """All of ``job`` on distinct nodes among ``candidates``, staged on
-        copies, or None. Must not change ``candidates``; must be
-        deterministic for equal inputs."""
+        """All of ``job`` on distinct nodes among ``candidates``, or None.
+        Must not change ``candidates`` (the caller commits the shares); must
+        be deterministic for equal inputs."""
+        ...
+
+
+@runtime_checkable
+class IndexedGangSelect(GangSelect, Protocol):
+    """A select that also searches the pass's free-capacity index. The pass
+    uses ``place_in`` when a select has it (and ``place_gang`` otherwise, over
+    lists it builds per job: correct, but a scan of the partition per start)."""
+
+    def shape(self, job: JobRequest) -> Hashable:
+        """Everything of ``job`` the placement reads. Two jobs with equal
+        shapes, asked of the same nodes, must get the same answer: once a
+        shape finds no room in a pass, the pass asks no more for it."""
+        ...
+
+    def place_in(self, job: JobRequest, free: FreeNodes, most_nodes: int) -> Placement | None:
+        """As ``place_gang``, over ``free`` (``capacity.FreeNodes``). Read only."""
         ...
 
 
@@ -75,9 +95,15 @@ class NodeFilter(Protocol):
         ...
 
     def check_required(self, job: JobRequest, nodes: Mapping[str, NodeView]) -> str | None:
-        """A Slurm pending reason when nodes ``job`` insists on cannot take
-        work now, or None. Such a job never blocks the jobs behind it."""
+        """A Slurm pending reason when nodes ``job`` insists on (``req_nodes``)
+        cannot take work now, or None. Such a job never blocks the jobs behind
+        it. Not asked for a job that insists on none."""
         ...
+
+    # Optional: ``node_key(job) -> Hashable``, everything of ``job`` that
+    # ``check_node`` reads, ``()`` when it refuses no node to the job. Jobs with
+    # equal keys then share one scan of the partition per pass; without the
+    # hook every job gets its own scan.
 
 
 @runtime_checkable

@@ -21,24 +21,26 @@ as it can within the range; packing leaves whole nodes for the next gang.
 Without ``num_tasks`` more nodes only ask more, so only ``min_nodes`` is
 tried.
 
-Placement stages every rank on copies of the candidate nodes, largest ask
-first, each on the best remaining node: a node the job requires (-w)
-first, then lowest weight, then least CPU left over (best fit), then
-natural name order (node2 before node10). If any rank finds no node, or a
-required node is left out, the copies are dropped and nothing is placed.
-Asks of one job differ only in CPUs, so largest-first never misses a
-layout that fits. Required nodes count toward the node count, as in Slurm
-(-w node[1-2] alone asks for two nodes).
+Placement stages every rank, largest ask first, each on the best remaining
+node: a node the job requires (-w) first, then lowest weight, then least
+CPU left over (best fit), then natural name order (node2 before node10).
+If any rank finds no node, or a required node is left out, nothing is
+placed. Asks of one job differ only in CPUs, so largest-first never misses
+a layout that fits. The search runs over the pass's free-capacity index
+(``capacity.py``), which yields nodes in exactly this order without
+looking at those short of CPUs or GPUs; ``tests/sched/reference.py`` keeps
+the plain scan it must agree with. Required nodes count toward the node
+count, as in Slurm (-w node[1-2] alone asks for two nodes).
 
 Memory per rank: ``mem_per_cpu_mb`` times the rank's CPUs when given.
 """
 from __future__ import annotations
 
 from math import ceil
-from typing import Sequence
+from typing import Hashable, Sequence
 
-from lingjun.slurm import natural_key
-from lingjund.sched.pool import ALL_MEMORY, Ask, NodeFree, Placement, Share
+from lingjund.sched.capacity import FreeNodes
+from lingjund.sched.pool import ALL_MEMORY, Ask, NodeFree, Placement
 from lingjund.sched.snapshot import JobRequest
 
 
@@ -80,57 +82,34 @@ def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
     return tuple(out)
 
 
-def stage(ranks: Sequence[Ask], candidates: Sequence[NodeFree],
-          required: frozenset[str] = frozenset()) -> Placement | None:
-    """Every rank on its own node copy, or None (and the copies are dropped).
-
-    Every node in ``required`` must take a rank."""
-    scratch = [c.copy() for c in candidates]
-    used: set[str] = set()
-    shares: list[Share] = []
-    staged: list[NodeFree] = []
-    for ask in sorted(ranks, key=lambda a: -a.cpus):
-        best: tuple[tuple, NodeFree, Share] | None = None
-        for node in scratch:
-            if node.name in used:
-                continue
-            share = node.share(ask)
-            if share is None:
-                continue
-            key = (node.name not in required, node.weight, node.free_cpus - share.cpus,
-                   natural_key(node.name))
-            if best is None or key < best[0]:
-                best = (key, node, share)
-        if best is None:
-            return None
-        _, node, share = best
-        node.take(share)
-        used.add(node.name)
-        shares.append(share)
-        staged.append(node)
-    if not required <= used:
-        return None
-    shares.sort(key=lambda s: natural_key(s.node))
-    return Placement(shares=tuple(shares), staged=tuple(staged))
-
-
 class GangPlacement:
     name = "select/gang"
 
-    def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
-                   most_nodes: int) -> Placement | None:
-        """Stage all of ``job`` on distinct ``candidates``, or return None.
+    def shape(self, job: JobRequest) -> Hashable:
+        """What placement reads of ``job``: two jobs of equal shape, asked of the
+        same nodes, get the same answer (the pass remembers shapes that found no room)."""
+        return (job.min_nodes, job.max_nodes, job.num_tasks, job.ntasks_per_node,
+                job.cpus_per_task, job.mem_per_node_mb, job.mem_per_cpu_mb, job.gpus_per_node,
+                job.exclusive, job.req_nodes)
 
-        ``candidates`` are the nodes the job may use (its partition's,
-        schedulable, not held for a higher-priority job); this hook only
-        reads them. ``most_nodes`` is the partition's cap on one job. The
-        caller commits ``Placement.staged`` or drops it whole.
+    def place_in(self, job: JobRequest, free: FreeNodes, most_nodes: int) -> Placement | None:
+        """Stage all of ``job`` on distinct nodes of ``free``, or return None.
+
+        ``free`` is the pass's indexed capacity, narrowed to the nodes the job
+        may use (its partition's, schedulable, not held for a higher-priority
+        job); this hook only reads it. ``most_nodes`` is the partition's cap on
+        one job. The caller commits the placement's shares or drops them.
         """
         required = frozenset(job.req_nodes)
         for count in node_counts(job, most_nodes):
-            if count > len(candidates):
+            if count > free.size:
                 break
-            placement = stage(asks(job, count), candidates, required)
-            if placement is not None:
-                return placement
+            shares = free.stage(asks(job, count), required)
+            if shares is not None:
+                return Placement(shares=shares)
         return None
+
+    def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
+                   most_nodes: int) -> Placement | None:
+        """``place_in`` over a plain list of nodes (preemption, start estimates)."""
+        return self.place_in(job, FreeNodes.of(candidates), most_nodes)

@@ -20,7 +20,8 @@ Example: node[1-4], node1 and node2 with feature "fast", node3 down.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from functools import lru_cache
+from typing import Hashable, Mapping
 
 from lingjun import slurm
 from lingjund.sched.snapshot import JobRequest, NodeView
@@ -35,11 +36,17 @@ WRONG_GPU_TYPE = "wrong gpu type"
 class NodeRequest:
     name = "node_features/request"
 
+    def node_key(self, job: JobRequest) -> Hashable:
+        """What ``check_node`` reads of the job: () when it refuses no node."""
+        if not (job.exc_nodes or job.constraint or job.gpu_type):
+            return ()
+        return (job.exc_nodes, job.constraint, job.gpu_type)
+
     def check_node(self, job: JobRequest, node: NodeView) -> str | None:
         """Why ``node`` can never be one of ``job``'s nodes, or None if it may."""
         if node.name in job.exc_nodes:
             return EXCLUDED
-        if job.constraint and not slurm.constraint_matches(job.constraint, node.features):
+        if job.constraint and not _matches(job.constraint, node.features):
             return LACKS_FEATURES
         if job.gpu_type and node.gpu_type != job.gpu_type:
             return WRONG_GPU_TYPE
@@ -49,3 +56,10 @@ class NodeRequest:
         """A pending reason when a -w node cannot take work now, else None."""
         gone = [n for n in job.req_nodes if n not in nodes or not nodes[n].schedulable]
         return slurm.req_node_not_avail(gone) if gone else None
+
+
+@lru_cache(maxsize=4096)
+def _matches(constraint: str, features: tuple[str, ...]) -> bool:
+    # Nodes of one kind share their features: parse and test each expression once
+    # per kind, not once per node.
+    return slurm.constraint_matches(constraint, features)

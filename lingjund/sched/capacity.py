@@ -1,0 +1,358 @@
+"""Free capacity during one pass, indexed so that placing a rank does not scan every node.
+
+What it decides: for one rank's ``Ask``, which nodes could take it and in
+which order placement prefers them. The order is the one ``plugins/gang.py``
+documents: a node the job requires (-w) first, then lowest weight, then the
+fewest CPUs left over (best fit), then natural name order. Without an index
+that means asking every node of the partition, for every rank of every job;
+with it a rank looks only at nodes that have the CPUs and GPUs it asks, best
+first, and stops at the first that also has the memory.
+
+How. A ``NodeIndex`` keeps the nodes that can take any rank at all (not
+held exclusively, at least one CPU free) in buckets keyed by
+``(weight, free CPUs, free GPUs)``, each bucket a sorted list of node ids,
+where a node's id is its place in natural name order. Walking the bucket
+keys in order and skipping those with too few CPUs or GPUs yields exactly
+the preferred order: weight, then free CPUs (so the least left over, since
+the ask is the same for every node), then ids, merged across the buckets
+that differ only in free GPUs. An exclusive ask wants an untouched node and
+takes all of it (nothing is left over), so untouched nodes are also kept by
+weight alone, in id order.
+
+Example. gpu[1-4], 64 CPUs and 8 GPUs each, weight 1; gpu2 runs a job
+holding 48 CPUs and 6 GPUs, gpu3 one holding 8 CPUs and 1 GPU:
+
+    bucket (1, 16, 2): gpu2
+    bucket (1, 56, 7): gpu3
+    bucket (1, 64, 8): gpu1 gpu4      untouched (weight 1): gpu1 gpu4
+
+A rank asking 16 CPUs and 1 GPU walks gpu2, gpu3, gpu1, gpu4 and takes
+gpu2 (best fit); one asking 32 CPUs skips bucket (1, 16, 2) without looking
+at gpu2; an exclusive rank walks the untouched gpu1, gpu4. A 2-node gang of
+16 CPUs and 4 GPUs per rank skips (1, 16, 2), finds gpu3 and gpu1, and
+never touches gpu4.
+
+Staging and committing. A gang stages its ranks on distinct nodes without
+changing anything: one rank per node means no rank sees another's share,
+so the overlay of a staged gang is just the set of nodes it used and their
+shares. ``FreeCapacity.commit`` then applies the shares whole (the nodes
+move to their new buckets in every partition's index); dropping a gang is
+doing nothing. Nothing copies the pool.
+
+Within a pass capacity only shrinks (starts take, blocked partitions keep
+their nodes), which is what lets the pass remember a shape that found no
+room (``cycle.py``).
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from heapq import merge
+from typing import Iterable, Mapping, Sequence
+
+from lingjun.slurm import natural_key
+from lingjund.sched.pool import Ask, NodeFree, Share
+from lingjund.sched.snapshot import NodeView, PartitionView
+
+
+def _placeable(node: NodeFree) -> bool:
+    """Can take some rank: every ask wants at least one CPU; nothing joins an exclusive holder."""
+    return not node.exclusive and node.free_cpus >= 1
+
+
+class NodeIndex:
+    """Some nodes, those able to take a rank kept in placement order (see the module doc).
+
+    ``nodes`` maps a node id to its ``NodeFree`` (ids are natural name
+    order); ``ids`` maps names back to ids. The index reads the nodes; the
+    owner changes them only between ``discard`` and ``add``.
+    """
+
+    def __init__(self, nodes: Sequence[NodeFree] | Mapping[int, NodeFree],
+                 ids: Mapping[str, int], members: Iterable[int]):
+        self._node = nodes
+        self._ids = ids
+        self._members: set[int] = set()
+        self._bucket_of: dict[int, tuple[int, int, int]] = {}
+        self._buckets: dict[tuple[int, int, int], list[int]] = {}
+        self._keys: list[tuple[int, int, int]] = []
+        self._untouched_of: dict[int, int] = {}       # id -> weight, for untouched nodes
+        self._untouched: dict[int, list[int]] = {}    # weight -> ids
+        self._weights: list[int] = []
+        self._members.update(members)
+        bucket_of, buckets = self._bucket_of, self._buckets
+        untouched_of, untouched = self._untouched_of, self._untouched
+        for i in self._members:                       # in bulk: append, then sort once
+            node = nodes[i]
+            if node.exclusive or node.free_cpus < 1:  # _placeable, inlined: 10,000 nodes a pass
+                continue
+            key = (node.weight, node.free_cpus, node.free_gpus)
+            bucket_of[i] = key
+            ids_ = buckets.get(key)
+            if ids_ is None:
+                buckets[key] = [i]
+            else:
+                ids_.append(i)
+            if node.untouched:
+                untouched_of[i] = node.weight
+                untouched.setdefault(node.weight, []).append(i)
+        for ids_ in self._buckets.values():
+            ids_.sort()
+        for ids_ in self._untouched.values():
+            ids_.sort()
+        self._keys = sorted(self._buckets)
+        self._weights = sorted(self._untouched)
+
+    @property
+    def size(self) -> int:
+        """How many nodes the index holds, placeable or not (an upper bound for a gang)."""
+        return len(self._members)
+
+    def discard(self, i: int, forget: bool = False) -> None:
+        """Take node ``i`` out of the placement order (before it changes); ``forget``:
+        out of the index for good (its partition was blocked)."""
+        if forget:
+            self._members.discard(i)
+        key = self._bucket_of.pop(i, None)
+        if key is not None:
+            ids_ = self._buckets[key]
+            del ids_[bisect_left(ids_, i)]
+            if not ids_:
+                del self._buckets[key]
+                del self._keys[bisect_left(self._keys, key)]
+        w = self._untouched_of.pop(i, None)
+        if w is not None:
+            ids_ = self._untouched[w]
+            del ids_[bisect_left(ids_, i)]
+            if not ids_:
+                del self._untouched[w]
+                del self._weights[bisect_left(self._weights, w)]
+
+    def add(self, i: int) -> None:
+        """Put node ``i`` back in order as it is now (after it changed)."""
+        if i not in self._members or i in self._bucket_of:
+            return
+        node = self._node[i]
+        if not _placeable(node):
+            return
+        key = (node.weight, node.free_cpus, node.free_gpus)
+        self._bucket_of[i] = key
+        ids_ = self._buckets.get(key)
+        if ids_ is None:
+            self._buckets[key] = [i]
+            insort(self._keys, key)
+        else:
+            insort(ids_, i)
+        if node.untouched:
+            self._untouched_of[i] = node.weight
+            ids_ = self._untouched.get(node.weight)
+            if ids_ is None:
+                self._untouched[node.weight] = [i]
+                insort(self._weights, node.weight)
+            else:
+                insort(ids_, i)
+
+    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset(),
+              only: frozenset[int] | None = None) -> tuple[Share, ...] | None:
+        """One share per rank, each on its own node, in natural node order; or None.
+
+        Largest ask first, each on the best node left (see the module doc);
+        every node in ``required`` must take a rank; ``only``: the ids the
+        job may use (None: all). Changes nothing.
+        """
+        req: set[int] = set()
+        for name in required:
+            i = self._ids.get(name)
+            if i is None or i not in self._bucket_of or (only is not None and i not in only):
+                return None       # a required node that can take no rank: never satisfied
+            req.add(i)
+        ordered = sorted(ranks, key=lambda a: -a.cpus)
+        used: set[int] = set()
+        got: list[tuple[int, Share]] = []
+        start = 0
+        while start < len(ordered):
+            ask = ordered[start]
+            end = start + 1
+            while end < len(ordered) and ordered[end] == ask:
+                end += 1
+            # Ranks with equal asks are interchangeable: the best ``end - start`` nodes
+            # in one walk are what rank-by-rank choice would give them.
+            chosen = self._best(ask, end - start, used, req, only)
+            if chosen is None:
+                return None
+            for i, share in chosen:
+                used.add(i)
+                got.append((i, share))
+            start = end
+        if not req <= used:
+            return None
+        got.sort(key=lambda t: t[0])
+        return tuple(share for _, share in got)
+
+    def _best(self, ask: Ask, need: int, used: set[int], req: set[int],
+              only: frozenset[int] | None) -> list[tuple[int, Share]] | None:
+        out: list[tuple[int, Share]] = []
+        if req:
+            first = []
+            for i in req:
+                if i in used:
+                    continue
+                node = self._node[i]
+                share = node.share(ask)
+                if share is not None:
+                    first.append(((node.weight, node.free_cpus - share.cpus, i), i, share))
+            first.sort(key=lambda t: t[0])
+            out = [(i, share) for _, i, share in first[:need]]
+            if len(out) == need:
+                return out
+        runs = self._runs(ask)
+        if sum(len(ids_) for run in runs for ids_ in run) < need:
+            return None           # not enough nodes with the CPUs and GPUs: no walk
+        node_of = self._node
+        for run in runs:
+            for i in (run[0] if len(run) == 1 else merge(*run)):
+                if i in used or i in req or (only is not None and i not in only):
+                    continue
+                share = node_of[i].share(ask)
+                if share is None:
+                    continue
+                out.append((i, share))
+                if len(out) == need:
+                    return out
+        return None
+
+    def _runs(self, ask: Ask) -> list[list[list[int]]]:
+        """The id lists that may fit ``ask``, grouped into runs walked in order;
+        the lists of one run are merged (equal weight and left-over CPUs)."""
+        if ask.exclusive:
+            return [[self._untouched[w]] for w in self._weights]
+        runs: list[list[list[int]]] = []
+        last = None
+        for key in self._keys:
+            w, cpus, gpus = key
+            if cpus < ask.cpus or gpus < ask.gpus:
+                continue
+            if (w, cpus) != last:
+                runs.append([])
+                last = (w, cpus)
+            runs[-1].append(self._buckets[key])
+        return runs
+
+
+class FreeNodes:
+    """What a select sees of the free capacity: an index and the node ids one job may use."""
+
+    def __init__(self, index: NodeIndex, only: frozenset[int] | None = None):
+        self._index = index
+        self._only = only
+
+    @classmethod
+    def of(cls, candidates: Sequence[NodeFree]) -> FreeNodes:
+        """An index over a plain list of nodes (built for this one question)."""
+        by_name = {n.name: n for n in reversed(candidates)}   # first of a repeated name wins
+        nodes = sorted(by_name.values(), key=lambda n: natural_key(n.name))
+        ids = {n.name: i for i, n in enumerate(nodes)}
+        return cls(NodeIndex(nodes, ids, range(len(nodes))))
+
+    @property
+    def size(self) -> int:
+        """At least as many as the nodes a gang could use; a gang of more never fits."""
+        return self._index.size
+
+    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset()
+              ) -> tuple[Share, ...] | None:
+        return self._index.stage(ranks, required, self._only)
+
+
+class FreeCapacity:
+    """The pass's free resources: one ``NodeFree`` per node, changed only by
+    ``commit``, and an index per partition built when a job first needs it."""
+
+    def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView]):
+        by_name = {v.name: v for v in views}
+        names = sorted(by_name, key=natural_key)
+        self.ids: dict[str, int] = {n: i for i, n in enumerate(names)}
+        self.views: list[NodeView] = [by_name[n] for n in names]
+        self.nodes: list[NodeFree] = [NodeFree.from_view(v) for v in self.views]
+        self.blocked: set[str] = set()
+        self._parts = {p.name: p for p in partitions}
+        self._members: dict[str, tuple[int, ...]] = {}
+        self._index: dict[str, NodeIndex] = {}
+        self._idle_all: NodeIndex | None = None
+        self._idle_nodes: list[NodeFree] = []
+        self._member_set: dict[str, frozenset[int]] = {}
+        self._indexes_of: dict[int, list[NodeIndex]] = {}
+
+    def members(self, part: str) -> tuple[int, ...]:
+        """Ids of the partition's nodes that the snapshot has, in the partition's order."""
+        got = self._members.get(part)
+        if got is None:
+            ids = self.ids
+            got = tuple(dict.fromkeys(ids[n] for n in self._parts[part].nodes if n in ids))
+            self._members[part] = got
+        return got
+
+    def free(self, part: str, only: frozenset[int] | None = None) -> FreeNodes:
+        """The partition's schedulable nodes not kept for a blocked partition."""
+        index = self._index.get(part)
+        if index is None:
+            nodes, blocked = self.nodes, self.blocked
+            live = [i for i in self.members(part)
+                    if nodes[i].schedulable and nodes[i].name not in blocked]
+            index = NodeIndex(nodes, self.ids, live)
+            self._index[part] = index
+            for i in live:
+                self._indexes_of.setdefault(i, []).append(index)
+        return FreeNodes(index, only)
+
+    def idle(self, part: str, only: frozenset[int] | None = None) -> FreeNodes:
+        """The partition's nodes as if nothing ran and all were up: "never" versus "not now".
+
+        One index of every node serves all partitions (nothing changes it in a
+        pass); a partition short of the whole cluster narrows it to its members."""
+        if self._idle_all is None:
+            self._idle_nodes = [NodeFree.idle(v) for v in self.views]
+            self._idle_all = NodeIndex(self._idle_nodes, self.ids, range(len(self.views)))
+        if only is None and len(self.members(part)) < len(self.views):
+            only = self._member_set.get(part)
+            if only is None:
+                only = self._member_set[part] = frozenset(self.members(part))
+        return FreeNodes(self._idle_all, only)
+
+    def candidates(self, ids: Iterable[int], schedulable: bool = True) -> list[NodeFree]:
+        """The nodes of ``ids`` not kept for a blocked partition (and schedulable), as a
+        list: for a select or preemptor without the index."""
+        nodes, blocked = self.nodes, self.blocked
+        return [nodes[i] for i in ids
+                if nodes[i].name not in blocked and (nodes[i].schedulable or not schedulable)]
+
+    def idle_nodes(self, ids: Iterable[int]) -> list[NodeFree]:
+        """The nodes of ``ids`` as if nothing ran and all were up, as a list."""
+        views = self.views
+        return [NodeFree.idle(views[i]) for i in ids]
+
+    def commit(self, shares: Iterable[Share]) -> None:
+        """Apply a placed gang's shares, all of them."""
+        for share in shares:
+            i = self.ids[share.node]
+            indexes = self._indexes_of.get(i, ())
+            for index in indexes:
+                index.discard(i)
+            self.nodes[i].take(share)
+            for index in indexes:
+                index.add(i)
+
+    def block(self, part: PartitionView) -> None:
+        """Keep every node of ``part`` for its blocked job: no later job of the pass gets one."""
+        for name in part.nodes:
+            if name in self.blocked:
+                continue
+            self.blocked.add(name)
+            i = self.ids.get(name)
+            if i is None:
+                continue
+            for index in self._indexes_of.pop(i, ()):
+                index.discard(i, forget=True)
+
+    def any_blocked(self, part: PartitionView) -> bool:
+        return not self.blocked.isdisjoint(part.nodes)
+
