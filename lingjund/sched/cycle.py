@@ -102,7 +102,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     partitions = {p.name: p for p in snapshot.partitions}
     free = FreeCapacity(snapshot.nodes, snapshot.partitions)
     views = {v.name: v for v in free.views}
-    select = profile.select
+    select, filters = profile.select, profile.filters
     indexed = callable(getattr(select, "place_in", None)) and callable(getattr(select, "shape", None))
     blocked_parts: set[str] = set()
     starts: list[Start] = []
@@ -118,14 +118,22 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if part is None:
             reasons[job.job_id] = REASON_PARTITION_CONFIG
             continue
-        refusal = _refusal(profile, job, part, now)
+        refusal = None
+        for f in filters:                  # _blame, inlined: asked for every pending job
+            try:
+                refusal = f.check(job, part, now)
+            except Exception as e:
+                raise (e if isinstance(e, PluginError) else PluginError(f"{f.name}: {e}")) from e
+            if refusal is not None:
+                break
         if refusal is not None:
             reasons[job.job_id] = refusal
             continue
-        unavailable = _required_refusal(profile, job, views)
-        if unavailable is not None:
-            reasons[job.job_id] = unavailable
-            continue
+        if job.req_nodes:
+            unavailable = _required_refusal(profile, job, views)
+            if unavailable is not None:
+                reasons[job.job_id] = unavailable
+                continue
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
             continue
@@ -207,22 +215,7 @@ def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> l
     return queue
 
 
-def _refusal(profile: Profile, job: JobRequest, part: PartitionView, now: float) -> str | None:
-    for f in profile.filters:
-        try:
-            reason = f.check(job, part, now)
-        except PluginError:
-            raise
-        except Exception as e:
-            raise PluginError(f"{f.name}: {e}") from e
-        if reason is not None:
-            return reason
-    return None
-
-
 def _required_refusal(profile: Profile, job: JobRequest, views) -> str | None:
-    if not job.req_nodes:
-        return None
     for f in profile.node_filters:
         with _blame(f):
             reason = f.check_required(job, views)

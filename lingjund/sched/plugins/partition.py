@@ -28,16 +28,22 @@ class PartitionLimits:
     name = "partition/limits"
 
     def check(self, job: JobRequest, partition: PartitionView, now: float) -> str | None:
-        state = partition.state.upper()
-        if state == "DOWN":
-            return REASON_PARTITION_DOWN
-        if state == "INACTIVE":
-            return REASON_PARTITION_INACTIVE
-        min_nodes = max(1, job.min_nodes)
-        tasks = job.num_tasks or (job.ntasks_per_node or 1) * min_nodes
-        if partition.total_cpus and tasks * max(1, job.cpus_per_task) > partition.total_cpus:
-            return REASON_PARTITION_CONFIG
-        max_nodes = max(min_nodes, job.max_nodes)
+        # Asked for every pending job of every pass: plain comparisons, no calls
+        # where one will do.
+        state = partition.state
+        if state != "UP":
+            state = state.upper()
+            if state == "DOWN":
+                return REASON_PARTITION_DOWN
+            if state == "INACTIVE":
+                return REASON_PARTITION_INACTIVE
+        min_nodes = job.min_nodes if job.min_nodes > 1 else 1
+        if partition.total_cpus:
+            tasks = job.num_tasks or (job.ntasks_per_node or 1) * min_nodes
+            cpt = job.cpus_per_task if job.cpus_per_task > 1 else 1
+            if tasks * cpt > partition.total_cpus:
+                return REASON_PARTITION_CONFIG
+        max_nodes = job.max_nodes if job.max_nodes > min_nodes else min_nodes
         if min_nodes > node_cap(partition) or max_nodes < partition.min_nodes:
             return REASON_PARTITION_NODE_LIMIT
         if (job.time_limit_min != UNLIMITED and partition.max_time_min != UNLIMITED
