@@ -46,12 +46,18 @@ room (``cycle.py``).
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from functools import lru_cache
 from heapq import merge
 from typing import Iterable, Mapping, Sequence
 
 from lingjun.slurm import natural_key
 from lingjund.sched.pool import Ask, NodeFree, Share
 from lingjund.sched.snapshot import NodeView, PartitionView
+
+
+# Node names repeat from pass to pass (and from one preemption trial to the next):
+# their natural-order keys are worth remembering. A pure function's memo.
+_natural = lru_cache(maxsize=1 << 17)(natural_key)
 
 
 def _placeable(node: NodeFree) -> bool:
@@ -249,7 +255,7 @@ class FreeNodes:
     def of(cls, candidates: Sequence[NodeFree]) -> FreeNodes:
         """An index over a plain list of nodes (built for this one question)."""
         by_name = {n.name: n for n in reversed(candidates)}   # first of a repeated name wins
-        nodes = sorted(by_name.values(), key=lambda n: natural_key(n.name))
+        nodes = sorted(by_name.values(), key=lambda n: _natural(n.name))
         ids = {n.name: i for i, n in enumerate(nodes)}
         return cls(NodeIndex(nodes, ids, range(len(nodes))))
 
@@ -269,7 +275,7 @@ class FreeCapacity:
 
     def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView]):
         by_name = {v.name: v for v in views}
-        names = sorted(by_name, key=natural_key)
+        names = sorted(by_name, key=_natural)
         self.ids: dict[str, int] = {n: i for i, n in enumerate(names)}
         self.views: list[NodeView] = [by_name[n] for n in names]
         self.nodes: list[NodeFree] = [NodeFree.from_view(v) for v in self.views]
@@ -340,6 +346,25 @@ class FreeCapacity:
             self.nodes[i].take(share)
             for index in indexes:
                 index.add(i)
+
+    def give_back(self, name: str, cpus: int, mem_mb: int, gpus: int, exclusive: bool) -> None:
+        """What a running job holds on node ``name`` comes free (start estimates let
+        running jobs end one by one); never past the node's size."""
+        i = self.ids.get(name)
+        if i is None:
+            return
+        indexes = self._indexes_of.get(i, ())
+        for index in indexes:
+            index.discard(i)
+        node = self.nodes[i]
+        node.free_cpus = min(node.cpus, node.free_cpus + cpus)
+        node.free_memory_mb = min(node.memory_mb, node.free_memory_mb + mem_mb)
+        node.free_gpus = min(node.gpus, node.free_gpus + gpus)
+        node.jobs = max(0, node.jobs - 1)
+        if exclusive:
+            node.exclusive = False
+        for index in indexes:
+            index.add(i)
 
     def block(self, part: PartitionView) -> None:
         """Keep every node of ``part`` for its blocked job: no later job of the pass gets one."""

@@ -11,14 +11,18 @@ Example: node[1-2], 2 CPUs each, node1 running job 7 (2 CPUs) until
 t=600. ``-N2`` at now=0 does not fit; after job 7 ends it does: start 600
 on node[1-2]. ``-N3`` never fits: None.
 
+Running jobs end in the free-capacity index of a pass (``capacity.py``): each
+end moves its nodes between buckets, so the estimate costs a search per end,
+not a scan and copy of the partition per end.
+
 Pure: no clock (``now`` is an argument), no I/O.
 """
 from __future__ import annotations
 
 from lingjun.slurm import natural_key
+from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.plugins import DEFAULT_PROFILE, Profile
 from lingjund.sched.plugins.partition import node_cap
-from lingjund.sched.pool import NodeFree
 from lingjund.sched.snapshot import JobRequest, RunningJob, Snapshot, Start
 
 
@@ -32,20 +36,24 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
         # Held or begin-time jobs would still run some day; partition refusals never.
         if f.name.startswith("partition/") and f.check(job, part, now) is not None:
             return None
-    views = {v.name: v for v in snapshot.nodes}
-    members = [n for n in dict.fromkeys(part.nodes) if n in views
-               and all(nf.check_node(job, views[n]) is None for nf in profile.node_filters)]
-    pool = {n: NodeFree.from_view(views[n]) for n in members}
+    free = FreeCapacity(snapshot.nodes, snapshot.partitions)
+    ids = tuple(i for i in free.members(part.name)
+                if all(nf.check_node(job, free.views[i]) is None for nf in profile.node_filters))
+    only = None if len(ids) == len(free.members(part.name)) else frozenset(ids)
+    select = profile.select
+    indexed = callable(getattr(select, "place_in", None))
     most = node_cap(part)
     ending = sorted((r for r in snapshot.running if r.end_time > 0),
                     key=lambda r: (r.end_time, r.job_id))
     when = now
     for release in [None, *ending]:
         if release is not None:
-            _free(pool, release)
+            _free(free, release)       # its nodes move buckets; nothing is rebuilt
             when = max(now, release.end_time)
-        candidates = [pool[n] for n in members if pool[n].schedulable]
-        placement = profile.select.place_gang(job, candidates, most)
+        if indexed:
+            placement = select.place_in(job, free.free(part.name, only), most)
+        else:
+            placement = select.place_gang(job, free.candidates(ids), most)
         if placement is not None:
             shares = sorted(placement.shares, key=lambda s: natural_key(s.node))
             return when, Start(job_id=job.job_id, nodes=tuple(s.node for s in shares),
@@ -57,19 +65,16 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
     return None
 
 
-def _free(pool: dict[str, NodeFree], job: RunningJob) -> None:
+def _free(free: FreeCapacity, job: RunningJob) -> None:
     """Give back what ``job`` holds on each of its nodes."""
     for i, name in enumerate(job.nodes):
-        node = pool.get(name)
-        if node is None:
+        k = free.ids.get(name)
+        if k is None:
             continue
-        node.free_cpus = min(node.cpus, node.free_cpus + _at(job.cpus_per_node, i, node.cpus))
-        node.free_memory_mb = min(node.memory_mb,
-                                  node.free_memory_mb + _at(job.mem_per_node_mb, i, 0))
-        node.free_gpus = min(node.gpus, node.free_gpus + _at(job.gpus_per_node, i, node.gpus))
-        node.jobs = max(0, node.jobs - 1)
-        if job.exclusive:
-            node.exclusive = False
+        node = free.nodes[k]
+        free.give_back(name, cpus=_at(job.cpus_per_node, i, node.cpus),
+                       mem_mb=_at(job.mem_per_node_mb, i, 0),
+                       gpus=_at(job.gpus_per_node, i, node.gpus), exclusive=job.exclusive)
 
 
 def _at(values: tuple[int, ...], i: int, unknown: int) -> int:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from lingjun.slurm import REASON_PRIORITY, REASON_RESOURCES
 from lingjund.sched.cycle import schedule
+from lingjund.sched.estimate import estimate_start
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE
 from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.pool import NodeFree
@@ -229,3 +230,21 @@ def test_running_jobs_are_only_read():
     before = repr(snap)
     schedule(snap, NOW)
     assert repr(snap) == before
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.data())
+def test_start_estimates_agree_with_the_reference(snap, data):
+    """Running jobs end one by one in the index; the answer is the reference's."""
+    running = tuple(
+        RunningJob(job_id=1000 + k, nodes=(v.name,), exclusive=v.exclusive,
+                   end_time=NOW + data.draw(st.sampled_from([0, 60, 60, 600])),
+                   cpus_per_node=(v.alloc_cpus,), mem_per_node_mb=(v.alloc_memory_mb,),
+                   gpus_per_node=(v.alloc_gpus,))
+        for k, v in enumerate(snap.nodes) if v.running_jobs)
+    snap = Snapshot(nodes=snap.nodes, partitions=snap.partitions, pending=snap.pending,
+                    running=running)
+    for one in snap.pending:
+        want = estimate_start(snap, one, NOW, REFERENCE_PROFILE)
+        got = estimate_start(snap, one, NOW)
+        assert got == want, f"job {one.job_id}: want {want}\n got {got}"
