@@ -24,7 +24,11 @@ Situations:
 - ``fill``: every node is idle; the pass starts what fits in priority order
   until a job that does not fit blocks its partition.
 
-Prints one line per point as it goes, then a Markdown table of medians.
+Prints one line per point as it goes, then a Markdown table of medians:
+wall-clock time of the pass and the CPU time the process spent in it (on a
+shared machine the second says what the pass costs, the first what it took).
+``requests`` counts what the core walks: an array's pending tasks are one
+request (``--no-arrays`` makes every pending job a request of its own).
 """
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ GRID_PENDING = (1_000, 10_000, 100_000)
 SITUATIONS = ("nothing", "fill")
 
 
-def build(nodes: int, pending: int, situation: str, seed: int = 14) -> Snapshot:
+def build(nodes: int, pending: int, situation: str, seed: int = 14,
+          arrays: bool = True) -> Snapshot:
     """The snapshot of one grid point; the same arguments give the same snapshot."""
     rnd = random.Random(seed)
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
@@ -99,7 +104,7 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14) -> Snapshot:
             j = JobRequest(partition=part, ntasks_per_node=8, cpus_per_task=16,
                            gpus_per_node=GPUS, mem_per_node_mb=0, **common)
             n = 1
-        elif shape < 0.90:      # an array of 1-GPU tasks
+        elif shape < 0.90 and arrays:      # an array of 1-GPU tasks
             k = min(rnd.choice((10, 50, 100)), pending - counted)
             j = JobRequest(partition=part, cpus_per_task=16, gpus_per_node=1,
                            mem_per_node_mb=64_000, array_tasks=tuple(range(k)),
@@ -118,19 +123,23 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14) -> Snapshot:
                     running=tuple(running))
 
 
-def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float) -> dict:
-    snap = build(nodes, pending, situation)
-    times, starts = [], 0
+def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float,
+              arrays: bool = True) -> dict:
+    snap = build(nodes, pending, situation, arrays=arrays)
+    times, cpu, starts = [], [], 0
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         plan = schedule(snap, NOW)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         starts = len(plan.starts)
         if times[-1] > once_above:
             break
-    return {"nodes": nodes, "pending": pending, "situation": situation, "starts": starts,
-            "median_s": statistics.median(times), "runs": len(times)}
+    return {"nodes": nodes, "pending": pending, "requests": len(snap.pending),
+            "situation": situation, "starts": starts,
+            "median_s": statistics.median(times), "median_cpu_s": statistics.median(cpu),
+            "runs": len(times)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,12 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--once-above", type=float, default=5.0,
                     help="stop repeating a point once a pass took longer than this (s)")
     ap.add_argument("--timeout", type=float, default=600.0, help="give up on a point after this long, building its snapshot included (s)")
+    ap.add_argument("--no-arrays", action="store_true",
+                    help="no arrays in the mix: every pending job is a request of its own")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
-                                   args.repeat, args.once_above)))
+                                   args.repeat, args.once_above, not args.no_arrays)))
         return 0
 
     rows = []
@@ -156,14 +167,14 @@ def main(argv: list[str] | None = None) -> int:
             for p in args.pending:
                 cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--pending", str(p),
                        "--situation", situation, "--repeat", str(args.repeat),
-                       "--once-above", str(args.once_above)]
+                       "--once-above", str(args.once_above)] + (["--no-arrays"] if args.no_arrays else [])
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)
                     row = json.loads(out.stdout.strip().splitlines()[-1])
                 except subprocess.TimeoutExpired:
-                    row = {"nodes": n, "pending": p, "situation": situation, "starts": None,
-                           "median_s": None, "runs": 0}
+                    row = {"nodes": n, "pending": p, "requests": None, "situation": situation,
+                           "starts": None, "median_s": None, "median_cpu_s": None, "runs": 0}
                 except subprocess.CalledProcessError as e:
                     print(e.stderr, file=sys.stderr)
                     raise
@@ -171,14 +182,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
 
     print()
-    print("| nodes | pending | situation | starts | one pass (median) | passes |")
-    print("|---:|---:|---|---:|---:|---:|")
+    print("| nodes | pending | requests | situation | starts | one pass (median) | CPU (median) "
+          "| passes |")
+    print("|---:|---:|---:|---|---:|---:|---:|---:|")
     for r in rows:
         took = (f"> {args.timeout:.0f} s (cut off)" if r["median_s"] is None
                 else f"{r['median_s']:.3f} s")
         starts = "?" if r["starts"] is None else f"{r['starts']:,}"
-        print(f"| {r['nodes']:,} | {r['pending']:,} | {r['situation']} | {starts} | {took} "
-              f"| {r['runs']} |")
+        requests = "?" if r["requests"] is None else f"{r['requests']:,}"
+        cpu = "?" if r.get("median_cpu_s") is None else f"{r['median_cpu_s']:.3f} s"
+        print(f"| {r['nodes']:,} | {r['pending']:,} | {requests} | {r['situation']} | {starts} "
+              f"| {took} | {cpu} | {r['runs']} |")
     return 0
 
 
