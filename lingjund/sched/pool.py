@@ -9,6 +9,12 @@ A rank of a job asks for an ``Ask``; a node answers with the ``Share`` it
 would give (or ``None``). Gang placement stages one share per rank without
 changing any node, then the pass commits every share or drops them all
 (``capacity.py``, ``plugins/gang.py``).
+
+Example: node1 with 8 CPUs, 16,000 MB and 2 GPUs, a job holding 2 CPUs
+there. An ask of 4 CPUs, 1,000 MB and 1 GPU gets that share (2 CPUs and 1
+GPU left after taking it); an exclusive ask gets None (the node is not
+untouched); on an idle node1 an exclusive ask of 1 CPU gets all 8 CPUs
+and 2 GPUs but only the memory it asked.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.pool import NodeFree
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot)
-from tests.sched.builders import busy, cluster, job, node, partition
+from tests.sched.builders import busy, cluster, job, node, outcomes, partition
 from tests.sched.reference import REFERENCE_PREEMPT_PROFILE, REFERENCE_PROFILE, ReferenceGang
 from tests.sched.test_arrays import snapshots_with_arrays
 from tests.sched.test_preempt_properties import worlds
@@ -248,3 +248,19 @@ def test_start_estimates_agree_with_the_reference(snap, data):
         want = estimate_start(snap, one, NOW, REFERENCE_PROFILE)
         got = estimate_start(snap, one, NOW)
         assert got == want, f"job {one.job_id}: want {want}\n got {got}"
+
+
+EXAMPLE = [node("gpu1", cpus=64, gpus=8), node("gpu2", cpus=64, gpus=8, alloc_cpus=48, alloc_gpus=6),
+           node("gpu3", cpus=64, gpus=8, alloc_cpus=8, alloc_gpus=1), node("gpu4", cpus=64, gpus=8)]
+
+
+@pytest.mark.parametrize("one, want", [
+    pytest.param(job(1, cpus=16, gpus=1), "gpu2", id="16 CPUs and a GPU: best fit is gpu2"),
+    pytest.param(job(1, cpus=32, gpus=1), "gpu3", id="32 CPUs: gpu2 is skipped"),
+    pytest.param(job(1, exclusive=True), "gpu1", id="exclusive: the first untouched node"),
+    pytest.param(job(1, nodes=2, cpus=16, gpus=4), "gpu[1,3]",
+                 id="2 nodes of 16 CPUs and 4 GPUs: gpu3 then gpu1, never gpu4"),
+])
+def test_the_worked_example_in_capacity(one, want):
+    plan = schedule(cluster(EXAMPLE, [one]), NOW)
+    assert outcomes(plan) == {1: want}

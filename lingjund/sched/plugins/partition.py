@@ -7,6 +7,10 @@ nodes than the partition has or allows, fewer than it requires, or a longer
 time limit than it allows, will not start by waiting. These refusals never
 block lower-priority jobs. A DRAIN partition takes no new submissions but
 still runs what is queued, so it passes here.
+
+Example: ``debug`` on node[1-4] with MaxNodes=2 and MaxTime=60: ``-N3``
+pends with PartitionNodeLimit, ``-t 120`` with PartitionTimeLimit, and the
+job behind either still starts.
 """
 from __future__ import annotations
 

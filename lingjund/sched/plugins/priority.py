@@ -3,6 +3,9 @@
 Highest priority first; among equals the earlier submission; among those
 the lower job id, so that the order is total and a pass is deterministic
 whatever order the store returned the jobs in.
+
+Example: jobs (id, priority, submit) 7 (100, t=5), 3 (100, t=5), 9 (200,
+t=8), 4 (100, t=2) are walked 9, 4, 3, 7.
 """
 from __future__ import annotations
 
