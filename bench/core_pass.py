@@ -28,7 +28,8 @@ Prints one line per point as it goes, then a Markdown table of medians:
 wall-clock time of the pass and the CPU time the process spent in it (on a
 shared machine the second says what the pass costs, the first what it took).
 ``requests`` counts what the core walks: an array's pending tasks are one
-request (``--no-arrays`` makes every pending job a request of its own).
+request (``--no-arrays`` makes every pending job a request of its own, ``--no-gangs`` puts whole-node
+jobs where the gangs were, so a fill starts nearly every job).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ SITUATIONS = ("nothing", "fill")
 
 
 def build(nodes: int, pending: int, situation: str, seed: int = 14,
-          arrays: bool = True) -> Snapshot:
+          arrays: bool = True, gangs: bool = True) -> Snapshot:
     """The snapshot of one grid point; the same arguments give the same snapshot."""
     rnd = random.Random(seed)
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
@@ -110,6 +111,10 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
                            mem_per_node_mb=64_000, array_tasks=tuple(range(k)),
                            array_slots=rnd.choice((UNLIMITED, UNLIMITED, 20)), **common)
             n = k
+        elif not gangs:         # no gangs: one whole node instead
+            j = JobRequest(partition=part, ntasks_per_node=8, cpus_per_task=16,
+                           gpus_per_node=GPUS, mem_per_node_mb=0, **common)
+            n = 1
         else:                   # a gang of whole 8-GPU nodes
             size = rnd.choices((8, 64, 256), weights=(0.80, 0.15, 0.05))[0]
             j = JobRequest(partition="batch", min_nodes=size, ntasks_per_node=8,
@@ -124,8 +129,8 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
 
 
 def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float,
-              arrays: bool = True) -> dict:
-    snap = build(nodes, pending, situation, arrays=arrays)
+              arrays: bool = True, gangs: bool = True) -> dict:
+    snap = build(nodes, pending, situation, arrays=arrays, gangs=gangs)
     times, cpu, starts = [], [], 0
     for _ in range(repeat):
         gc.collect()
@@ -150,15 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="passes per point (median shown)")
     ap.add_argument("--once-above", type=float, default=5.0,
                     help="stop repeating a point once a pass took longer than this (s)")
-    ap.add_argument("--timeout", type=float, default=600.0, help="give up on a point after this long, building its snapshot included (s)")
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="give up on a point after this long, building its snapshot included (s)")
     ap.add_argument("--no-arrays", action="store_true",
                     help="no arrays in the mix: every pending job is a request of its own")
+    ap.add_argument("--no-gangs", action="store_true",
+                    help="no multi-node gangs in the mix (whole-node jobs instead)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
-                                   args.repeat, args.once_above, not args.no_arrays)))
+                                   args.repeat, args.once_above, not args.no_arrays,
+                                   not args.no_gangs)))
         return 0
 
     rows = []
@@ -167,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             for p in args.pending:
                 cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--pending", str(p),
                        "--situation", situation, "--repeat", str(args.repeat),
-                       "--once-above", str(args.once_above)] + (["--no-arrays"] if args.no_arrays else [])
+                       "--once-above", str(args.once_above)] + (["--no-arrays"] if args.no_arrays else []) \
+                    + (["--no-gangs"] if args.no_gangs else [])
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)
