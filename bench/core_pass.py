@@ -28,8 +28,9 @@ Prints one line per point as it goes, then a Markdown table of medians:
 wall-clock time of the pass and the CPU time the process spent in it (on a
 shared machine the second says what the pass costs, the first what it took).
 ``requests`` counts what the core walks: an array's pending tasks are one
-request (``--no-arrays`` makes every pending job a request of its own, ``--no-gangs`` puts whole-node
-jobs where the gangs were, so a fill starts nearly every job).
+request (``--no-arrays`` makes every pending job a request of its own,
+``--no-gangs`` puts whole-node jobs where the gangs were, so a fill starts
+nearly every job).
 """
 from __future__ import annotations
 
@@ -176,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             for p in args.pending:
                 cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--pending", str(p),
                        "--situation", situation, "--repeat", str(args.repeat),
-                       "--once-above", str(args.once_above)] + (["--no-arrays"] if args.no_arrays else []) \
-                    + (["--no-gangs"] if args.no_gangs else [])
+                       "--once-above", str(args.once_above)]
+                cmd += ["--no-arrays"] if args.no_arrays else []
+                cmd += ["--no-gangs"] if args.no_gangs else []
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)

@@ -103,7 +103,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     free = FreeCapacity(snapshot.nodes, snapshot.partitions)
     views = {v.name: v for v in free.views}
     select, filters = profile.select, profile.filters
-    indexed = callable(getattr(select, "place_in", None)) and callable(getattr(select, "shape", None))
+    indexed = (callable(getattr(select, "place_in", None))
+               and callable(getattr(select, "shape", None)))
     blocked_parts: set[str] = set()
     starts: list[Start] = []
     reasons: dict[int, str] = {}

@@ -252,8 +252,10 @@ def test_start_estimates_agree_with_the_reference(snap, data):
         assert got == want, f"job {one.job_id}: want {want}\n got {got}"
 
 
-EXAMPLE = [node("gpu1", cpus=64, gpus=8), node("gpu2", cpus=64, gpus=8, alloc_cpus=48, alloc_gpus=6),
-           node("gpu3", cpus=64, gpus=8, alloc_cpus=8, alloc_gpus=1), node("gpu4", cpus=64, gpus=8)]
+EXAMPLE = [node("gpu1", cpus=64, gpus=8),
+           node("gpu2", cpus=64, gpus=8, alloc_cpus=48, alloc_gpus=6),
+           node("gpu3", cpus=64, gpus=8, alloc_cpus=8, alloc_gpus=1),
+           node("gpu4", cpus=64, gpus=8)]
 
 
 @pytest.mark.parametrize("one, want", [
