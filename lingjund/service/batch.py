@@ -104,8 +104,9 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
             # scontrol requeue: the same job pends again (its nodes stay listed
             # until they have cleaned up), as job_mgr.c's _job_requeue_op.
             st.update_job(job.job_id, completing=completing,
-                          **requeue_fields(job, now, ctl.config.controller.requeue_delay_s
-                                           if backoff is None else backoff,
+                          **requeue_fields(job, now, max(
+                              ctl.config.controller.requeue_delay_s if backoff is None
+                              else backoff, restarts.fence_wait_s(ctl, st, job, now)),
                                            hold=job.kill_reason == REQUEUE_HOLD,
                                            release_nodes=not completing))
         else:

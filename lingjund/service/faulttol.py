@@ -124,6 +124,7 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
             cleanup = alive
             delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)
             if delay is not None:
+                delay = max(delay, restarts.fence_wait_s(ctl, st, cur, now))
                 st.update_job(cur.job_id, completing=alive,
                               **requeue_fields(cur, now, delay, hold=False,
                                                release_nodes=not alive))
@@ -151,6 +152,8 @@ def next_check(ctl: Controller) -> float | None:
     times = [max(r.last_seen, ctl.started_at) + timeout + 0.01
              for r in ctl.store.nodes().values()
              if r.registered and not r.down and not ctl.agents.connected(r.name)]
+    # a stream that stops beating is closed (and its node DOWN) at this time
+    times += [ctl.agents.get(n).last_heartbeat + timeout + 0.01 for n in ctl.agents.nodes()]
     for job in ctl.store.jobs(states=[slurm.RUNNING]):
         if job.spec.hang_timeout_s > 0 and not job.kill_reason and job.launched:
             seen = max(ctl.activity.get(job.job_id, 0.0), job.start_time)
