@@ -326,3 +326,18 @@ def test_fence_grace_and_margin(keys, grace, margin):
     from lingjun import config
     cc = config.parse(f"[controller]\n{keys}\n").controller
     assert (cc.fence_grace, cc.fence_margin) == (grace, margin)
+
+
+def test_a_dependent_of_a_node_fail_job_waits_out_the_fence(ctl):
+    from lingjund.service import dependencies
+    jid = run_job(ctl, requeue=False)
+    ctl.clock.now = 1010.0
+    lose(ctl, "node1")                          # batch host lost: NODE_FAIL at 1010
+    assert ctl.store.job(jid).state == "NODE_FAIL"
+    spec = api_pb2.JobSpec(name="next", script="#!/bin/sh\ntrue\n", work_dir="/w", user="u",
+                           uid=1, batch=True, min_nodes=1, dependency=f"afterany:{jid}")
+    dep = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec)).job_id
+    margin = ctl.config.controller.fence_margin
+    assert dependencies.settle(ctl, 1010.0 + margin - 0.1).get(dep) == "Dependency", \
+        "the lost node may still be fencing the job"
+    assert dep not in dependencies.settle(ctl, 1010.0 + margin), "then it counts as ended"
