@@ -80,23 +80,34 @@ def stop(state_dir: str | Path) -> None:
 
 
 def fence(node: str, grace_s: float) -> int:
-    """Stop every job of ``node`` here; returns how many jobs were touched."""
-    touched = 0
-    for cg in cgroups.jobs(node):
-        if cgroups.pids(cg):
-            touched += 1
-            log.warning("job=%d node=%s: lease ended, fencing (cgroup %s)", cg.job_id, node, cg)
-            cgroups.terminate(cg, grace_s)
+    """Stop every job of ``node`` here; returns how many jobs were touched.
+
+    All at once: SIGTERM to every job, one grace for all, then SIGKILL, so
+    the fence ends by lease end + grace however many jobs there are.
+    """
     from lingjun_agent.launcher import procs     # the marker, where cgroups are not
-    for jid in procs.running_jobs(node):
-        if procs.job_processes(node, jid):
-            touched += 1
-            log.warning("job=%d node=%s: lease ended, fencing (marker)", jid, node)
-            try:
-                procs._terminate(node, jid, grace_s, procs.UNKILLABLE_TIMEOUT_S)
-            except procs.UnkillableError as e:
-                log.error("%s", e)
-    return touched
+    groups = [cg for cg in cgroups.jobs(node) if cgroups.pids(cg)]
+    marked = {jid: procs.job_processes(node, jid) for jid in procs.running_jobs(node)}
+    marked = {jid: ps for jid, ps in marked.items() if ps}
+    for cg in groups:
+        log.warning("job=%d node=%s: lease ended, fencing (cgroup %s)", cg.job_id, node, cg)
+        cgroups.signal_frozen(cg, signal.SIGCONT, signal.SIGTERM)
+    for jid, ps in marked.items():
+        log.warning("job=%d node=%s: lease ended, fencing (marker)", jid, node)
+        procs._send(ps, signal.SIGCONT)
+        procs._send(ps, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and (any(cgroups.pids(cg) for cg in groups) or any(
+            procs.job_processes(node, jid) for jid in marked)):
+        time.sleep(0.05)
+    for cg in groups:
+        cgroups.kill(cg)
+    for jid in marked:
+        try:
+            procs._terminate_found(node, jid, 0.0, procs.UNKILLABLE_TIMEOUT_S)
+        except procs.UnkillableError as e:
+            log.error("%s", e)
+    return len({cg.job_id for cg in groups} | set(marked))
 
 
 def _alive(pid: int, start: int) -> bool:
