@@ -9,6 +9,9 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     listen = "127.0.0.1:6917"       # API and agent channel; Slurm uses 6817-6819
     state_dir = "/var/lib/lingjun"
     enforce_part_limits = "NO"      # NO | ANY | ALL, as Slurm's EnforcePartLimits
+    heartbeat_timeout_s = 60.0      # silence this long: the node is DOWN (SlurmdTimeout)
+    fence_grace_s = -1              # a silent node's fence: SIGTERM .. SIGKILL (-1: kill_wait_s)
+    fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
