@@ -62,8 +62,15 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
              slurm.compress_hostlist(list(others)), addr, port)
 
 
+# The error of a batch result whose node's lease ran out and whose supervisor
+# stopped it (lingjun_agent/launcher/stepd.py): the node was lost to the job,
+# though the controller may have been the silent one (a paused controller).
+FENCED = "fenced:"
+
+
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    if lost or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
+    fenced = res.error.startswith(FENCED) and not kill_reason
+    if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     if kill_reason == slurm.CANCELLED:
         return slurm.CANCELLED, slurm.REASON_NONE

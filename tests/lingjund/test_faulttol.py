@@ -341,3 +341,17 @@ def test_a_dependent_of_a_node_fail_job_waits_out_the_fence(ctl):
     assert dependencies.settle(ctl, 1010.0 + margin - 0.1).get(dep) == "Dependency", \
         "the lost node may still be fencing the job"
     assert dep not in dependencies.settle(ctl, 1010.0 + margin), "then it counts as ended"
+
+
+@pytest.mark.parametrize("requeue, want", [(True, ("PENDING", 1)), (False, ("NODE_FAIL", 0))],
+                         ids=["a requeueable job runs again", "another ends NODE_FAIL"])
+def test_a_fenced_batch_result_is_a_node_failure(ctl, requeue, want):
+    """The controller was the silent one (paused): the agent's lease lapsed and
+    its supervisor stopped the job, which is a lost node to the job."""
+    connect(ctl, "node1", "node2")
+    jid = run_job(ctl, requeue=requeue)
+    batch.record_batch_finished(ctl, "node1", agent_pb2.BatchFinished(
+        job_id=jid, exit_code=0, signal=15, start_time=1000, end_time=1005,
+        error="fenced: lease ended 0.1 s ago without renewal"))
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts) == want
