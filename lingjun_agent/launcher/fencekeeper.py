@@ -94,8 +94,8 @@ def fence(node: str, grace_s: float) -> int:
         cgroups.signal_frozen(cg, signal.SIGCONT, signal.SIGTERM)
     for jid, ps in marked.items():
         log.warning("job=%d node=%s: lease ended, fencing (marker)", jid, node)
-        procs._send(ps, signal.SIGCONT)
-        procs._send(ps, signal.SIGTERM)
+        procs.send(ps, signal.SIGCONT)
+        procs.send(ps, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and (any(cgroups.pids(cg) for cg in groups) or any(
             procs.job_processes(node, jid) for jid in marked)):
@@ -104,7 +104,7 @@ def fence(node: str, grace_s: float) -> int:
         cgroups.kill(cg)
     for jid in marked:
         try:
-            procs._terminate_found(node, jid, 0.0, procs.UNKILLABLE_TIMEOUT_S)
+            procs.terminate_found(node, jid, 0.0, procs.UNKILLABLE_TIMEOUT_S)
         except procs.UnkillableError as e:
             log.error("%s", e)
     return len({cg.job_id for cg in groups} | set(marked))

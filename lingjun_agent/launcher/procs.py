@@ -188,6 +188,11 @@ def _batch_script(node: str, job_id: int) -> list[psutil.Process]:
     return found
 
 
+def send(procs: list[psutil.Process], sig: int) -> int:
+    """Signal each of ``procs`` (gone ones are skipped); returns how many."""
+    return _send(procs, sig)
+
+
 def _send(procs: list[psutil.Process], sig: int) -> int:
     sent = 0
     for p in procs:
@@ -248,13 +253,15 @@ def _terminate(node: str, job_id: int, grace_s: float, unkillable_s: float) -> N
         cgroups.terminate(cg, grace_s, unkillable_s)
         grace_s = 0.0                    # the grace was given; the rest is stragglers
     try:
-        _terminate_found(node, job_id, grace_s, unkillable_s)
+        terminate_found(node, job_id, grace_s, unkillable_s)
     finally:
         if cg is not None:
             cgroups.remove(cg)
 
 
-def _terminate_found(node: str, job_id: int, grace_s: float, unkillable_s: float) -> None:
+def terminate_found(node: str, job_id: int, grace_s: float, unkillable_s: float) -> None:
+    """``terminate_job``'s blocking core without the cgroup: what the marker
+    and the subreaper tree find (supervisors and the fence keeper call it)."""
     procs = job_processes(node, job_id)
     if not procs:
         return

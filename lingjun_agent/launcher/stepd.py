@@ -215,7 +215,7 @@ def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: fl
         grace_s = 0.0
     from lingjun_agent.launcher import procs      # psutil; only when needed
     try:
-        procs._terminate_found(node, job_id, grace_s, procs.UNKILLABLE_TIMEOUT_S)
+        procs.terminate_found(node, job_id, grace_s, procs.UNKILLABLE_TIMEOUT_S)
     except procs.UnkillableError:
         traceback.print_exc()
 

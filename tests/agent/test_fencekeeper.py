@@ -8,7 +8,6 @@ import sys
 import time
 import uuid
 
-import psutil
 import pytest
 
 from lingjun_agent.launcher import cgroups, fencekeeper, lease
@@ -69,20 +68,21 @@ def test_a_lapsed_lease_stops_every_job_of_the_node_within_one_grace(node, tmp_p
 def test_a_renewed_lease_stops_nothing_and_ensure_starts_one_keeper(node, tmp_path):
     path = lease.lease_path(tmp_path)
     me = (os.getpid(), start_ticks(os.getpid()))
-    lease.write(path, lease.Lease(lease.clock() + 0.5, 1.0, *me))
+    lease.write(path, lease.Lease(lease.clock() + 2.0, 1.0, *me))
     cg = cgroups.create(node, 1)
     with cgroups.inside(cg):
         job = subprocess.Popen(["sleep", "30"])
     keeper = fencekeeper.ensure(tmp_path, node)
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while fencekeeper._running(tmp_path) != keeper.pid and time.monotonic() < deadline:
             time.sleep(0.05)
+            lease.write(path, lease.Lease(lease.clock() + 2.0, 1.0, *me))
         assert fencekeeper.ensure(tmp_path, node) is None, "one keeper per node"
-        for _ in range(10):                    # renewed every 0.2 s for 2 s
+        for _ in range(10):                    # renewed every 0.2 s, ends 2 s out
             time.sleep(0.2)
-            lease.write(path, lease.Lease(lease.clock() + 0.5, 1.0, *me))
-        assert alive(job)
+            lease.write(path, lease.Lease(lease.clock() + 2.0, 1.0, *me))
+        assert alive(job), "renewed: not fenced"
     finally:
         fencekeeper.stop(tmp_path)
         keeper.wait(5)
