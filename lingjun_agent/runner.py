@@ -103,7 +103,8 @@ class Agent:
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
         # the lease on this node's jobs, renewed by the controller's answers
-        self.lease = lease.Holder(lease.lease_path(self.state_dir.absolute()), agent_pid=os.getpid(),
+        self.lease = lease.Holder(lease.lease_path(self.state_dir.absolute()),
+                                  agent_pid=os.getpid(),
                                   agent_start=start_ticks(os.getpid()) or 0)
         self.lease.on_renew = lambda _: self._ensure_keeper()
         self.keeper: subprocess.Popen | None = None

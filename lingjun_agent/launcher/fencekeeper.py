@@ -1,4 +1,7 @@
-"""The node's fence keeper: ``python -m lingjun_agent.launcher.fencekeeper <state_dir> <node> <agent pid> <agent start>``.
+"""The node's fence keeper, one process per agent::
+
+    python -m lingjun_agent.launcher.fencekeeper <state_dir> <node> <agent pid> <agent start>
+
 
 One small process per agent, in a session of its own, that outlives the
 agent as the batch supervisors do. It waits on the agent's lease

@@ -165,7 +165,8 @@ def test_a_dead_batch_hosts_rank_dies_with_a_job_that_may_not_be_requeued(fc):
     nodes = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
     host = nodes[0]
     by_mark = marks(c, jid)
-    wait_for("the job on both nodes", lambda: attempts_alive(c, jid, by_mark).get(0) == set(nodes), 20)
+    wait_for("the job on both nodes",
+             lambda: attempts_alive(c, jid, by_mark).get(0) == set(nodes), 20)
     t0 = time.time()
     c.kill9(host)                       # the agent only: script, srun and task run on
     try:
@@ -237,7 +238,8 @@ def test_an_agent_restarted_within_the_timeout_fences_nothing(fc):
     jid = c.sbatch("-N", "2", "-o", "/dev/null", "--wrap", "srun -N2 -n2 sleep 300")
     nodes = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
     by_mark = marks(c, jid)
-    wait_for("the job on both nodes", lambda: attempts_alive(c, jid, by_mark).get(0) == set(nodes), 20)
+    wait_for("the job on both nodes",
+             lambda: attempts_alive(c, jid, by_mark).get(0) == set(nodes), 20)
     before = {p.pid for p in psutil.process_iter()
               if p.pid and _mark_of(p) in by_mark}
     c.kill9(nodes[0])                 # the batch host's agent
