@@ -2,8 +2,7 @@
 
     python -m lingjun_agent.launcher.fencekeeper <state_dir> <node> <agent pid> <agent start>
 
-
-One small process per agent, in a session of its own, that outlives the
+A small process in a session of its own, that outlives the
 agent as the batch supervisors do. It waits on the agent's lease
 (``lease.wait``) and, when the lease ends unrenewed, stops every job of the
 node: each job cgroup (``cgroups.terminate``: SIGCONT+SIGTERM, the lease's
