@@ -260,3 +260,30 @@ def _mark_of(p: psutil.Process) -> str:
         return p.environ().get("LINGJUN_JOB_MARK", "")
     except psutil.Error:
         return ""
+
+
+def test_agents_cut_off_from_the_controller_stop_their_jobs_and_the_job_ends_node_fail(fc):
+    """The controller paused past the timeout: no agent can tell that from a
+    cut cable, so every lease lapses and the jobs stop; the job then ends
+    NODE_FAIL, never COMPLETED."""
+    c = fc
+    c.wait_nodes_up()
+    jid = c.sbatch("-N", "2", "--no-requeue", "-o", "/dev/null", "--wrap",
+                   "srun -N2 -n2 sleep 300")
+    nodes = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
+    by_mark = marks(c, jid)
+    wait_for("the job on both nodes",
+             lambda: attempts_alive(c, jid, by_mark).get(0) == set(nodes), 20)
+    ctl = c.pid_of("lingjund")
+    t0 = time.time()
+    os.kill(ctl, signal.SIGSTOP)
+    try:
+        gone = wait_for("every process of the job gone",
+                        lambda: not attempts_alive(c, jid, by_mark) and time.time() - t0,
+                        TIMEOUT + KILL_WAIT + 5)
+    finally:
+        os.kill(ctl, signal.SIGCONT)
+    print(f"\ncontroller paused: the job's processes gone {gone:.1f} s after")
+    assert gone < TIMEOUT + KILL_WAIT + 1.5
+    c.wait_state(jid, "NODE_FAIL", timeout=30)
+    c.wait_nodes_up(timeout=30)
