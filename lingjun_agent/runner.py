@@ -130,6 +130,11 @@ class Agent:
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if not cgroups.available():
+            log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
+                        "job processes are tracked by their marker and supervisor only, and a "
+                        "process of an srun task that drops both escapes", self.node,
+                        cgroups.FREEZER)
         self._ensure_keeper()
         handles, results = batch.recover_batches(self.state_dir)
         for h in handles:
