@@ -161,8 +161,17 @@ class Agent:
                 log.exception("session failed")
             self.outbox = None
             self.registered.clear()
-            await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
+            await asyncio.sleep(self._backoff(delay) * (0.75 + 0.5 * self._rng.random()))
             delay = min(delay * 2, self.reconnect[1])
+
+    def _backoff(self, delay: float) -> float:
+        """The wait before the next connect: ``delay``, but while a lease runs,
+        at most a quarter of what is left of it, so that a controller back
+        before the lease ends finds us in time (a restart, not a fence)."""
+        left = self.lease.left()
+        if left is not None and left > 0:
+            return min(delay, max(self.reconnect[0], left / 4))
+        return delay
 
     def _channel(self) -> grpc.aio.Channel:
         options = [("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
