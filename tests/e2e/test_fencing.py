@@ -232,8 +232,23 @@ def test_setsid_and_double_forked_children_die_when_the_job_completes(fc):
     print(f"\nchildren gone {time.time() - t0:.2f} s after COMPLETED was seen")
 
 
-def test_an_agent_restarted_within_the_timeout_fences_nothing(fc):
-    c = fc
+@pytest.fixture
+def roomy(tmp_path):
+    """A cluster whose timeout leaves room for an agent's restart (2-3 s of
+    Python start-up on a loaded test host)."""
+    c = Cluster(tmp_path, nodes=2, heartbeat_timeout=ROOMY_TIMEOUT)
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+ROOMY_TIMEOUT = 8.0
+
+
+def test_an_agent_restarted_within_the_timeout_fences_nothing(roomy):
+    c = roomy
     c.wait_nodes_up()
     jid = c.sbatch("-N", "2", "-o", "/dev/null", "--wrap", "srun -N2 -n2 sleep 300")
     nodes = wait_for("job running on 2 nodes", lambda: running_on(c, jid), 30)
@@ -244,8 +259,8 @@ def test_an_agent_restarted_within_the_timeout_fences_nothing(fc):
               if p.pid and _mark_of(p) in by_mark}
     c.kill9(nodes[0])                 # the batch host's agent
     c.restart(nodes[0])
-    c.wait_nodes_up(timeout=TIMEOUT + 5)
-    time.sleep(TIMEOUT + 1)           # past the old lease's end
+    c.wait_nodes_up(timeout=ROOMY_TIMEOUT)
+    time.sleep(ROOMY_TIMEOUT + 1)     # past the old lease's end
     after = {p.pid for p in psutil.process_iter() if _mark_of(p) in by_mark}
     assert c.state_of(jid) == "RUNNING"
     assert before <= after, f"processes gone: {before - after}"
