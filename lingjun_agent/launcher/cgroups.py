@@ -25,6 +25,15 @@ it, thaw (frozen processes die on thaw), and again until it is empty, so a
 fork bomb cannot outrun us. ``terminate`` sends SIGCONT and SIGTERM first
 and waits the grace. ``remove`` drops the empty cgroup.
 
+The calls, for a supervisor::
+
+    cg = cgroups.create(node, job_id)        # None: no cgroups here
+    with cgroups.inside(cg):
+        proc = subprocess.Popen(...)         # born inside, with all it starts
+    ...
+    cgroups.terminate(cg, grace_s)           # or kill(cg): SIGKILL at once
+    cgroups.remove(cg)
+
 Where cgroups cannot be used (no v1 freezer mounted, not root) ``create``
 returns None and the callers fall back to the marker and subreaper tree of
 ``procs``, with its one gap (``env -i setsid`` from a task that the agent runs
@@ -117,7 +126,7 @@ def join(cg: JobCgroup | Path, pid: int = 0) -> None:
         f.write(str(pid or os.getpid()))
 
 
-def _parent_of(path: Path) -> Path:
+def _current() -> Path:
     """The freezer cgroup the caller lives in (where ``inside`` returns it)."""
     with open("/proc/self/cgroup") as f:
         for line in f:
@@ -135,7 +144,7 @@ def inside(cg: JobCgroup | None) -> Iterator[None]:
     if cg is None:
         yield
         return
-    home = _parent_of(cg.path)
+    home = _current()
     join(cg)
     try:
         yield
