@@ -44,12 +44,15 @@ nothing is fenced. The agent writes the file before it starts any job.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
+
+log = logging.getLogger(__name__)
 
 LEASE_FILE = "lease.json"
 
@@ -193,9 +196,15 @@ class Holder:
         end = sent + self.timeout_s
         if self.expires_at is not None and end <= self.expires_at:
             return None
-        self.expires_at = end
         lease = Lease(end, self.grace_s, *self.agent)
-        write(self.path, lease)
+        try:
+            write(self.path, lease)
+        except OSError as e:
+            # Not renewed, so the jobs here are fenced at the old end: the safe
+            # side. The agent itself carries on (a full disk must not cut it off).
+            log.error("cannot renew the lease in %s: %s", self.path, e)
+            return None
+        self.expires_at = end
         if self.on_renew is not None:
             self.on_renew(lease)
         return lease

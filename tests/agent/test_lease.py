@@ -60,6 +60,13 @@ def test_answers_out_of_order_or_unknown_never_move_it_back(holder):
     assert lease.read(h.path).expires_at == 104.0
 
 
+def test_a_lease_that_cannot_be_written_is_not_renewed(holder):
+    h, clock = holder
+    h.renew(100.0)
+    h.path = h.path.parent / "missing-dir" / "lease.json"     # e.g. a full disk
+    assert h.renew(101.0) is None and h.expires_at == 103.0, "the old end stands"
+
+
 def test_no_terms_no_lease(tmp_path):
     h = lease.Holder(tmp_path / "lease.json", clock=Clock())
     h.sent(1)
