@@ -145,7 +145,12 @@ def inside(cg: JobCgroup | None) -> Iterator[None]:
         yield
         return
     home = _current()
-    join(cg)
+    try:
+        join(cg)
+    except OSError as e:     # tracked by the marker instead; the job still runs
+        log.warning("job %d: cannot enter cgroup %s: %s", cg.job_id, cg.path, e)
+        yield
+        return
     try:
         yield
     finally:
