@@ -325,15 +325,21 @@ def _stop(info: dict) -> int:
             p.kill()
         except psutil.Error:
             pass
-    # The jobs' processes outlive agents by design; `down` ends them too.
+    # The jobs' processes (and each node's fence keeper) outlive agents by
+    # design; `down` ends them too.
+    from lingjun_agent.launcher import cgroups, fencekeeper
     from lingjun_agent.launcher import procs as jobprocs
     for node, state_dir in info.get("agent_state_dirs", {}).items():
         mark = jobprocs.node_identity(node, state_dir)
+        fencekeeper.stop(state_dir)
         for jid in jobprocs.running_jobs(mark):
             try:
                 asyncio.run(jobprocs.terminate_job(mark, jid, 2.0))
             except Exception:  # noqa: BLE001 - best effort while stopping
                 pass
+        for cg in cgroups.jobs(mark):
+            cgroups.remove(cg, timeout=0)
+        cgroups.remove_node(mark)
     return len(live)
 
 

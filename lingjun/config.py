@@ -9,6 +9,9 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     listen = "127.0.0.1:6917"       # API and agent channel; Slurm uses 6817-6819
     state_dir = "/var/lib/lingjun"
     enforce_part_limits = "NO"      # NO | ANY | ALL, as Slurm's EnforcePartLimits
+    heartbeat_timeout_s = 60.0      # silence this long: the node is DOWN (SlurmdTimeout)
+    fence_grace_s = -1              # a silent node's fence: SIGTERM .. SIGKILL (-1: kill_wait_s)
+    fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
@@ -93,6 +96,12 @@ DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"
 ENFORCE_PART_LIMITS = ("NO", "ANY", "ALL")
 
 
+# What a fence needs beyond its grace: the supervisor waking at the lease's
+# end, the SIGKILL, the kernel tearing the processes down, and the two hosts'
+# clocks drifting apart over one heartbeat timeout (NTP keeps that to ms).
+FENCE_SLACK_S = 2.0
+
+
 class ConfigError(ValueError):
     """The configuration file cannot be used; the message says why."""
 
@@ -149,10 +158,33 @@ class ControllerConfig:
     # pend (PartitionNodeLimit, PartitionConfig, PartitionTimeLimit); ANY/ALL refuse it at
     # submission. A job names one partition here, so ANY and ALL decide alike.
     enforce_part_limits: str = "NO"
+    # Fencing (lingjun_agent/launcher/lease.py). An agent's lease on its jobs
+    # ends no later than the moment its node is declared DOWN; its supervisors
+    # then need up to fence_grace_s (SIGTERM .. SIGKILL) to stop the job there.
+    # A requeued attempt of a job of a DOWN node waits fence_margin_s after the
+    # node went DOWN before it may start elsewhere. Negative = derived:
+    # fence_grace_s + FENCE_SLACK_S, and fence_grace_s = kill_wait_s.
+    fence_margin_s: float = -1.0
+    fence_grace_s: float = -1.0
 
     @property
     def connect_address(self) -> str:
         return self.address or self.listen
+
+    @property
+    def fence_grace(self) -> float:
+        """Seconds between the SIGTERM and the SIGKILL of a fence."""
+        grace = self.kill_wait_s if self.fence_grace_s < 0 else self.fence_grace_s
+        if self.fence_margin_s >= 0:     # the margin the operator set bounds the grace
+            grace = min(grace, max(0.0, self.fence_margin_s - FENCE_SLACK_S))
+        return grace
+
+    @property
+    def fence_margin(self) -> float:
+        """Seconds from a node's DOWN until its jobs may start elsewhere."""
+        if self.fence_margin_s >= 0:
+            return self.fence_margin_s
+        return self.fence_grace + FENCE_SLACK_S
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,24 @@ results on disk), and the runner moves the node toward what was asked.
 Batch scripts run under a detached supervisor (``launcher.stepd``) that
 outlives this process, so ``kill -9`` of the agent disturbs no job: the next
 agent recovers the supervisors and their results from the state dir.
+
+Fencing: each heartbeat the controller answers (and the registration)
+renews the agent's lease on its jobs (``launcher.lease``), written to
+``<state_dir>/lease.json``. When it lapses unrenewed (this agent frozen,
+dead, or cut off from the controller) the jobs here are stopped by the
+batch supervisors and by the node's fence keeper (``launcher.fencekeeper``,
+a process of its own that the agent keeps running), in time for the
+controller to restart them elsewhere; the argument is in ``lease``.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,7 +41,18 @@ import grpc
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
 from lingjun_agent import inventory
-from lingjun_agent.launcher import batch, distributed, procs, tasks, userfs, watch
+from lingjun_agent.launcher import (
+    batch,
+    cgroups,
+    distributed,
+    fencekeeper,
+    lease,
+    procs,
+    tasks,
+    userfs,
+    watch,
+)
+from lingjun_agent.launcher.stepd import start_ticks
 from lingjun_agent.network.agent import NetworkOwner
 from lingjun_agent.sanity import probes as sanity_probes
 from lingjun_agent.sanity import reach
@@ -81,6 +102,13 @@ class Agent:
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
+        # the lease on this node's jobs, renewed by the controller's answers
+        self.lease = lease.Holder(lease.lease_path(self.state_dir.absolute()),
+                                  agent_pid=os.getpid(),
+                                  agent_start=start_ticks(os.getpid()) or 0)
+        self.lease.on_renew = lambda _: self._ensure_keeper()
+        self.keeper: subprocess.Popen | None = None
+        self.seq = 0
         self._rng = random.Random(node)
         # the NIC reconciler (a thread) while the node has a profile
         self.net = NetworkOwner(self, rdma_root)
@@ -102,6 +130,12 @@ class Agent:
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if not cgroups.available():
+            log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
+                        "job processes are tracked by their marker and supervisor only, and a "
+                        "process of an srun task that drops both escapes", self.node,
+                        cgroups.FREEZER)
+        self._ensure_keeper()
         handles, results = batch.recover_batches(self.state_dir)
         for h in handles:
             log.info("job=%d: recovered running batch script pid %d", h.job_id, h.pid)
@@ -127,8 +161,17 @@ class Agent:
                 log.exception("session failed")
             self.outbox = None
             self.registered.clear()
-            await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
+            await asyncio.sleep(self._backoff(delay) * (0.75 + 0.5 * self._rng.random()))
             delay = min(delay * 2, self.reconnect[1])
+
+    def _backoff(self, delay: float) -> float:
+        """The wait before the next connect: ``delay``, but while a lease runs,
+        at most a quarter of what is left of it, so that a controller back
+        before the lease ends finds us in time (a restart, not a fence)."""
+        left = self.lease.left()
+        if left is not None and left > 0:
+            return min(delay, max(self.reconnect[0], left / 4))
+        return delay
 
     def _channel(self) -> grpc.aio.Channel:
         options = [("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
@@ -161,6 +204,7 @@ class Agent:
                 inv.sanity_port = self.reach.port
             try:
                 await self._prove(call)
+                register_sent = lease.clock()     # the lease runs from here if accepted
                 await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
                     node_name=self.node, inventory=inv,
                     running_job_ids=sorted(running),
@@ -179,6 +223,7 @@ class Agent:
             reply = first.register_reply
             if not reply.accepted:
                 raise Refused(reply.message)
+            self._lease_terms(reply, register_sent)
             self._reconcile(reply, running)
             self.outbox = asyncio.Queue()
             self.heartbeat_s = reply.heartbeat_interval_s or 5.0
@@ -205,11 +250,31 @@ class Agent:
             msg = await queue.get()
             await call.write(msg)
 
+    def _lease_terms(self, reply: agent_pb2.RegisterReply, register_sent: float) -> None:
+        """Take the controller's lease terms; the accepted Register renews it."""
+        self.lease.configure(reply.heartbeat_timeout_s, reply.fence_grace_s)
+        if reply.heartbeat_timeout_s <= 0:
+            # a controller without leases: a lease file left from before would
+            # fence every job at once
+            self.lease.path.unlink(missing_ok=True)
+            return
+        self.lease.renew(register_sent)
+
+    def _ensure_keeper(self) -> None:
+        """Keep the node's fence keeper running (cheap when it does)."""
+        if self.keeper is not None and self.keeper.poll() is None:
+            return
+        try:
+            self.keeper = fencekeeper.ensure(self.state_dir, self.mark)
+        except OSError as e:
+            log.error("node=%s: cannot start the fence keeper: %s", self.node, e)
+
     async def _heartbeats(self) -> None:
-        seq = 0
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            seq += 1
+            self.seq += 1
+            seq = self.seq
+            self.lease.sent(seq)
             free, load = inventory.live_numbers()
             running = sorted(set(self.batches) | {j for j, _ in self.steps})
             seen = self.activity.activity(running)
@@ -299,6 +364,8 @@ class Agent:
         elif kind == "sanity_clock":
             c = msg.sanity_clock
             self.clock_offset = c.controller_time - (c.echo_sent_at + time.time()) / 2
+            if c.echo_seq:
+                self.lease.acked(c.echo_seq)
         else:
             log.warning("unexpected message %s", kind)
 
@@ -327,7 +394,7 @@ class Agent:
                 job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
                 env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
                 stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
-                append=lb.append, files=files)
+                append=lb.append, files=files, lease=str(self.lease.path))
             # The supervisor takes ~0.1 s to report the script's pid: off the loop.
             handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
         except batch.LaunchError as e:
@@ -431,7 +498,8 @@ class Agent:
                 return
             res = await tasks.run_task(node=self.mark, job_id=jid, step_id=sid, rank=rank,
                                        argv=list(lt.argv), env=env, cwd=lt.work_dir,
-                                       uid=lt.uid, gid=lt.gid, on_output=on_output)
+                                       uid=lt.uid, gid=lt.gid, on_output=on_output,
+                                       cgroup=cgroups.create(self.mark, jid))
         except asyncio.CancelledError:
             res = tasks.TaskResult(exit_code=0, signal=int(signal.SIGKILL))
             self.send(self._exit_msg(jid, sid, rank, res))

@@ -279,12 +279,14 @@ class SanityPrologRequest(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ...) -> None: ...
 
 class SanityClock(_message.Message):
-    __slots__ = ("echo_sent_at", "controller_time")
+    __slots__ = ("echo_sent_at", "controller_time", "echo_seq")
     ECHO_SENT_AT_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
+    ECHO_SEQ_FIELD_NUMBER: _ClassVar[int]
     echo_sent_at: float
     controller_time: float
-    def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ...) -> None: ...
+    echo_seq: int
+    def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ..., echo_seq: _Optional[int] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
     __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "sanity_report")
@@ -311,7 +313,7 @@ class AgentMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile")
+    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile", "heartbeat_timeout_s", "fence_grace_s")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +321,8 @@ class RegisterReply(_message.Message):
     EXPECTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     ACKED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    FENCE_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message: str
     controller_time: float
@@ -326,7 +330,9 @@ class RegisterReply(_message.Message):
     expected_job_ids: _containers.RepeatedScalarFieldContainer[int]
     acked_job_ids: _containers.RepeatedScalarFieldContainer[int]
     net_profile: NetProfileSpec
-    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ...) -> None: ...
+    heartbeat_timeout_s: float
+    fence_grace_s: float
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., heartbeat_timeout_s: _Optional[float] = ..., fence_grace_s: _Optional[float] = ...) -> None: ...
 
 class LaunchBatch(_message.Message):
     __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher")

@@ -75,6 +75,7 @@ class BatchSpec:
     gid: int
     append: bool = False  # --open-mode=append
     files: dict[str, str] | None = None  # --launcher's host files: name -> contents
+    lease: str = ""  # the agent's lease file: the supervisor fences the job when it lapses
 
 
 @dataclass(frozen=True)

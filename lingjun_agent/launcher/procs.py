@@ -17,9 +17,12 @@ A job's processes are:
 never the supervisor itself (it must live to record the result) and never
 the calling process. Zombies do not count: they have already exited.
 
-What is not found: a process that both dropped the marker and escaped the
-tree (``env -i setsid ...`` from a task the agent runs directly, whose
-orphans go to init). Cgroups would close that gap; see the report.
+- every process in the job's cgroup on this node (``cgroups``), where the
+  host has them: nothing started inside it can leave it.
+
+What is not found where there are no cgroups (not root, no v1 freezer): a
+process that both dropped the marker and escaped the tree (``env -i setsid
+...`` from a task the agent runs directly, whose orphans go to init).
 
 The whole-/proc scans read raw ``/proc`` files (a few milliseconds for a few
 hundred processes) and hand back ``psutil.Process`` objects, whose signalling
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import psutil
 
+from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher.stepd import (
     MARK_VAR,
     SCRIPT_PID,
@@ -105,7 +109,9 @@ def _job_pids(node: str, job_id: int) -> tuple[set[int], set[int]]:
     stepds = {e.pid for e in entries if stepd_mark in e.environ}
     roots = [e.pid for e in entries if mark in e.environ and e.pid not in stepds]
     found: set[int] = set()
-    todo = roots + [c for s in stepds for c in children.get(s, ())]
+    cg = cgroups.find(node, job_id)
+    in_cgroup = cgroups.pids(cg) if cg is not None else []
+    todo = roots + in_cgroup + [c for s in stepds for c in children.get(s, ())]
     while todo:
         pid = todo.pop()
         if pid in found or pid in stepds:
@@ -160,6 +166,7 @@ def running_jobs(node: str) -> set[int]:
             value = e.environ[start:e.environ.index(b"\0", start)]
             if value.isdigit():
                 jobs.add(int(value))
+    jobs.update(cg.job_id for cg in cgroups.jobs(node) if cgroups.pids(cg))
     return jobs
 
 
@@ -179,6 +186,11 @@ def _batch_script(node: str, job_id: int) -> list[psutil.Process]:
         if rec.get("start_ticks") is not None and start_ticks(pid) == rec["start_ticks"]:
             found.extend(_as_processes({pid}))
     return found
+
+
+def send(procs: list[psutil.Process], sig: int) -> int:
+    """Signal each of ``procs`` (gone ones are skipped); returns how many."""
+    return _send(procs, sig)
 
 
 def _send(procs: list[psutil.Process], sig: int) -> int:
@@ -235,6 +247,21 @@ def signal_job(node: str, job_id: int, sig: int, batch_only: bool = False,
 
 
 def _terminate(node: str, job_id: int, grace_s: float, unkillable_s: float) -> None:
+    cg = cgroups.find(node, job_id)
+    if cg is not None:
+        # frozen while signalled: nothing in it forks away meanwhile
+        cgroups.terminate(cg, grace_s, unkillable_s)
+        grace_s = 0.0                    # the grace was given; the rest is stragglers
+    try:
+        terminate_found(node, job_id, grace_s, unkillable_s)
+    finally:
+        if cg is not None:
+            cgroups.remove(cg)
+
+
+def terminate_found(node: str, job_id: int, grace_s: float, unkillable_s: float) -> None:
+    """``terminate_job``'s blocking core without the cgroup: what the marker
+    and the subreaper tree find (supervisors and the fence keeper call it)."""
     procs = job_processes(node, job_id)
     if not procs:
         return

@@ -12,6 +12,9 @@ the job up again in ``<job_dir>``:
     result.json    BatchResult fields, written atomically as the last act
     stepd.log      this process's own stderr (tracebacks, if any)
 
+and reads the agent's lease (``spec.json``'s ``lease``: a path in the
+agent's state dir; see ``lease``).
+
 What it does, in the order Slurm's stepd does it:
 
 1. become a child subreaper, so that the script's orphans stay below us
@@ -27,7 +30,22 @@ What it does, in the order Slurm's stepd does it:
 4. tell the agent the script's pid on the handshake fd, wait for the script
    (reaping adopted orphans on the way) while sampling the memory of every
    process below us (``usage``: the peak of the tree's summed RSS is the
-   batch step's MaxRSS), and write the result.
+   batch step's MaxRSS), and write the result;
+5. when the script has exited, kill whatever of the job is left on this node
+   (``setsid``, double-forked, background children), as Slurm's proctrack
+   ends a step, before the result is written: a job never outlives its end.
+
+Where it can, the script is born in the job's cgroup (``cgroups``: the
+supervisor enters it, starts the script, and leaves), so nothing it starts
+can escape the kill; elsewhere the kill takes what the marker and our
+subreaper tree find (``procs``).
+
+Fencing (``lease``): while it waits, the supervisor also watches the
+agent's lease on this node (``spec["lease"]``). If the lease ends unrenewed
+(the agent frozen, dead, or cut off from the controller, which is about to
+declare the node DOWN and run the job elsewhere), it stops the job here at
+once: SIGTERM, the lease's grace, SIGKILL; the result's ``error`` then
+starts with ``fenced:``.
 
 This module is deliberately quick to import, the standard library and
 psutil (through ``usage``) only: it starts once per batch job. The marker
@@ -40,7 +58,6 @@ import ctypes
 import json
 import os
 import pwd
-import select
 import signal
 import subprocess
 import sys
@@ -48,7 +65,7 @@ import time
 import traceback
 from pathlib import Path
 
-from lingjun_agent.launcher import usage
+from lingjun_agent.launcher import cgroups, lease, usage
 
 MARK_VAR = "LINGJUN_JOB_MARK"
 STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
@@ -187,6 +204,22 @@ class _Handshake:
             os.close(fd)
 
 
+FENCED = "fenced"
+
+
+def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: float) -> None:
+    """Stop every process of the job on this node but us: by cgroup where we
+    have one, then whatever the marker and our subreaper tree still find."""
+    if cg is not None:
+        cgroups.terminate(cg, grace_s)
+        grace_s = 0.0
+    from lingjun_agent.launcher import procs      # psutil; only when needed
+    try:
+        procs.terminate_found(node, job_id, grace_s, procs.UNKILLABLE_TIMEOUT_S)
+    except procs.UnkillableError:
+        traceback.print_exc()
+
+
 def _result(job_id: int, start: int, *, exit_code: int = 0, sig: int = 0,
             max_rss_kb: int = 0, ave_rss_kb: int = 0, user_cpu_ms: int = 0,
             system_cpu_ms: int = 0, error: str = "") -> dict:
@@ -258,11 +291,13 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     drop: dict = {}
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}
+    cg = cgroups.create(spec["node"], job_id)
     try:
-        proc = subprocess.Popen(
-            [script, *spec["argv"]], stdin=fds["stdin"], stdout=fds["stdout"],
-            stderr=fds["stderr"], env=env, start_new_session=True,
-            close_fds=True, restore_signals=True, **drop)
+        with cgroups.inside(cg):          # the script is born in the job's cgroup
+            proc = subprocess.Popen(
+                [script, *spec["argv"]], stdin=fds["stdin"], stdout=fds["stdout"],
+                stderr=fds["stderr"], env=env, start_new_session=True,
+                close_fds=True, restore_signals=True, **drop)
     except OSError as e:
         errno_ = e.errno or 1
         msg = f"execve(): {script}: {os.strerror(errno_)}"
@@ -278,7 +313,25 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
                       {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
     handshake.send(proc.pid)
 
-    status = _wait_sampling(proc.pid, rss)
+    lease_file = spec.get("lease") or None
+    fenced = ""
+
+    def fence(lapsed: lease.Lapsed) -> None:
+        nonlocal fenced
+        fenced = f"{FENCED}: {lapsed}"
+        print(f"job {job_id}: {fenced}; stopping it here", file=sys.stderr, flush=True)
+        _kill_rest(spec["node"], job_id, cg, lapsed.lease.grace_s)
+
+    status = _wait_sampling(proc.pid, rss, lease_file, fence)
+    # The script is done: the rest of the job on this node goes with it.
+    _kill_rest(spec["node"], job_id, cg, 0.0)
+    _reap_children()
+    if cg is not None:
+        cgroups.remove(cg)
+    if not fenced and lease_file is not None:
+        cur = lease.read(lease_file)
+        if cur is not None and cur.left() <= 0:     # it ended while we were killing
+            fenced = f"{FENCED}: {lease.Lapsed(cur)}"
     user_ms, sys_ms = usage.children_cpu_ms()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if os.WIFSIGNALED(status):
@@ -286,16 +339,32 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     else:
         code, sig = os.WEXITSTATUS(status), 0
     return _result(job_id, start, exit_code=code, sig=sig, max_rss_kb=rss.peak_kb,
-                   ave_rss_kb=rss.average_kb, user_cpu_ms=user_ms, system_cpu_ms=sys_ms)
+                   ave_rss_kb=rss.average_kb, user_cpu_ms=user_ms, system_cpu_ms=sys_ms,
+                   error=fenced)
 
 
-def _wait_sampling(script_pid: int, rss: usage.RssSampler) -> int:
+def _reap_children() -> None:
+    """Reap the killed orphans that were ours (we are their subreaper)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if not pid:
+            return
+
+
+def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | None = None,
+                   on_lapse=None) -> int:
     """Wait for the script, reaping adopted orphans, and sample the memory of
     everything below this supervisor (the script and whatever it left behind:
     we are their subreaper) until the script ends. Returns its wait status.
 
     The script's pidfd wakes us at once when it exits; an orphan's exit is
-    reaped at the next tick.
+    reaped at the next tick. The end of the agent's lease wakes us too: then
+    ``on_lapse(Lapsed)`` fences the job, once, and we wait on for the script.
     """
     pidfd = os.pidfd_open(script_pid)
     ticks = usage.intervals()
@@ -313,7 +382,12 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler) -> int:
                 rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
             except Exception:  # accounting must never lose the exit status
                 traceback.print_exc()
-            select.select([pidfd], [], [], next(ticks))
+            try:
+                lease.wait(lease_file, [pidfd], next(ticks))
+            except lease.Lapsed as lapsed:
+                lease_file = None            # fence once; then only wait
+                if on_lapse is not None:
+                    on_lapse(lapsed)
     finally:
         os.close(pidfd)
 

@@ -37,7 +37,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from lingjun_agent.launcher import usage, userfs
+from lingjun_agent.launcher import cgroups, usage, userfs
 from lingjun_agent.launcher.stepd import MARK_VAR, job_mark, user_groups
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ def _kill_group(pgid: int) -> None:
 
 async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
                    argv: list[str], env: dict[str, str], cwd: str, uid: int,
-                   gid: int, on_output: Callable[[int, bytes], None]) -> TaskResult:
+                   gid: int, on_output: Callable[[int, bytes], None],
+                   cgroup: cgroups.JobCgroup | None = None) -> TaskResult:
     """Run one task to its end; see the module doc for what the user sees."""
     who = f"job {job_id} step {step_id} task {rank} on {node}"
     if not argv:
@@ -114,6 +115,14 @@ async def run_task(*, node: str, job_id: int, step_id: int, rank: int,
         log.info("%s: %s", who, msg)
         return TaskResult(exit_code=errno_, signal=0, error=msg)
 
+    if cgroup is not None:
+        # At once, but after the fork: a child the task forks before this
+        # line stays outside (the marker still finds it). A single-threaded
+        # supervisor starts its children inside instead (cgroups.inside).
+        try:
+            cgroups.join(cgroup, proc.pid)
+        except OSError as e:
+            log.warning("%s: cannot join cgroup %s: %s", who, cgroup, e)
     loop = asyncio.get_running_loop()
     pidfd = os.pidfd_open(proc.pid)  # our unreaped child: it is the one
     exited = loop.create_future()

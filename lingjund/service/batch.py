@@ -62,8 +62,15 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
              slurm.compress_hostlist(list(others)), addr, port)
 
 
+# The error of a batch result whose node's lease ran out and whose supervisor
+# stopped it (lingjun_agent/launcher/stepd.py): the node was lost to the job,
+# though the controller may have been the silent one (a paused controller).
+FENCED = "fenced:"
+
+
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    if lost or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
+    fenced = res.error.startswith(FENCED) and not kill_reason
+    if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     if kill_reason == slurm.CANCELLED:
         return slurm.CANCELLED, slurm.REASON_NONE
@@ -104,8 +111,9 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
             # scontrol requeue: the same job pends again (its nodes stay listed
             # until they have cleaned up), as job_mgr.c's _job_requeue_op.
             st.update_job(job.job_id, completing=completing,
-                          **requeue_fields(job, now, ctl.config.controller.requeue_delay_s
-                                           if backoff is None else backoff,
+                          **requeue_fields(job, now, max(
+                              ctl.config.controller.requeue_delay_s if backoff is None
+                              else backoff, restarts.fence_wait_s(ctl, st, job, now)),
                                            hold=job.kill_reason == REQUEUE_HOLD,
                                            release_nodes=not completing))
         else:

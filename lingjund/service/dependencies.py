@@ -19,10 +19,15 @@ from lingjund.store.store import JobRecord
 log = logging.getLogger("lingjund.dependencies")
 
 
-def job_view(job: JobRecord) -> dependency.JobView:
+def job_view(job: JobRecord, now: float = 0.0, fence_margin: float = 0.0) -> dependency.JobView:
+    """A NODE_FAIL'd job counts as still completing for ``fence_margin`` after
+    its end, while its lost nodes may still be fencing what ran there
+    (lingjun_agent/launcher/lease.py): no dependent starts beside it."""
+    fencing = job.state == slurm.NODE_FAIL and now < job.end_time + fence_margin
     return dependency.JobView(
         job_id=job.job_id, state=job.state, name=job.name, user=job.user,
-        exit_code=job.exit_code, start_time=job.start_time, completing=bool(job.completing),
+        exit_code=job.exit_code, start_time=job.start_time,
+        completing=bool(job.completing) or fencing,
         array_job_id=job.array_job_id, array_task_id=job.array_task_id,
         array_task_str=job.array_task_str, singleton="singleton" in job.dependency)
 
@@ -52,7 +57,8 @@ def settle(ctl: Controller, now: float) -> dict[int, str]:
                 world_jobs[j.job_id] = j
         for j in waiting:
             world_jobs[j.job_id] = j
-        world = dependency.DependencyWorld(job_view(j) for j in world_jobs.values())
+        margin = ctl.config.controller.fence_margin
+        world = dependency.DependencyWorld(job_view(j, now, margin) for j in world_jobs.values())
         for job in waiting:
             verdict = world.evaluate(job.dependency, job_view(job), now)
             if verdict.state == dependency.NEVER and kills_on_invalid(ctl, job):

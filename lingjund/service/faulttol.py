@@ -17,7 +17,21 @@ holding a DOWN node, as a whole gang (no half-gang keeps running):
 The failed node is excluded for as long as it is DOWN, because the scheduler
 never places work on a DOWN node; a node that was only silent comes back by
 registering, and its agent then kills what it still runs of jobs that are no
-longer expected there (nodes.register), so nothing runs twice.
+longer expected there (nodes.register).
+
+Fencing: nothing runs twice. The silent node's agent held a lease on its
+jobs that ended no later than the DOWN (each heartbeat we answer renews it
+from the heartbeat's send; lingjun_agent/launcher/lease.py), and when it
+ends the node's supervisors stop the jobs there, frozen or dead agent or
+not, within the fence grace. So a new attempt of a job of a node DOWN for
+silence waits until DOWN + ``fence_margin`` (``restarts.fence_wait_s``;
+grace + 2 s by default), and a NODE_FAIL'd job counts as completing for its
+dependents that long (``dependencies``).
+
+    t_send  last heartbeat answered      agent: lease ends t_send + timeout
+    t_recv  >= t_send                    controller: DOWN at t_recv + timeout
+    fence   lease end .. + grace         SIGTERM, grace, SIGKILL on the node
+    restart >= DOWN + grace + slack      elsewhere
 
 The check is by state, not by event, so it also catches what happened while
 the controller was down: a node whose agent died meanwhile never reconnects,
@@ -124,6 +138,7 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
             cleanup = alive
             delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)
             if delay is not None:
+                delay = max(delay, restarts.fence_wait_s(ctl, st, cur, now))
                 st.update_job(cur.job_id, completing=alive,
                               **requeue_fields(cur, now, delay, hold=False,
                                                release_nodes=not alive))
@@ -151,6 +166,8 @@ def next_check(ctl: Controller) -> float | None:
     times = [max(r.last_seen, ctl.started_at) + timeout + 0.01
              for r in ctl.store.nodes().values()
              if r.registered and not r.down and not ctl.agents.connected(r.name)]
+    # a stream that stops beating is closed (and its node DOWN) at this time
+    times += [ctl.agents.get(n).last_heartbeat + timeout + 0.01 for n in ctl.agents.nodes()]
     for job in ctl.store.jobs(states=[slurm.RUNNING]):
         if job.spec.hang_timeout_s > 0 and not job.kill_reason and job.launched:
             seen = max(ctl.activity.get(job.job_id, 0.0), job.start_time)

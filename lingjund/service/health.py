@@ -112,10 +112,11 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
 
 
 def clock_reply(conn: Connection, hb: agent_pb2.Heartbeat) -> None:
-    """Answer a heartbeat with our time: the agent's clock probe takes its offset."""
+    """Answer a heartbeat with our time: the agent's clock probe takes its offset,
+    and its lease is renewed from the heartbeat's send (echo_seq)."""
     import time
     conn.send(agent_pb2.ControllerMessage(sanity_clock=agent_pb2.SanityClock(
-        echo_sent_at=hb.sent_at, controller_time=time.time())))
+        echo_sent_at=hb.sent_at, controller_time=time.time(), echo_seq=hb.seq)))
 
 
 # -- prolog -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, batch, errors, faulttol, health
+from lingjund.service import authz, batch, errors, faulttol, health, restarts
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
@@ -19,7 +19,7 @@ from lingjund.service.scheduling import allocations, launch_message
 
 log = logging.getLogger("lingjund.nodes")
 
-NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
+NOT_RESPONDING = restarts.NOT_RESPONDING
 
 
 def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tuple[agent_pb2.RegisterReply, list]:
@@ -78,7 +78,9 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     reply = agent_pb2.RegisterReply(
         accepted=True, controller_time=now,
         heartbeat_interval_s=ctl.config.controller.heartbeat_interval_s,
-        expected_job_ids=expected, acked_job_ids=acked)
+        expected_job_ids=expected, acked_job_ids=acked,
+        heartbeat_timeout_s=ctl.config.controller.heartbeat_timeout_s,
+        fence_grace_s=ctl.config.controller.fence_grace)
     profile = ctl.config.network.profile_for(name)
     if profile is not None:
         from lingjun_agent.network.profile import to_spec
@@ -97,6 +99,12 @@ def check_heartbeats(ctl: Controller) -> None:
     """Silence past heartbeat_timeout_s: a stream that stopped beating is closed,
     and a node without a stream that long is DOWN with reason "Not responding".
 
+    Silence is timed from the last heartbeat (or registration) received, also
+    across the close of the stream (``disconnected`` records that time, not
+    the close's): one timeout after the last word, not one to notice the
+    stream is dead plus another to declare the node DOWN. The agent's lease
+    ends at the latest then (lingjun_agent/launcher/lease.py).
+
     What becomes of the jobs of a node that went DOWN is the fault-tolerance
     layer's business; here the node only stops taking new work.
     """
@@ -105,8 +113,10 @@ def check_heartbeats(ctl: Controller) -> None:
     for name in ctl.agents.nodes():
         conn = ctl.agents.get(name)
         if conn is not None and now - conn.last_heartbeat > timeout:
-            log.warning("node=%s: no heartbeat for %.0f s, closing its stream", name, now - conn.last_heartbeat)
+            log.warning("node=%s: no heartbeat for %.1f s, closing its stream", name, now - conn.last_heartbeat)
             conn.close()
+            # Take it off the registry now, so the same pass can declare it DOWN.
+            disconnected(ctl, conn)
     silent = [rec for rec in ctl.store.nodes().values()
               if rec.registered and not rec.down and not ctl.agents.connected(rec.name)
               and now - max(rec.last_seen, ctl.started_at) > timeout]
@@ -117,15 +127,18 @@ def check_heartbeats(ctl: Controller) -> None:
             st.put_node(rec.name, down=True, reason=NOT_RESPONDING, reason_user="slurm",
                         reason_time=now)
     for rec in silent:
-        log.warning("node=%s: not responding for %.0f s, set DOWN", rec.name, now - rec.last_seen)
+        log.warning("node=%s: not responding for %.1f s, set DOWN", rec.name,
+                    now - max(rec.last_seen, ctl.started_at))
 
 
 def disconnected(ctl: Controller, conn: Connection) -> None:
+    """The node's stream ended: its silence counts from the last heartbeat (or
+    registration) we received on it, not from now (see ``check_heartbeats``)."""
     if ctl.agents.detach(conn):
         log.warning("node=%s: agent stream closed", conn.node)
         with ctl.store.transaction() as st:
-            st.put_node(conn.node, last_seen=ctl.clock())
-        ctl.wake_scheduler()     # time its silence from now (faulttol.next_check)
+            st.put_node(conn.node, last_seen=conn.last_heartbeat or ctl.clock())
+        ctl.wake_scheduler()     # time its silence (faulttol.next_check)
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:

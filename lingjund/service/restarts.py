@@ -41,12 +41,33 @@ NODE_LOST = slurm.NODE_FAIL   # kill_reason of a run stopped because a node of i
 DEFAULT_MAX_RESTARTS = 5  # Slurm's MAX_BATCH_REQUEUE, for requeueable jobs without --max-restarts
 
 # event kinds (lingjun events prints them)
+NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
+
 EV_NODE_LOST = "node_lost"
 EV_HANG = "hang"
 EV_REQUEUED = "requeued"
 EV_RESTARTED = "restarted"
 EV_GAVE_UP = "gave_up"
 EV_PREEMPTED = "preempted"
+
+
+def fence_wait_s(ctl: Controller, st, job: JobRecord, now: float) -> float:
+    """How long a new attempt of ``job`` must still wait for the fences of its
+    silent nodes (0 when none of its nodes went DOWN for silence).
+
+    A node declared DOWN for silence at ``t`` may still run the job until its
+    supervisors have fenced it, which ends by ``t + fence_margin``
+    (``[controller] fence_margin_s``; the argument is in
+    lingjun_agent/launcher/lease.py). A DOWN a person set leaves the agent
+    connected and obeying, so it needs no wait.
+    """
+    margin = ctl.config.controller.fence_margin
+    until = 0.0
+    for name in job.nodes:
+        rec = st.node(name)
+        if rec is not None and rec.down and rec.reason == NOT_RESPONDING:
+            until = max(until, rec.reason_time + margin)
+    return max(0.0, until - now)
 
 
 def record_job_event(st, job_id: int, kind: str, text: str, now: float) -> None:

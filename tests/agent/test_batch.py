@@ -13,6 +13,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lingjun_agent.launcher.batch import (
@@ -23,6 +24,7 @@ from lingjun_agent.launcher.batch import (
     recover_batches,
     start_batch,
 )
+from lingjun_agent.launcher import cgroups, lease
 from lingjun_agent.launcher.procs import job_processes, signal_job, terminate_job
 from lingjun_agent.launcher.stepd import start_ticks
 
@@ -38,6 +40,10 @@ def node():
     for job_id in range(1, 50):
         for p in job_processes(n, job_id):
             p.kill()
+    for cg in cgroups.jobs(n):
+        cgroups.kill(cg, unkillable_s=5)
+        cgroups.remove(cg)
+    cgroups.remove_node(n)
 
 
 def make_spec(node, tmp_path, script, **kw):
@@ -101,7 +107,7 @@ def test_killed_by_signal_is_0_colon_15(node, tmp_path):
     assert (result.exit_code, result.signal) == (0, 15), result
 
 
-def test_batch_only_signals_the_script_not_its_children(node, tmp_path):
+def test_batch_only_signals_the_script_and_its_end_takes_the_children(node, tmp_path):
     script = "#!/bin/bash\nsleep 30 &\nwait\n"
     handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script))
     deadline = time.monotonic() + 5
@@ -111,9 +117,7 @@ def test_batch_only_signals_the_script_not_its_children(node, tmp_path):
     result = asyncio.run(handle.wait())
     assert (result.exit_code, result.signal) == (0, 9)
     left = [p.name() for p in job_processes(node, 1)]
-    assert left == ["sleep"], f"want the orphaned sleep still there, got {left}"
-    asyncio.run(terminate_job(node, 1, 0.5))
-    assert job_processes(node, 1) == []
+    assert left == [], f"the script's end ends the rest of the job here, got {left}"
 
 
 def test_missing_work_dir_runs_in_tmp_with_slurms_error(node, tmp_path):
@@ -250,3 +254,66 @@ def test_runs_as_the_user_and_creates_files_as_them(node):
         assert "Permission denied" in result.error
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+ESCAPING = """#!/bin/bash
+setsid sleep 1000 &
+( ( env -i setsid sleep 1001 & ) & )
+sleep 0.3
+echo "$(pgrep -xf "sleep 100[01]" | wc -l) escaped" > escaped.txt
+exit 0
+"""
+
+
+def sleepers() -> set[int]:
+    out = set()
+    for p in psutil.process_iter():
+        try:
+            if " ".join(p.cmdline()) in ("sleep 1000", "sleep 1001") \
+                    and p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_a_script_that_exits_0_takes_its_setsid_and_double_forked_children_along(node, tmp_path):
+    before = sleepers()
+    result = run(tmp_path / "state", make_spec(node, tmp_path, ESCAPING))
+    assert (result.exit_code, result.signal, result.error) == (0, 0, "")
+    assert (tmp_path / "escaped.txt").read_text().startswith("2 "), "both were running"
+    left = sleepers() - before
+    assert left == set(), f"the job ended COMPLETED; still running: {left}"
+    assert cgroups.jobs(node) == [], "the job's cgroup is gone with it"
+
+
+def test_the_supervisor_fences_the_job_when_the_lease_ends_unrenewed(node, tmp_path):
+    lease_file = tmp_path / "lease.json"
+    lease.write(lease_file, lease.Lease(lease.clock() + 1.0, grace_s=0.5))
+    script = "#!/bin/bash\ntrap '' TERM\nsetsid sleep 1000 &\nwhile true; do sleep 0.1; done\n"
+    t = time.monotonic()
+    handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script,
+                                                       lease=str(lease_file)))
+    result = asyncio.run(handle.wait())
+    took = time.monotonic() - t
+    assert result.error.startswith("fenced: lease ended"), result
+    assert result.signal == 9, "it ignored SIGTERM: SIGKILL after the grace"
+    assert 1.3 < took < 4, f"want lease (1 s) + grace (0.5 s), took {took:.2f} s"
+    assert job_processes(node, 1) == []
+
+
+def test_a_renewed_lease_fences_nothing(node, tmp_path):
+    lease_file = tmp_path / "lease.json"
+    lease.write(lease_file, lease.Lease(lease.clock() + 0.5, grace_s=0.5))
+    stop = threading.Event()
+
+    def agent():
+        while not stop.wait(0.2):
+            lease.write(lease_file, lease.Lease(lease.clock() + 0.5, grace_s=0.5))
+    threading.Thread(target=agent, daemon=True).start()
+    try:
+        result = run(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\nsleep 2\n",
+                                                   lease=str(lease_file)))
+    finally:
+        stop.set()
+    assert (result.exit_code, result.signal, result.error) == (0, 0, "")

@@ -12,7 +12,10 @@ from tests.e2e.conftest import Cluster
 
 @pytest.fixture
 def fresh(tmp_path):
-    c = Cluster(tmp_path, heartbeat_timeout=8)
+    # Jobs outlive a controller restart shorter than the heartbeat timeout;
+    # longer, the agents' leases lapse and they stop their jobs (fencing).
+    # The restart below takes ~5 s on a loaded test host.
+    c = Cluster(tmp_path, heartbeat_timeout=15)
     c.up()
     try:
         yield c

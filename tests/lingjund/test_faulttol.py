@@ -36,7 +36,7 @@ def ctl(tmp_path):
 def connect(ctl, *names) -> dict[str, Connection]:
     out = {}
     for n in names:
-        out[n] = Connection(node=n)
+        out[n] = Connection(node=n, last_heartbeat=ctl.clock())   # as registration sets it
         ctl.agents.attach(out[n])
     return out
 
@@ -250,3 +250,108 @@ def test_the_timer_wakes_when_a_silent_node_or_a_quiet_job_is_due(ctl):
     assert faulttol.next_check(ctl) == pytest.approx(1002.01), "the job: started 1000 + 2 s"
     ctl.activity[jid] = 1005.0
     assert faulttol.next_check(ctl) == pytest.approx(1003.01)
+
+
+# -- silence and fencing ---------------------------------------------------------------
+def test_a_stream_that_stops_beating_is_down_one_timeout_after_its_last_heartbeat(ctl):
+    conns = connect(ctl, "node1", "node2", "node3", "node4")   # registered at 1000
+    ctl.clock.now = 1001.0
+    for conn in conns.values():
+        nodes.heartbeat(ctl, conn, agent_pb2.Heartbeat(seq=1, sent_at=1001.0))
+    assert faulttol.next_check(ctl) == pytest.approx(1004.01), "last heartbeat 1001 + 3 s"
+    ctl.clock.now = 1002.0
+    for name in ("node2", "node3", "node4"):
+        nodes.heartbeat(ctl, conns[name], agent_pb2.Heartbeat(seq=2, sent_at=1002.0))
+    ctl.clock.now = 1003.9
+    nodes.check_heartbeats(ctl)
+    assert not ctl.store.node("node1").down and ctl.agents.connected("node1")
+    ctl.clock.now = 1004.01
+    nodes.check_heartbeats(ctl)
+    rec = ctl.store.node("node1")
+    assert (rec.down, rec.reason, rec.reason_time) == (True, "Not responding", 1004.01), \
+        "closed and DOWN in the same pass, not one more timeout later"
+    assert not ctl.agents.connected("node1")
+
+
+def test_a_stream_that_breaks_counts_its_silence_from_the_last_heartbeat(ctl):
+    conns = connect(ctl, "node1")
+    ctl.clock.now = 1002.0
+    nodes.heartbeat(ctl, conns["node1"], agent_pb2.Heartbeat(seq=1, sent_at=1002.0))
+    ctl.clock.now = 1004.0
+    nodes.disconnected(ctl, conns["node1"])    # kill -9 of the agent: the stream ends
+    assert ctl.store.node("node1").last_seen == 1002.0
+    ctl.clock.now = 1005.1
+    nodes.check_heartbeats(ctl)
+    assert ctl.store.node("node1").down, "DOWN at 1002 + 3 s, not at 1004 + 3 s"
+
+
+def test_a_requeued_attempt_waits_for_the_fence_of_a_silent_node(ctl):
+    conns = connect(ctl, "node1")
+    jid = run_job(ctl, requeue=True)
+    ctl.clock.now = 1003.0
+    nodes.heartbeat(ctl, conns["node1"], agent_pb2.Heartbeat(seq=1, sent_at=1003.0))
+    ctl.clock.now = 1003.5                     # node2 silent since 1000: DOWN now
+    nodes.check_heartbeats(ctl)
+    faulttol.handle_lost_nodes(ctl)
+    assert sent(conns["node1"]) == ["terminate_job"]
+    ctl.clock.now = 1004.0
+    finished(ctl, "node1", jid, sig=15)
+    job = ctl.store.job(jid)
+    margin = ctl.config.controller.fence_margin
+    assert margin == ctl.config.controller.kill_wait_s + 2.0, "derived from kill_wait"
+    assert job.state == "PENDING"
+    assert job.eligible_time == pytest.approx(1003.5 + margin), \
+        f"want the fence's end {1003.5 + margin}, got {job.eligible_time}"
+
+
+def test_a_node_a_person_set_down_needs_no_fence_wait(ctl):
+    connect(ctl, "node1", "node2")
+    jid = run_job(ctl, requeue=True)
+    with ctl.store.transaction() as st:
+        st.put_node("node2", down=True, reason="maintenance", reason_time=1000.0)
+        assert restarts.fence_wait_s(ctl, st, st.job(jid), 1000.0) == 0.0
+        st.put_node("node2", reason=nodes.NOT_RESPONDING)
+        assert restarts.fence_wait_s(ctl, st, st.job(jid), 1000.0) == \
+            ctl.config.controller.fence_margin
+
+
+@pytest.mark.parametrize("keys, grace, margin", [
+    ("kill_wait_s = 5", 5.0, 7.0),
+    ("kill_wait_s = 5\nfence_grace_s = 1", 1.0, 3.0),
+    ("kill_wait_s = 30\nfence_margin_s = 10", 8.0, 10.0),
+    ("kill_wait_s = 30\nfence_margin_s = 1", 0.0, 1.0),
+], ids=["both derived from kill_wait", "grace set, margin follows",
+        "margin set bounds the grace", "a margin under the slack leaves no grace"])
+def test_fence_grace_and_margin(keys, grace, margin):
+    from lingjun import config
+    cc = config.parse(f"[controller]\n{keys}\n").controller
+    assert (cc.fence_grace, cc.fence_margin) == (grace, margin)
+
+
+def test_a_dependent_of_a_node_fail_job_waits_out_the_fence(ctl):
+    from lingjund.service import dependencies
+    jid = run_job(ctl, requeue=False)
+    ctl.clock.now = 1010.0
+    lose(ctl, "node1")                          # batch host lost: NODE_FAIL at 1010
+    assert ctl.store.job(jid).state == "NODE_FAIL"
+    spec = api_pb2.JobSpec(name="next", script="#!/bin/sh\ntrue\n", work_dir="/w", user="u",
+                           uid=1, batch=True, min_nodes=1, dependency=f"afterany:{jid}")
+    dep = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec)).job_id
+    margin = ctl.config.controller.fence_margin
+    assert dependencies.settle(ctl, 1010.0 + margin - 0.1).get(dep) == "Dependency", \
+        "the lost node may still be fencing the job"
+    assert dep not in dependencies.settle(ctl, 1010.0 + margin), "then it counts as ended"
+
+
+@pytest.mark.parametrize("requeue, want", [(True, ("PENDING", 1)), (False, ("NODE_FAIL", 0))],
+                         ids=["a requeueable job runs again", "another ends NODE_FAIL"])
+def test_a_fenced_batch_result_is_a_node_failure(ctl, requeue, want):
+    """The controller was the silent one (paused): the agent's lease lapsed and
+    its supervisor stopped the job, which is a lost node to the job."""
+    connect(ctl, "node1", "node2")
+    jid = run_job(ctl, requeue=requeue)
+    batch.record_batch_finished(ctl, "node1", agent_pb2.BatchFinished(
+        job_id=jid, exit_code=0, signal=15, start_time=1000, end_time=1005,
+        error="fenced: lease ended 0.1 s ago without renewal"))
+    job = ctl.store.job(jid)
+    assert (job.state, job.restarts) == want
