@@ -43,6 +43,7 @@ import psutil
 from lingjun import auth
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
 from lingjun.v1 import api_pb2
+from lingjund import statedir
 
 PROG = "lingjun"
 
@@ -224,6 +225,11 @@ def cmd_up(args) -> int:
     if found and _alive(found[1]["processes"]["lingjund"]):
         print(f"{PROG}: error: a local cluster already runs from {state} "
               f"(controller {found[1]['address']}); `lingjun down` stops it", file=sys.stderr)
+        return 1
+    busy = statedir.holder(state / "controller")
+    if busy:
+        print(f"{PROG}: error: state directory {state / 'controller'} is in use by {busy}; "
+              f"only one controller may own it", file=sys.stderr)
         return 1
     if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
         print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)

@@ -1,0 +1,141 @@
+"""Who owns a TCP socket on this host, from the kernel's tables in /proc.
+
+``/proc/net/tcp`` and ``/proc/net/tcp6`` list every TCP socket of the
+host's network namespace, one row each::
+
+    sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+     0: 0100007F:1B0D 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 123456
+
+Addresses are hex in the host's byte order (IPv4: one 32-bit word; IPv6:
+four), ports big-endian hex; ``st`` 0A is LISTEN, 01 ESTABLISHED; ``uid`` is
+the effective uid of the process that created the socket, which it cannot
+choose. Two uses:
+
+* the controller asks which uid owns the *client* end of a loopback
+  connection (``socket_uid``): the row whose local address is the client's
+  address and whose remote is the server's (``lingjund/transport/authn.py``);
+* a second controller that cannot bind says who listens there
+  (``listener_pids``: the LISTEN row's inode, then the process holding
+  ``socket:[inode]`` among /proc/*/fd).
+
+Reads of these tables are a few hundred microseconds on a host with a
+few thousand sockets.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+LISTEN = 0x0A
+TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+@dataclass(frozen=True)
+class TcpSocket:
+    local: tuple[str, int]
+    remote: tuple[str, int]
+    state: int
+    uid: int
+    inode: int
+
+
+def _address(field: str) -> tuple[str, int]:
+    host, port = field.split(":")
+    raw = bytes.fromhex(host)
+    # each 32-bit word is in host byte order
+    words = [struct.unpack("=I", raw[i:i + 4])[0] for i in range(0, len(raw), 4)]
+    packed = b"".join(struct.pack("!I", w) for w in words)
+    ip = ipaddress.ip_address(packed)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip), int(port, 16)
+
+
+def sockets(tables: tuple[str, ...] = TABLES) -> list[TcpSocket]:
+    out = []
+    for table in tables:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) < 10:
+                continue
+            try:
+                out.append(TcpSocket(_address(f[1]), _address(f[2]), int(f[3], 16), int(f[7]), int(f[9])))
+            except ValueError:
+                continue
+    return out
+
+
+def _same_host(a: str, b: str) -> bool:
+    return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+
+
+def socket_uid(client: tuple[str, int], server_port: int) -> int | None:
+    """The uid owning the client end of a TCP connection to this host's
+    ``server_port`` from ``client`` (host, port); None when no row matches
+    (the connection is gone, or it is not in this network namespace)."""
+    for s in sockets():
+        if s.local[1] == client[1] and s.remote[1] == server_port and _same_host(s.local[0], client[0]):
+            return s.uid
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def listener_pids(port: int) -> list[int]:
+    """Pids of the processes holding a socket that listens on ``port``."""
+    inodes = {f"socket:[{s.inode}]" for s in sockets() if s.state == LISTEN and s.local[1] == port}
+    pids = []
+    if not inodes:
+        return pids
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            for fd in (d / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    pids.append(int(d.name))
+                    break
+        except OSError:
+            continue
+    return pids
+
+
+def describe_pid(pid: int) -> str:
+    """``pid 123 (python3 -m lingjund.daemon -c x.toml)``, the command line where readable."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+    except OSError:
+        cmd = ""
+    return f"pid {pid} ({cmd})" if cmd else f"pid {pid}"
+
+
+def parse_peer(peer: str) -> tuple[str, int] | None:
+    """gRPC's ``context.peer()`` ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000") as (host, port)."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return None
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return socket.inet_ntop(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                                 host)), int(port)
+    except (OSError, ValueError):
+        return None
