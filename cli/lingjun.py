@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -202,7 +203,9 @@ def _alive(entry: dict) -> psutil.Process | None:
 
 
 def _spawn(argv: list[str], log: Path) -> dict:
-    with open(log, "ab") as f:
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)        # a log left by an earlier run, made before modes were kept
+    with os.fdopen(fd, "ab") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
     return {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time(), "argv": argv}
@@ -234,8 +237,16 @@ def cmd_up(args) -> int:
     if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
         print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)
         return 1
+    # Modes: the controller keeps its own directory 0700 (lingjund/statedir.py);
+    # here the root is traversable but not listable, since users reach the
+    # credential socket and (through agents/) their job scripts by path, and
+    # the logs, which quote scripts' errors and users' requests, are root's.
     state.mkdir(parents=True, exist_ok=True)
-    (state / "logs").mkdir(exist_ok=True)
+    state.chmod(0o711)
+    (state / "logs").mkdir(mode=0o700, exist_ok=True)
+    (state / "logs").chmod(0o700)
+    (state / "agents").mkdir(mode=0o711, exist_ok=True)
+    (state / "agents").chmod(0o711)
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
     if bool(args.tls_cert) != bool(args.tls_key):

@@ -102,6 +102,10 @@ class Agent:
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Job dirs below hold scripts and environments (spec.json, root's
+        # alone); their users reach their own script by path, so the way
+        # there is traversable and not listable, as /var/spool/slurmd is.
+        self.state_dir.chmod(0o711)
         handles, results = batch.recover_batches(self.state_dir)
         for h in handles:
             log.info("job=%d: recovered running batch script pid %d", h.job_id, h.pid)
