@@ -480,7 +480,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if cmd == "reconfigure":
         # Slurm's reconfigure prints nothing; here it re-reads the network profiles.
         with controller_errors("slurm_reconfigure error: "):
-            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest())
+            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest(requester_uid=os.getuid()))
         return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])

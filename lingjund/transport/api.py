@@ -114,7 +114,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     @unary
     def NetReconfigure(self, request, context):
-        return network.reconfigure(self.ctl)
+        return network.reconfigure(self.ctl, request)
 
     @unary
     def GetBatchScript(self, request, context):

@@ -206,3 +206,32 @@ def test_output_where_alice_may_not_write_fails_by_her_own_rights(cluster):
         jid = sbatch(cluster, ALICE, "-o", target, "--wrap", "echo leaked")
         assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "FAILED", target
     assert list(secret.iterdir()) == []
+
+
+def test_only_the_operator_reconfigures(cluster):
+    rc, out, err = as_user(cluster, ALICE, "scontrol", "reconfigure")
+    assert (rc, out, err) == (1, "", "slurm_reconfigure error: Invalid user id\n")
+    rc, out, err = as_user(cluster, OPER, "scontrol", "reconfigure")
+    assert (rc, out, err) == (0, "", "")
+
+
+def test_a_negative_nice_is_the_operators_alone(cluster):
+    def jobs() -> str:
+        return cluster.run(["squeue", "-h", "-t", "all", "-o", "%i %y"]).stdout
+
+    before = jobs()
+    rc, out, err = as_user(cluster, ALICE, "sbatch", "--nice=-1000", "--wrap", "true")
+    assert (rc, out, err) == (1, "", "sbatch: error: Batch job submission failed: Access/permission denied\n")
+    assert jobs() == before
+    jid = sbatch(cluster, ALICE, "--hold", "--nice=10", "--wrap", "true")
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", f"JobId={jid}", "Nice=-5")
+    assert (rc, err) == (1, f"Access/permission denied for job {jid}\n")
+    assert cluster.squeue(jid, "%y") == "10"
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", f"JobId={jid}", "Nice=5")
+    assert (rc, err) == (0, "")                      # lowering her own job's priority is hers
+    rc, _, err = as_user(cluster, OPER, "scontrol", "update", f"JobId={jid}", "Nice=-5")
+    assert (rc, err) == (0, "")
+    assert cluster.squeue(jid, "%y") == "-5"
+    op = sbatch(cluster, OPER, "--hold", "--nice=-1000", "--wrap", "true")
+    assert cluster.squeue(op, "%y") == "-1000"
+    cluster.run(["scancel", str(jid), str(op)], check=True)
