@@ -27,7 +27,7 @@ from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import allocations, faulttol, health, nodes, scheduling
 from lingjund.service.context import Controller
-from lingjund.store.store import Store
+from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
 from lingjund.transport.server import build_server
 
@@ -56,6 +56,10 @@ async def scheduler_loop(ctl: Controller) -> None:
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
+        except StoreFull as e:
+            # Said once a pass, without a traceback: the log may share the full disk.
+            log.error("scheduling pass wrote nothing: no space left for the state store (%s)", e)
+            await asyncio.sleep(1.0)
         except Exception:
             log.exception("scheduling pass failed")
             await asyncio.sleep(0.5)
