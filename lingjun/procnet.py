@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,14 +54,19 @@ def _address(field: str) -> tuple[str, int]:
     return str(ip), int(port, 16)
 
 
-def sockets(tables: tuple[str, ...] = TABLES) -> list[TcpSocket]:
+def sockets(tables: tuple[str, ...] = TABLES, local_port: int | None = None) -> list[TcpSocket]:
+    """Every TCP socket of the tables, or only those bound to ``local_port``
+    (filtered on the raw text first: a host may hold tens of thousands)."""
     out = []
+    needle = f":{local_port:04X} " if local_port is not None else None
     for table in tables:
         try:
             lines = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
+            if needle is not None and needle not in line:
+                continue
             f = line.split()
             if len(f) < 10:
                 continue
@@ -81,7 +85,7 @@ def socket_uid(client: tuple[str, int], server_port: int) -> int | None:
     """The uid owning the client end of a TCP connection to this host's
     ``server_port`` from ``client`` (host, port); None when no row matches
     (the connection is gone, or it is not in this network namespace)."""
-    for s in sockets():
+    for s in sockets(local_port=client[1]):
         if s.local[1] == client[1] and s.remote[1] == server_port and _same_host(s.local[0], client[0]):
             return s.uid
     return None
@@ -132,10 +136,10 @@ def parse_peer(peer: str) -> tuple[str, int] | None:
     if kind not in ("ipv4", "ipv6"):
         return None
     host, _, port = rest.rpartition(":")
-    host = host.strip("[]")
     try:
-        return socket.inet_ntop(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                                 host)), int(port)
-    except (OSError, ValueError):
+        ip = ipaddress.ip_address(host.strip("[]"))
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return str(ip), int(port)
+    except ValueError:
         return None

@@ -28,7 +28,8 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_b
 def build_server(ctl: Controller, listen: str,
                  auth: ServerAuth) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     # DecodeGuard first: the authentication check must see decoded requests.
-    server = grpc.aio.server(interceptors=[DecodeGuard(), AuthnInterceptor(auth.key)], options=[
+    authn = AuthnInterceptor(auth.key)
+    server = grpc.aio.server(interceptors=[DecodeGuard(), authn], options=[
         ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
@@ -58,6 +59,7 @@ def build_server(ctl: Controller, listen: str,
         port = 0
     if port == 0:
         raise OSError(errno.EADDRINUSE, _bind_failure(listen))
+    authn.server_port = port        # loopback callers' sockets are found by it
     return server, port, health_servicer
 
 
