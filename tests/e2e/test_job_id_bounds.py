@@ -77,3 +77,13 @@ def test_the_scheduler_still_starts_jobs_after_a_refused_huge_dependency(small):
     assert p.returncode == 1
     job = small.sbatch("-o", "/dev/null", "--wrap", "true")
     small.wait_state(job, "COMPLETED", timeout=30)
+
+
+@pytest.mark.parametrize("argv,want", [
+    (["scontrol", "show", "job", "{}"], "slurm_load_jobs error: Invalid job id specified"),
+    (["squeue", "-j", "{}"], "slurm_load_jobs error: Invalid job id specified"),
+    (["scontrol", "hold", "{}"], "slurm_update error: Invalid job id specified"),
+    (["lingjun", "events", "{}"], "lingjun: error: Invalid job id specified"),
+], ids=["scontrol show job", "squeue -j", "scontrol hold", "lingjun events"])
+def test_the_largest_id_the_wire_carries_names_no_job_in_slurms_words(small, argv, want):
+    _check(small, argv, want, str(2 ** 63 - 1))
