@@ -10,10 +10,12 @@ exclusive ``flock`` on ``STATE_DIR/lingjund.lock`` and holds it, through
 the open descriptor, for its whole life; the kernel drops it when the
 process dies, however it dies, so there is no stale lock to clean after a
 ``kill -9``. A second controller on the same directory, whatever its
-configuration, fails to take it and exits naming the holder (its pid and
-command line, which the holder writes into the lock file, checked against
-/proc so a recycled pid is not named). ``lingjun up`` asks the same
-question before starting anything (``holder``).
+configuration, fails to take it and exits naming the holder: its pid from
+the kernel's lock table (/proc/locks; the holder also writes its pid into
+the file, read only where that table is not available) and its command
+line. ``lingjun up`` asks the same question before starting anything
+(``holder``, which reads the table and never tries the lock, so asking
+cannot make a starting controller fail).
 
 The port is the other half: gRPC sets ``SO_REUSEPORT`` by default, under
 which a second server on the same port silently shares the connections;
@@ -47,15 +49,41 @@ class StateDirBusy(OSError):
     """Another live process holds the state directory's lock."""
 
 
-def _holder_text(lock: Path) -> str:
-    """The holder as it described itself, if that process still lives."""
+def _flock_pids(lock: Path) -> list[int]:
+    """Pids holding a flock on ``lock``, from the kernel's table (/proc/locks:
+    "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"); reading it takes no lock."""
     try:
-        pid = int(lock.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        st = lock.stat()
+        rows = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    pids = []
+    for row in rows:
+        f = row.split()
+        if len(f) < 6 or f[1] != "FLOCK" or f[2] == "->":
+            continue
+        try:
+            maj, mnr, ino = f[5].split(":")
+            if (int(maj, 16), int(mnr, 16), int(ino)) == want:
+                pids.append(int(f[4]))
+        except ValueError:
+            continue
+    return pids
+
+
+def _holder_text(lock: Path) -> str:
+    """The holder by the kernel's word, else as it described itself in the file."""
+    pids = _flock_pids(lock)
+    if not pids:
+        try:
+            pids = [int(lock.read_text().split()[0])]
+        except (OSError, ValueError, IndexError):
+            pids = []
+    pids = [p for p in pids if Path(f"/proc/{p}").exists()]
+    if not pids:
         return "another process (pid unknown)"
-    if not Path(f"/proc/{pid}").exists():
-        return "another process (pid unknown)"
-    return procnet.describe_pid(pid)
+    return procnet.describe_pid(pids[0])
 
 
 def acquire(state_dir: str | os.PathLike) -> int:
@@ -81,19 +109,13 @@ def acquire(state_dir: str | os.PathLike) -> int:
 
 
 def holder(state_dir: str | os.PathLike) -> str | None:
-    """Who holds the directory's lock (as ``acquire`` words it), or None when free."""
+    """Who holds the directory's lock (as ``acquire`` words it), or None when free.
+
+    Asks the kernel's lock table rather than trying the lock, so that asking
+    never makes a controller starting at that moment fail."""
     lock = Path(state_dir) / LOCK_NAME
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return _holder_text(lock)
-    finally:
-        os.close(fd)
-    return None
+    pids = [p for p in _flock_pids(lock) if p != os.getpid()]
+    return procnet.describe_pid(pids[0]) if pids else None
 
 
 def secure(state_dir: str | os.PathLike) -> None:
