@@ -11,8 +11,8 @@ four), ports big-endian hex; ``st`` 0A is LISTEN, 01 ESTABLISHED; ``uid`` is
 the effective uid of the process that created the socket, which it cannot
 choose. Two uses:
 
-* the controller asks which uid owns the *client* end of a loopback
-  connection (``socket_uid``): the row whose local address is the client's
+* the controller asks which uid owns the *client* end of a connection
+  from this host (``socket_uid``; ``is_this_host``): the row whose local address is the client's
   address and whose remote is the server's (``lingjund/transport/authn.py``);
 * a second controller that cannot bind says who listens there
   (``listener_pids``: the LISTEN row's inode, then the process holding
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,32 @@ def is_loopback(host: str) -> bool:
     return ip.is_loopback
 
 
+_OWN: tuple[float, frozenset[str]] = (0.0, frozenset())
+
+
+def is_this_host(host: str, max_age_s: float = 30.0) -> bool:
+    """Is ``host`` loopback or one of this host's interface addresses (a caller
+    connecting to our external address from this very host)? The interface
+    list is read again after ``max_age_s``."""
+    global _OWN
+    if is_loopback(host):
+        return True
+    import time
+    import psutil
+    now = time.monotonic()
+    if now - _OWN[0] > max_age_s:
+        addrs = set()
+        for entries in psutil.net_if_addrs().values():
+            for a in entries:
+                if a.family in (socket.AF_INET, socket.AF_INET6):
+                    addrs.add(a.address.split("%")[0])
+        _OWN = (now, frozenset(addrs))
+    try:
+        return str(ipaddress.ip_address(host)) in _OWN[1]
+    except ValueError:
+        return False
+
+
 def listener_pids(port: int) -> list[int]:
     """Pids of the processes holding a socket that listens on ``port``."""
     inodes = {f"socket:[{s.inode}]" for s in sockets() if s.state == LISTEN and s.local[1] == port}
@@ -111,12 +138,16 @@ def listener_pids(port: int) -> list[int]:
         if not d.name.isdigit():
             continue
         try:
-            for fd in (d / "fd").iterdir():
+            fds = list((d / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
                 if os.readlink(fd) in inodes:
                     pids.append(int(d.name))
                     break
-        except OSError:
-            continue
+            except OSError:         # closed meanwhile
+                continue
     return pids
 
 

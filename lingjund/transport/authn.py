@@ -25,8 +25,9 @@ interceptor; the token works over any transport.
 *A token is good only in the hands of the uid it names.* A token can leak
 (a job's environment, a log, a core file) and is replayable until it
 expires (``token_ttl_s``, five minutes by default, as munge's TTL). So for
-a client on this host (loopback TCP) the controller also asks the kernel
-who owns the client's end of the connection: the ``uid`` column of the
+a client on this host (loopback TCP, or one of this host's own addresses)
+the controller also asks the kernel who owns the client's end of the
+connection: the ``uid`` column of the
 ``/proc/net/tcp{,6}`` row whose local address is the client's peer address
 and whose remote port is ours (``lingjun/procnet.py``). A token whose uid
 differs is refused as a forged one is; root's processes may present any
@@ -35,7 +36,8 @@ tools acting for users keep working. No row (the connection already gone)
 refuses too. For remote peers (login nodes, other hosts) the kernel here
 cannot say, and the token alone decides, as before: that is munge's model,
 and TLS (``[auth] tls_cert``) keeps tokens off the wire. The cost is one
-read of the tables per loopback call, filtered on the client's port.
+read of the tables per call from this host, filtered on the client's port;
+remote calls cost nothing more.
 
 *Why overwrite fields by name.* The messages predate authentication and
 carry the caller's identity in fields the client fills in (``JobSpec.uid``,
@@ -164,9 +166,9 @@ def _peer(context) -> str:
 def peer_mismatch(peer: str, who: auth.Identity, server_port: int | None) -> str | None:
     """Why a token for ``who`` must not be taken from ``peer`` (gRPC's peer string), or None.
 
-    Only loopback TCP peers are checked (see the module docstring)."""
+    Only TCP peers on this host are checked (see the module docstring)."""
     addr = procnet.parse_peer(peer)
-    if addr is None or not server_port or not procnet.is_loopback(addr[0]):
+    if addr is None or not server_port or not procnet.is_this_host(addr[0]):
         return None
     uid = procnet.socket_uid(addr, server_port)
     if uid is None:

@@ -148,7 +148,7 @@ def test_an_allocation_stream_belongs_to_the_token(served):
 
 # -- a token is good only from the uid it names (loopback peers) ------------------------
 
-def _connected_as(uid: int, port: int):
+def _connected_as(uid: int, port: int, host: str = "127.0.0.1"):
     """A child process of ``uid`` holding a loopback connection to ``port``:
     (pid, its port, the pipe end whose closing lets it go)."""
     import encodings.idna  # noqa: F401  (connect() needs it; the stdlib is root's alone)
@@ -164,7 +164,7 @@ def _connected_as(uid: int, port: int):
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            c = _socket.create_connection(("127.0.0.1", port))
+            c = _socket.create_connection((host, port))
             os.write(up_w, f"{c.getsockname()[1]}\n".encode())
             os.close(up_w)
             os.read(go_r, 1)        # hold the connection until the parent lets go
@@ -217,3 +217,27 @@ def test_tokens_live_minutes_by_default():
     claims = jwt.decode(auth.mint_token(auth.ClusterKey.from_bytes(b"k" * 64), 1, 1, ttl, now=1000.0),
                         options={"verify_signature": False})
     assert claims["exp"] - claims["iat"] == ttl
+
+
+def test_a_token_must_come_from_its_uid_on_this_hosts_own_address_too():
+    """A caller on the controller's host that dials its external address is still on this host."""
+    import os
+    import socket as _socket
+    import psutil
+    from lingjund.transport.authn import peer_mismatch
+    own = [a.address for e in psutil.net_if_addrs().values() for a in e
+           if a.family == _socket.AF_INET and not a.address.startswith("127.")]
+    if not own:
+        pytest.skip("this host has no address but loopback")
+    server = _socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    pid, client_port, go = _connected_as(NOBODY, port, own[0])
+    try:
+        assert peer_mismatch(f"ipv4:{own[0]}:{client_port}", auth.Identity(0, 0), port) == \
+            f"a token for uid 0 presented by a process of uid {NOBODY}"
+    finally:
+        os.close(go)
+        os.waitpid(pid, 0)
+        server.close()
