@@ -28,7 +28,9 @@ def record_status(ctl: Controller, node: str, report: api_pb2.NetStatusReport) -
 
 
 def reconfigure(ctl: Controller, req: api_pb2.NetReconfigureRequest) -> api_pb2.NetReconfigureResponse:
-    authz.require_operator(req.requester_uid, ctl.config.authz)
+    if not authz.is_operator(req.requester_uid, ctl.config.authz):
+        log.warning("Security violation, RECONFIGURE RPC from uid=%d", req.requester_uid)
+        raise authz.InvalidUserId()
     try:
         fresh = configmod.load(ctl.config.path or None)
     except configmod.ConfigError as e:
