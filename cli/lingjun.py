@@ -261,10 +261,15 @@ def cmd_up(args) -> int:
         text = _config_text(args, port, state)
         if args.operator:
             text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
+        extra = Path(args.extra_config).read_text() if args.extra_config else ""
+        # Checkpoints beside the controller's state, not in it: that is root's alone.
+        faulttol = [] if "[faulttol]" in extra else [f'checkpoint_root = "{state / "checkpoints"}"']
         if args.restart_backoff is not None:
-            text += f"\n[faulttol]\nrestart_backoff_s = {args.restart_backoff}\n"
-        if args.extra_config:
-            text += "\n" + Path(args.extra_config).read_text()
+            faulttol.append(f"restart_backoff_s = {args.restart_backoff}")
+        if faulttol:
+            text += "\n[faulttol]\n" + "\n".join(faulttol) + "\n"
+        if extra:
+            text += "\n" + extra
         from lingjun import config as configmod
         parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)

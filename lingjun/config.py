@@ -291,7 +291,9 @@ class FaulttolConfig:
     """
     restart_backoff_s: float = 10.0      # wait before the first automatic restart
     restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
-    checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
+    # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints, which only root's
+    # jobs can enter (the state dir is 0700): set it on any cluster with other users
+    checkpoint_root: str = ""
 # XIDs that mean the GPU needs attention (Azure HPC health checks' list:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import socket
 import sys
@@ -65,10 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.own_hostname:
         from lingjun_agent import hostname
         hostname.become(args.node)  # first, before any thread exists
-    # What the agent itself writes (job dirs' specs, supervisor logs) is root's;
-    # jobs' own files follow their submitter's umask (SLURM_UMASK), and what a
-    # job's user must reach is given its mode explicitly (launcher/batch.py).
-    os.umask(0o077)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=f"%(asctime)s {args.node} %(name)s %(levelname)s %(message)s")
     try:

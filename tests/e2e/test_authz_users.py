@@ -298,3 +298,13 @@ def test_a_leaked_token_is_refused_from_any_other_user(cluster):
     # the same token in alice's own hands still works
     assert _as_user_fn(ALICE, cancel) == (0, "ok")
     cluster.wait_state(jid, "CANCELLED", timeout=10)
+
+
+def test_alices_job_writes_its_checkpoint_dir_past_the_private_state(cluster):
+    """The controller's state dir is root's alone (0700); a job's checkpoint dir is not in it."""
+    jid = sbatch(cluster, ALICE, "--wrap",
+                 'echo step1 > "$LINGJUN_CHECKPOINT_DIR/ckpt" && touch "$LINGJUN_HEARTBEAT_FILE" '
+                 '&& cat "$LINGJUN_CHECKPOINT_DIR/ckpt"')
+    assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "COMPLETED", \
+        (cluster.work / ALICE / f"slurm-{jid}.out").read_text()
+    assert cluster.wait_file(cluster.work / ALICE / f"slurm-{jid}.out", contains="step1")
