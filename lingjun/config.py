@@ -156,7 +156,9 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    state_dir: str = "/var/lib/lingjun/agent"
+    # Not inside the controller's (0700) state dir: a host that runs both must
+    # still let users reach their job scripts through here (0711).
+    state_dir: str = "/var/lib/lingjun-agent"
     reconnect_min_s: float = 0.2
     reconnect_max_s: float = 5.0
 

@@ -120,7 +120,9 @@ def holder(state_dir: str | os.PathLike) -> str | None:
 
 def secure(state_dir: str | os.PathLike) -> None:
     """The directory 0700 and each regular file directly in it (database,
-    -wal, -shm, logs) 0600, whatever an earlier run or umask left."""
+    -wal, -shm, logs) without group or other bits, whatever an earlier run or
+    umask left. Directories inside are left as they are: they are not ours
+    to judge (an older layout kept agents' dirs there)."""
     d = Path(state_dir)
     os.chmod(d, DIR_MODE)
     for entry in os.scandir(d):
@@ -129,6 +131,4 @@ def secure(state_dir: str | os.PathLike) -> None:
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
-            os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o077)
-        elif stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o077)
