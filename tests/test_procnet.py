@@ -32,6 +32,9 @@ def test_the_owner_of_a_client_socket_and_the_listener_of_a_port(family, host):
         assert addr == (host, client.getsockname()[1])
         assert procnet.is_loopback(addr[0])
         assert procnet.socket_uid(addr, port) == os.geteuid()
+        # the kernel's direct answer (sock_diag) and its table agree
+        row = [s for s in procnet.sockets(local_port=addr[1]) if s.remote[1] == port]
+        assert [r.uid for r in row] == [procnet._diag_uid(addr, (host, port))] == [os.geteuid()]
         assert procnet.socket_uid(addr, port + 1 if port < 65535 else port - 1) is None
         assert procnet.listener_pids(port) == [os.getpid()]
         assert procnet.describe_pid(os.getpid()).startswith(f"pid {os.getpid()} (")
