@@ -159,7 +159,7 @@ def parse_job_ids(prog: str, text: str) -> list[int]:
         if not word:
             continue
         head = word.split("_")[0].split(".")[0]
-        if not head.isdigit():
+        if not slurm.is_job_id(head):
             raise CommandError(f"{prog}: error: Invalid job id: {word}")
         ids.append(int(head))
     return ids
@@ -180,7 +180,7 @@ def parse_array_selectors(prog: str, text: str) -> list[tuple[int, frozenset[int
     out: list[tuple[int, frozenset[int] | None]] = []
     for word in job_words(text):
         head, sep, tail = word.split(".")[0].partition("_")
-        if not head.isdigit():
+        if not slurm.is_job_id(head):
             raise CommandError(f"{prog}: error: Invalid job id: {word}")
         tasks = None
         if sep:

@@ -30,7 +30,7 @@ def format_events(job_id: int, reply: api_pb2.GetFaulttolEventsResponse) -> str:
 
 def events(job: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr, api=None) -> int:
     try:
-        job_id = int(job)
+        job_id = slurm.parse_job_id(job)
     except ValueError:
         print(f"lingjun: error: Invalid job id specified: {job}", file=err)
         return 1

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -43,6 +44,7 @@ import psutil
 from lingjun import auth
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
 from lingjun.v1 import api_pb2
+from lingjund import statedir
 
 PROG = "lingjun"
 
@@ -201,7 +203,9 @@ def _alive(entry: dict) -> psutil.Process | None:
 
 
 def _spawn(argv: list[str], log: Path) -> dict:
-    with open(log, "ab") as f:
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)        # a log left by an earlier run, made before modes were kept
+    with os.fdopen(fd, "ab") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
     return {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time(), "argv": argv}
@@ -225,11 +229,24 @@ def cmd_up(args) -> int:
         print(f"{PROG}: error: a local cluster already runs from {state} "
               f"(controller {found[1]['address']}); `lingjun down` stops it", file=sys.stderr)
         return 1
+    busy = statedir.holder(state / "controller")
+    if busy:
+        print(f"{PROG}: error: state directory {state / 'controller'} is in use by {busy}; "
+              f"only one controller may own it", file=sys.stderr)
+        return 1
     if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
         print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)
         return 1
+    # Modes: the controller keeps its own directory 0700 (lingjund/statedir.py);
+    # here the root is traversable but not listable, since users reach the
+    # credential socket and (through agents/) their job scripts by path, and
+    # the logs, which quote scripts' errors and users' requests, are root's.
     state.mkdir(parents=True, exist_ok=True)
-    (state / "logs").mkdir(exist_ok=True)
+    state.chmod(0o711)
+    (state / "logs").mkdir(mode=0o700, exist_ok=True)
+    (state / "logs").chmod(0o700)
+    (state / "agents").mkdir(mode=0o711, exist_ok=True)
+    (state / "agents").chmod(0o711)
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -244,10 +261,15 @@ def cmd_up(args) -> int:
         text = _config_text(args, port, state)
         if args.operator:
             text += "\n[authz]\noperators = [" + ", ".join(json.dumps(o) for o in args.operator) + "]\n"
+        extra = Path(args.extra_config).read_text() if args.extra_config else ""
+        # Checkpoints beside the controller's state, not in it: that is root's alone.
+        faulttol = [] if "[faulttol]" in extra else [f'checkpoint_root = "{state / "checkpoints"}"']
         if args.restart_backoff is not None:
-            text += f"\n[faulttol]\nrestart_backoff_s = {args.restart_backoff}\n"
-        if args.extra_config:
-            text += "\n" + Path(args.extra_config).read_text()
+            faulttol.append(f"restart_backoff_s = {args.restart_backoff}")
+        if faulttol:
+            text += "\n[faulttol]\n" + "\n".join(faulttol) + "\n"
+        if extra:
+            text += "\n" + extra
         from lingjun import config as configmod
         parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)

@@ -93,7 +93,7 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         head = word.split("_")[0]
         if "." in word:
             raise CommandError(f"scancel: error: cancelling job steps ({word}) is not supported yet")
-        if not head.isdigit():
+        if not slurm.is_job_id(head):
             raise CommandError(f"scancel: error: Invalid job id {word}")
         try:
             [(job_id, tasks)] = parse_array_selectors(PROG, word)

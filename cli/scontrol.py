@@ -297,7 +297,7 @@ class Scontrol:
                                    "Request aborted")
         if not job_id:
             raise CommandError("scontrol: error: No job ID specified")
-        if not job_id.isdigit():
+        if not slurm.is_job_id(job_id):
             raise CommandError(f"Invalid job id specified for job {job_id}")
         req.job_id = int(job_id)
         if time_limit is not None:
@@ -346,7 +346,7 @@ class Scontrol:
             for prefix in ("jobid=", "job="):
                 if w.lower().startswith(prefix):
                     w = w[len(prefix):]
-            (ids if w.isdigit() else bad).append(int(w) if w.isdigit() else w)
+            (ids if slurm.is_job_id(w) else bad).append(int(w) if slurm.is_job_id(w) else w)
         uid = os.getuid()
         if cmd in ("requeue", "requeuehold"):
             method, req = "RequeueJobs", api_pb2.JobRequeueRequest(
@@ -378,7 +378,7 @@ class Scontrol:
         if len(args) < 2:
             raise CommandError("scontrol: error: too few arguments for keyword:write")
         word = args[1]
-        if not word.isdigit():
+        if not slurm.is_job_id(word):
             raise CommandError("job script retrieval failed: Invalid job id specified")
         job_id = int(word)
         filename = args[2] if len(args) > 2 else f"slurm-{job_id}.sh"
@@ -480,7 +480,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if cmd == "reconfigure":
         # Slurm's reconfigure prints nothing; here it re-reads the network profiles.
         with controller_errors("slurm_reconfigure error: "):
-            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest())
+            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest(requester_uid=os.getuid()))
         return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])

@@ -32,6 +32,7 @@ from cli.common import CONNECT_FAILURE, CommandError, current_user, details, mak
 from cli.sbatch import build_environment
 from cli.srun_options import RunOptions, parse_srun
 from cli.step_output import StepOutput
+from lingjun import slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import api_pb2
@@ -61,6 +62,15 @@ def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str
         command=" ".join(o.command) if o.command else prog, batch=False)
 
 
+def _env_job_id(text: str) -> int:
+    """SLURM_JOB_ID as srun reads it (the --jobid setter, so --jobid's words); 0 when unset."""
+    if not text.strip():
+        return 0
+    if not slurm.is_job_id(text.strip()) or int(text) < 1:
+        raise CommandError(f'srun: error: Invalid numeric value "{text}" for --jobid.')
+    return int(text)
+
+
 def _srun(argv, api, out, err) -> int:
     o = parse_srun(argv)
     if not o.command:
@@ -69,7 +79,7 @@ def _srun(argv, api, out, err) -> int:
     if o.label:
         env["SLURM_LABELIO"] = "1"
     work_dir = os.path.abspath(o.chdir) if o.chdir else os.getcwd()
-    job_id = o.jobid or int(os.environ.get("SLURM_JOB_ID", "0") or 0)
+    job_id = o.jobid or _env_job_id(os.environ.get("SLURM_JOB_ID", ""))
     stop = _Interrupts()
     own_api = api is None
     try:

@@ -222,7 +222,10 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
                 raise _err(prog, f"Invalid MPI type '{value}', --mpi=list for acceptable types")
             v["mpi"] = value
         elif key == "jobid":
-            v["jobid"] = _int(prog, value.split(".")[0], "--jobid")
+            head = value.split(".")[0].strip()
+            if not slurm.is_job_id(head) or int(head) < 1:
+                raise _err(prog, f'Invalid numeric value "{value}" for --jobid.')
+            v["jobid"] = int(head)
         elif key in ("exclusive", "label", "unbuffered", "overlap", "quiet"):
             if key == "exclusive" and value not in (None, "user", "mcs"):
                 raise _err(prog, f"invalid exclusive option {value}")

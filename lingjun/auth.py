@@ -6,19 +6,35 @@ The same file sits on the controller and on every agent. Two keys are
 derived from it so that nothing signed for one purpose verifies for the
 other (a user token is never an agent proof)::
 
-    agent key = HMAC-SHA256(cluster key, "lingjun agent handshake v1")
-    token key = HMAC-SHA256(cluster key, "lingjun user token v1")
+    agent key      = HMAC-SHA256(cluster key, "lingjun agent handshake v1")
+    controller key = HMAC-SHA256(cluster key, "lingjun controller handshake v1")
+    token key      = HMAC-SHA256(cluster key, "lingjun user token v1")
 
-Agent handshake (per stream, challenge-response)::
+Agent handshake (per stream, mutual challenge-response)::
 
-    controller ── AuthChallenge(nonce: 32 fresh bytes) ──► agent
+    controller ◄── AuthHello(node, hello: 32 fresh bytes) ── agent
+    controller ── AuthChallenge(nonce: 32 fresh bytes, controller_mac) ──► agent
+        controller_mac = HMAC-SHA256(controller key, hello | nonce | node)
     controller ◄── AuthProof(node, nonce, time_ms, mac) ── agent
         mac = HMAC-SHA256(agent key, nonce | node | time_ms)
+
+The agent checks the controller's MAC over its own fresh nonce before it
+sends anything else: a controller without the key (another cluster's, a
+test left running, an impostor on the port) gets no proof, no Register and
+so no chance to send work; the agent logs it and backs off. The two MACs
+use different derived keys, so neither side's answer can be replayed as
+the other's, and a user token verifies as neither.
 
 The controller accepts a proof only for the nonce it issued on that very
 stream, at most once (``NonceBook``), with a MAC that compares equal in
 constant time, and an agent clock within ``handshake_max_skew_s``. A proof
-captured on the wire is worthless on any other stream.
+captured on the wire is worthless on any other stream. (Neither side's
+proof binds the connection itself: a relay between agent and controller
+is stopped by TLS, ``[auth] tls_cert``, not by the handshake.)
+
+Anything that speaks for an agent (the agent, a simulator of many) needs
+three plain functions: ``new_nonce`` for its hello,
+``verify_controller_proof`` on the challenge, ``proof_mac`` for its answer.
 
 User tokens (munge-like): a key-holding daemon reads a caller's uid/gid from
 its unix socket (SO_PEERCRED, ``lingjun/credential.py``) and returns a JWT
@@ -104,11 +120,13 @@ class ClusterKey:
     """The derived keys; what the daemons keep in memory instead of the file's bytes."""
     agent: bytes
     token: bytes
+    controller: bytes
 
     @classmethod
     def from_bytes(cls, key: bytes) -> "ClusterKey":
         return cls(agent=_derive(key, b"lingjun agent handshake v1"),
-                   token=_derive(key, b"lingjun user token v1"))
+                   token=_derive(key, b"lingjun user token v1"),
+                   controller=_derive(key, b"lingjun controller handshake v1"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ClusterKey":
@@ -124,6 +142,22 @@ def proof_mac(key: ClusterKey, nonce: bytes, node: str, time_ms: int) -> bytes:
 
 def new_nonce() -> bytes:
     return secrets.token_bytes(NONCE_BYTES)
+
+
+def controller_proof_mac(key: ClusterKey, hello: bytes, nonce: bytes, node: str) -> bytes:
+    """The controller's answer to an agent's hello nonce, on the stream whose challenge is ``nonce``."""
+    msg = b"|".join((hello.hex().encode(), nonce.hex().encode(), node.encode()))
+    return hmac.new(key.controller, msg, hashlib.sha256).digest()
+
+
+def verify_controller_proof(key: ClusterKey, hello: bytes, nonce: bytes, node: str, mac: bytes) -> None:
+    """For the agent: raise AuthError unless ``mac`` answers our ``hello`` with this cluster's key."""
+    if len(nonce) != NONCE_BYTES:
+        raise AuthError("the controller's challenge is not a fresh nonce")
+    if not mac:
+        raise AuthError("the controller sent no proof of the cluster key")
+    if not hmac.compare_digest(mac, controller_proof_mac(key, hello, nonce, node)):
+        raise AuthError("wrong controller MAC (the controller does not hold this cluster's key)")
 
 
 class NonceBook:

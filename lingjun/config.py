@@ -189,7 +189,9 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    state_dir: str = "/var/lib/lingjun/agent"
+    # Not inside the controller's (0700) state dir: a host that runs both must
+    # still let users reach their job scripts through here (0711).
+    state_dir: str = "/var/lib/lingjun-agent"
     reconnect_min_s: float = 0.2
     reconnect_max_s: float = 5.0
 
@@ -324,7 +326,9 @@ class FaulttolConfig:
     """
     restart_backoff_s: float = 10.0      # wait before the first automatic restart
     restart_backoff_max_s: float = 300.0  # the backoff doubles per restart up to this
-    checkpoint_root: str = ""            # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints
+    # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints, which only root's
+    # jobs can enter (the state dir is 0700): set it on any cluster with other users
+    checkpoint_root: str = ""
 # XIDs that mean the GPU needs attention (Azure HPC health checks' list:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).

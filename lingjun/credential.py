@@ -41,7 +41,10 @@ class CredentialServer:
 
     async def start(self) -> None:
         p = Path(self.path)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        if not p.parent.exists():
+            # whatever the daemon's umask (077): every user must reach the socket
+            p.parent.mkdir(parents=True)
+            os.chmod(p.parent, 0o755)
         if p.is_socket():
             if _answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves credentials there")

@@ -437,6 +437,28 @@ def array_task_text(task_str: str, max_running: int = 0) -> str:
 
 
 # --- exit codes ---------------------------------------------------------------
+# --- job ids ------------------------------------------------------------------------
+# The API carries job ids as int64 and the store as SQLite INTEGER: an id past
+# this cannot name a job, and is refused as garbage is, in each command's
+# own words, before anything is sent (Slurm's ids are 32-bit; any id that
+# fits but names no job gets the controller's "Invalid job id specified").
+MAX_JOB_ID = 2 ** 63 - 1
+_JOB_ID_RE = re.compile(r"[0-9]+\Z")
+
+
+def is_job_id(text: str) -> bool:
+    """True for decimal digits naming 0..MAX_JOB_ID (no sign, no spaces; 0 names
+    no job, and the controller says so)."""
+    return bool(_JOB_ID_RE.match(text)) and int(text) <= MAX_JOB_ID
+
+
+def parse_job_id(text: str) -> int:
+    """The job id ``text`` names; ValueError for a sign, garbage or an id past MAX_JOB_ID."""
+    if not is_job_id(text):
+        raise ValueError(f"Invalid job id: {text}")
+    return int(text)
+
+
 def format_exit_code(code: int, signal: int = 0) -> str:
     """ExitCode=3:0 (exit status:signal)."""
     return f"{int(code)}:{int(signal)}"

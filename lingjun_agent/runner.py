@@ -4,7 +4,10 @@ A reconciler: the controller says what it wants (launch, signal, terminate,
 the jobs it expects here), the node has what it has (live processes, batch
 results on disk), and the runner moves the node toward what was asked.
 
-    connect ◄── AuthChallenge(nonce)             (lingjun/auth.py)
+    connect ──► AuthHello(node, our nonce)        (lingjun/auth.py)
+            ◄── AuthChallenge(nonce, the controller's HMAC of our nonce)
+                a wrong HMAC: not our cluster's controller; say nothing more,
+                log, back off (reconnect_max_s) and try again
             ──► AuthProof(HMAC of nonce, node, time with the cluster key)
             ──► Register(inventory, running jobs, unacked results)
             ◄── RegisterReply(expected jobs, acked results)
@@ -27,6 +30,7 @@ controller to restart them elsewhere; the argument is in ``lease``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -68,6 +72,10 @@ class Refused(Exception):
 
 class Unauthenticated(Exception):
     """The controller did not accept our proof of the cluster key."""
+
+
+class ControllerUnproven(Exception):
+    """The controller did not prove it holds the cluster key: not ours to obey."""
 
 
 class Agent:
@@ -130,6 +138,10 @@ class Agent:
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Job dirs below hold scripts and environments (spec.json, root's
+        # alone); their users reach their own script by path, so the way
+        # there is traversable and not listable, as /var/spool/slurmd is.
+        self.state_dir.chmod(0o711)
         if not cgroups.available():
             log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
                         "job processes are tracked by their marker and supervisor only, and a "
@@ -150,6 +162,11 @@ class Agent:
                 delay = self.reconnect[0]
             except Refused as e:
                 log.error("controller refused node %s: %s", self.node, e)
+                delay = self.reconnect[1]
+            except ControllerUnproven as e:
+                log.error("controller at %s did not prove it holds the cluster key (%s): refusing it, "
+                          "node %s neither registers with it nor runs anything it sends; wrong key file "
+                          "on one side, or not this cluster's controller?", self.controller, e, self.node)
                 delay = self.reconnect[1]
             except Unauthenticated as e:
                 log.error("controller refused node %s's proof of the cluster key (%s): wrong key "
@@ -182,11 +199,26 @@ class Agent:
         return grpc.aio.insecure_channel(self.controller, options=options)
 
     async def _prove(self, call) -> None:
-        """Answer the controller's challenge with the cluster key (lingjun/auth.py)."""
+        """The mutual handshake (lingjun/auth.py): challenge the controller, check
+        its answer, then answer its challenge. Raises ControllerUnproven, having
+        sent nothing but the hello, when the controller's answer is wrong."""
+        hello = auth.new_nonce()
+        await call.write(agent_pb2.AgentMessage(auth_hello=agent_pb2.AuthHello(
+            node_name=self.node, nonce=hello)))
         first = await call.read()
         if first is grpc.aio.EOF or first.WhichOneof("msg") != "auth_challenge":
-            raise ConnectionError("controller did not open with a challenge")
-        nonce = first.auth_challenge.nonce
+            raise ConnectionError("controller did not answer with a challenge")
+        challenge = first.auth_challenge
+        try:
+            auth.verify_controller_proof(self.key, hello, challenge.nonce, self.node,
+                                         challenge.controller_mac)
+        except auth.AuthError as e:
+            # Hang up politely (half-close), so the controller can log why.
+            with contextlib.suppress(Exception):
+                await call.done_writing()
+                await asyncio.wait_for(call.code(), timeout=1.0)
+            raise ControllerUnproven(str(e)) from None
+        nonce = challenge.nonce
         now_ms = int(time.time() * 1000)
         await call.write(agent_pb2.AgentMessage(auth_proof=agent_pb2.AuthProof(
             node_name=self.node, nonce=nonce, time_ms=now_ms,

@@ -24,9 +24,10 @@ from lingjun import auth
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
+from lingjund import statedir
 from lingjund.service import allocations, faulttol, health, nodes, scheduling
 from lingjund.service.context import Controller
-from lingjund.store.store import Store
+from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
 from lingjund.transport.server import build_server
 
@@ -55,14 +56,18 @@ async def scheduler_loop(ctl: Controller) -> None:
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             scheduling.run_pass(ctl)
+        except StoreFull as e:
+            # Said once a pass, without a traceback: the log may share the full disk.
+            log.error("scheduling pass wrote nothing: no space left for the state store (%s)", e)
+            await asyncio.sleep(1.0)
         except Exception:
             log.exception("scheduling pass failed")
             await asyncio.sleep(0.5)
 
 
 async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
+    """Serve until SIGTERM; the caller holds the state directory's lock (statedir.acquire)."""
     cc = cfg.controller
-    Path(cc.state_dir).mkdir(parents=True, exist_ok=True)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
     ctl.started_at = ctl.clock()
@@ -120,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         over["state_dir"] = args.state_dir
     if over:
         cfg = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, **over))
+    # Before anything is opened or bound: files we make are ours alone, and
+    # the state directory is ours alone for as long as we live (statedir.py).
+    os.umask(0o077)
+    try:
+        lock_fd = statedir.acquire(cfg.controller.state_dir)
+        statedir.secure(cfg.controller.state_dir)
+    except OSError as e:
+        print(f"lingjund: error: {e.strerror or e}", file=sys.stderr)
+        return 1
     try:
         server_auth = ServerAuth.from_config(cfg)   # no key, no controller
     except (auth.KeyFileError, OSError) as e:
@@ -128,10 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(serve(cfg, server_auth, args.ready_file))
     except OSError as e:
-        print(f"lingjund: error: {e}", file=sys.stderr)
+        print(f"lingjund: error: {e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass
+    finally:
+        os.close(lock_fd)
     return 0
 
 

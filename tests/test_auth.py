@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import os
 import shutil
 import tempfile
@@ -239,3 +241,28 @@ def test_auth_config_defaults_and_refusals():
         config.parse('[auth]\ntls_cert = "/c.pem"\n')
     with pytest.raises(config.ConfigError, match="unknown key"):
         config.parse('[auth]\nkey = "/c.pem"\n')
+
+
+# -- the controller's proof (the agent checks it before proving anything) ---------------
+
+def test_the_controllers_answer_to_the_agents_hello_verifies():
+    hello, nonce = auth.new_nonce(), auth.new_nonce()
+    mac = auth.controller_proof_mac(KEY, hello, nonce, "node1")
+    auth.verify_controller_proof(KEY, hello, nonce, "node1", mac)
+
+
+@pytest.mark.parametrize("forge", [
+    lambda h, n: auth.controller_proof_mac(auth.ClusterKey.from_bytes(b"x" * 64), h, n, "node1"),
+    lambda h, n: auth.controller_proof_mac(KEY, auth.new_nonce(), n, "node1"),
+    lambda h, n: auth.controller_proof_mac(KEY, h, n, "node2"),
+    lambda h, n: auth.proof_mac(KEY, h, "node1", 0),
+    lambda h, n: hmac.new(KEY.agent, b"|".join((h.hex().encode(), n.hex().encode(), b"node1")),
+                          hashlib.sha256).digest(),
+    lambda h, n: b"",
+], ids=["another cluster's controller", "an answer to another hello (replayed)",
+        "an answer for another node", "an agent's proof offered back",
+        "the same message under the agent's key", "no answer at all"])
+def test_a_controller_without_the_key_is_refused(forge):
+    hello, nonce = auth.new_nonce(), auth.new_nonce()
+    with pytest.raises(auth.AuthError):
+        auth.verify_controller_proof(KEY, hello, nonce, "node1", forge(hello, nonce))

@@ -229,12 +229,22 @@ class NetProfileSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetInterfaceSpec, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkSpec, _Mapping]]] = ...) -> None: ...
 
 class AuthChallenge(_message.Message):
-    __slots__ = ("nonce", "controller_time_ms")
+    __slots__ = ("nonce", "controller_time_ms", "controller_mac")
     NONCE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_MAC_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     controller_time_ms: int
-    def __init__(self, nonce: _Optional[bytes] = ..., controller_time_ms: _Optional[int] = ...) -> None: ...
+    controller_mac: bytes
+    def __init__(self, nonce: _Optional[bytes] = ..., controller_time_ms: _Optional[int] = ..., controller_mac: _Optional[bytes] = ...) -> None: ...
+
+class AuthHello(_message.Message):
+    __slots__ = ("node_name", "nonce")
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    nonce: bytes
+    def __init__(self, node_name: _Optional[str] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class AuthProof(_message.Message):
     __slots__ = ("node_name", "nonce", "time_ms", "mac")
@@ -289,7 +299,7 @@ class SanityClock(_message.Message):
     def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ..., echo_seq: _Optional[int] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "sanity_report")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "auth_hello", "sanity_report")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -299,6 +309,7 @@ class AgentMessage(_message.Message):
     JOB_CLEANED_FIELD_NUMBER: _ClassVar[int]
     NET_STATUS_FIELD_NUMBER: _ClassVar[int]
     AUTH_PROOF_FIELD_NUMBER: _ClassVar[int]
+    AUTH_HELLO_FIELD_NUMBER: _ClassVar[int]
     SANITY_REPORT_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
@@ -309,8 +320,9 @@ class AgentMessage(_message.Message):
     job_cleaned: JobCleaned
     net_status: _api_pb2.NetStatusReport
     auth_proof: AuthProof
+    auth_hello: AuthHello
     sanity_report: SanityReport
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., auth_hello: _Optional[_Union[AuthHello, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile", "heartbeat_timeout_s", "fence_grace_s")

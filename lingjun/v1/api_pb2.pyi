@@ -992,8 +992,10 @@ class NetStatusReport(_message.Message):
     def __init__(self, profile: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., interfaces: _Optional[_Iterable[_Union[NetIfaceStatus, _Mapping]]] = ..., uplinks: _Optional[_Iterable[_Union[NetUplinkStatus, _Mapping]]] = ..., rdma: _Optional[_Iterable[_Union[NetRdmaPort, _Mapping]]] = ..., changes: _Optional[_Iterable[str]] = ..., time: _Optional[float] = ...) -> None: ...
 
 class NetReconfigureRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("requester_uid",)
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    requester_uid: int
+    def __init__(self, requester_uid: _Optional[int] = ...) -> None: ...
 
 class NetReconfigureResponse(_message.Message):
     __slots__ = ("pushed",)

@@ -288,7 +288,7 @@ def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
 
     r, w = os.pipe()
     try:
-        with open(d / LOG, "ab") as logf:
+        with os.fdopen(os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as logf:
             popen = subprocess.Popen(
                 [sys.executable, "-P", "-m", "lingjun_agent.launcher.stepd", str(d), str(w)],
                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from lingjun.slurm import (COMPLETED, FINISHED_STATES, PENDING, REASON_DEPENDENCY,
+from lingjun.slurm import (MAX_JOB_ID, COMPLETED, FINISHED_STATES, PENDING, REASON_DEPENDENCY,
                            REASON_DEPENDENCY_NEVER)
 
 SATISFIED = "satisfied"
@@ -33,7 +33,7 @@ NEVER = "never"
 
 KINDS = ("after", "afterany", "afterok", "afternotok", "aftercorr", "singleton")
 _FAILED = "failed"
-_ID_RE = re.compile(r"^(\d+)(?:_(\d+))?(?:\+(\d+))?$")
+_ID_RE = re.compile(r"^([0-9]+)(?:_([0-9]+))?(?:\+([0-9]+))?$")
 _STATUS_RE = re.compile(r"\((unfulfilled|failed)\)$")
 
 
@@ -98,7 +98,7 @@ def parse(text: str) -> Dependency:
             raise ValueError(f"bad dependency {part!r}")
         for one in ids.split(":"):
             m = _ID_RE.match(one)
-            if not m or int(m.group(1)) == 0:
+            if not m or not 0 < int(m.group(1)) <= MAX_JOB_ID:
                 raise ValueError(f"bad job id {one!r} in dependency")
             if m.group(3) is not None and kind != "after":
                 raise ValueError("+time is only for after")

@@ -8,12 +8,19 @@ caller's uid:
     scancel, hold/release, update, requeue       yes       yes           no: Access/permission denied
     scontrol write batch_script (read script)    yes       yes           no: Access/permission denied
     scontrol update NodeName=... (node state)    -         yes           no: Invalid user id
+    scontrol reconfigure                         -         yes           no: Invalid user id
+    sbatch/srun/salloc --nice=-N, update Nice=-N  no        yes           no: Access/permission denied
 
 Operators are root (uid 0) and the users named in ``[authz] operators``
 (by name or uid), like Slurm's AdminLevel=Operator. The requester's uid
 comes from the request (``requester_uid``); the transport is what makes it
 trustworthy (peer credentials), not this module. A refusal raises before
 anything is written, so a refused request changes nothing.
+
+A negative nice raises a job above everyone else's, so only operators may
+set one, at submission as on update (slurmctld's job update refuses it with
+ESLURM_ACCESS_DENIED; the submission says the same). Slurm lets only its
+administrators reconfigure; here the operators are the administrators.
 
 Slurm itself is not uniform in its words: a job update by a non-owner is
 ESLURM_USER_ID_MISSING in job_mgr.c, a cancel ESLURM_ACCESS_DENIED; here
@@ -80,6 +87,12 @@ def require_operator(requester_uid: int, cfg: AuthzConfig) -> None:
     """Node state changes and other cluster-wide acts: operators only."""
     if not is_operator(requester_uid, cfg):
         raise InvalidUserId()
+
+
+def require_nice(requester_uid: int, nice: int, cfg: AuthzConfig) -> None:
+    """A negative nice (a raise above other users' jobs) is an operator's to give."""
+    if nice < 0 and not is_operator(requester_uid, cfg):
+        raise errors.AccessDenied()
 
 
 # -- scontrol write batch_script JOB ------------------------------------------------

@@ -105,3 +105,9 @@ class BatchOnly(SlurmError):
 
 class InvalidTimeValue(SlurmError):
     message = "Invalid time specified"
+
+
+class NoSpace(SlurmError):
+    """The controller's disk is full: nothing was written (the store rolled back)."""
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    message = "No space left on device"

@@ -101,8 +101,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
             fields["dependency"] = _dependency(job, req.dependency)
             fields["eligible_time"] = 0.0 if fields["dependency"] else max(job.eligible_time, now)
         if req.HasField("nice"):
-            if req.nice < 0 and not _operator(ctl, req.requester_uid):
-                raise errors.AccessDenied()
+            authz.require_nice(req.requester_uid, req.nice, ctl.config.authz)
             spec.nice = req.nice
         if req.HasField("begin_time"):
             fields["eligible_time"] = float(max(req.begin_time, now))

@@ -14,7 +14,7 @@ import logging
 
 from lingjun import config as configmod
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import errors
+from lingjund.service import authz, errors
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.network")
@@ -27,7 +27,10 @@ def record_status(ctl: Controller, node: str, report: api_pb2.NetStatusReport) -
         log.warning("node=%s: network %s: %s", node, report.state, report.message)
 
 
-def reconfigure(ctl: Controller) -> api_pb2.NetReconfigureResponse:
+def reconfigure(ctl: Controller, req: api_pb2.NetReconfigureRequest) -> api_pb2.NetReconfigureResponse:
+    if not authz.is_operator(req.requester_uid, ctl.config.authz):
+        log.warning("Security violation, RECONFIGURE RPC from uid=%d", req.requester_uid)
+        raise authz.InvalidUserId()
     try:
         fresh = configmod.load(ctl.config.path or None)
     except configmod.ConfigError as e:

@@ -5,11 +5,19 @@ out frozen records. Writes happen inside ``with store.transaction():``; a
 caller that acknowledges anything (a submission, an agent's result) does so
 only after that block has committed, so ``kill -9`` of the controller at any
 moment loses nothing it acknowledged.
+
+A full disk: a write that finds no space (SQLite's SQLITE_FULL, "database
+or disk is full", or ENOSPC) rolls its whole transaction back, if SQLite
+has not already, and raises ``StoreFull``; nothing of it was written, the
+connection stays usable, reads go on, and the next transaction succeeds
+once space returns. (A COMMIT that fails must not leave the transaction
+open: every later BEGIN would fail and the controller would never recover.)
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import sqlite3
 import threading
@@ -20,6 +28,20 @@ import sqlite_utils
 
 from lingjun.v1 import api_pb2, agent_pb2
 from lingjund.store.schema import MIGRATIONS
+
+class StoreFull(Exception):
+    """The disk under the database is full; nothing of the transaction was written."""
+
+
+def is_full(e: BaseException) -> bool:
+    """Is ``e`` the database (or any write of ours) finding no space left?"""
+    if isinstance(e, StoreFull):
+        return True
+    if isinstance(e, sqlite3.Error):
+        return (getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                or "database or disk is full" in str(e))
+    return isinstance(e, OSError) and e.errno == errno.ENOSPC
+
 
 _JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
                  "tasks_per_node", "completing")
@@ -204,14 +226,28 @@ class Store:
             self._depth += 1
             try:
                 yield self
-            except BaseException:
+            except BaseException as e:
                 self._depth -= 1
                 if outer:
-                    self.db.execute("ROLLBACK")
+                    self._rollback()
+                    if is_full(e) and not isinstance(e, StoreFull):
+                        raise StoreFull(f"{self.path}: {e}") from e
                 raise
             self._depth -= 1
             if outer:
-                self.db.execute("COMMIT")
+                try:
+                    self.db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    self._rollback()
+                    if is_full(e):
+                        raise StoreFull(f"{self.path}: {e}") from e
+                    raise
+
+    def _rollback(self) -> None:
+        """End the open transaction, if SQLite has not ended it itself (it may,
+        on SQLITE_FULL and I/O errors)."""
+        if self.db.conn.in_transaction:
+            self.db.execute("ROLLBACK")
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]

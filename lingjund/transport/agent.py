@@ -1,10 +1,13 @@
 """AgentService servicer: one bidirectional stream per node agent.
 
-the controller opens every stream with an AuthChallenge (a fresh
-nonce) and sends nothing else until the agent's AuthProof verifies
+The agent opens every stream with an AuthHello (its own nonce); the
+controller answers with an AuthChallenge (a fresh nonce, and its MAC over
+the agent's nonce, which proves to the agent that this is its cluster's
+controller) and sends nothing else until the agent's AuthProof verifies
 (lingjun/auth.py: the MAC, the clock skew, one use per nonce); a stream
 that fails is logged with its peer and reason and ends UNAUTHENTICATED
-without the node ever being registered. Then the next message must be
+without the node ever being registered. An agent that hangs up instead of
+proving has refused our proof: it holds another key. Then the next message must be
 Register, for the node the proof named; nothing else is sent to a stream
 before its registration has been accepted. Then a reader task dispatches what the agent
 says to the service layer while this generator yields the commands queued
@@ -54,18 +57,40 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def Connect(self, request_iterator, context):
         ctl = self.ctl
         it = request_iterator.__aiter__()
-        nonce = self.nonces.issue()
-        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(
-            nonce=nonce, controller_time_ms=int(time.time() * 1000)))
         try:
             first = await asyncio.wait_for(it.__anext__(), timeout=self.HANDSHAKE_TIMEOUT_S)
         except (StopAsyncIteration, asyncio.TimeoutError):
-            await self._refuse(context, it, "no proof of the cluster key")
+            await self._refuse(context, it, "no hello (the agent must open with its own nonce)")
+            return
+        if first.WhichOneof("msg") != "auth_hello":
+            await self._refuse(context, it, f"sent {first.WhichOneof('msg')} before its hello")
+            return
+        hello = first.auth_hello
+        if len(hello.nonce) != auth.NONCE_BYTES:
+            await self._refuse(context, it, "its hello carries no fresh nonce", hello.node_name)
+            return
+        nonce = self.nonces.issue()
+        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(
+            nonce=nonce, controller_time_ms=int(time.time() * 1000),
+            controller_mac=auth.controller_proof_mac(self.auth.key, hello.nonce, nonce, hello.node_name)))
+        try:
+            first = await asyncio.wait_for(it.__anext__(), timeout=self.HANDSHAKE_TIMEOUT_S)
+        except StopAsyncIteration:
+            await self._refuse(context, it, "it hung up without proving the cluster key (it holds "
+                               "another key, and refused ours?)", hello.node_name)
+            return
+        except asyncio.TimeoutError:
+            await self._refuse(context, it, "no proof of the cluster key", hello.node_name)
             return
         if first.WhichOneof("msg") != "auth_proof":
-            await self._refuse(context, it, f"sent {first.WhichOneof('msg')} before proving the cluster key")
+            await self._refuse(context, it, f"sent {first.WhichOneof('msg')} before proving the cluster key",
+                               hello.node_name)
             return
         proof = first.auth_proof
+        if proof.node_name != hello.node_name:
+            await self._refuse(context, it, f"said hello as {hello.node_name!r} but proves {proof.node_name!r}",
+                               proof.node_name)
+            return
         try:
             auth.verify_proof(self.auth.key, nonce, self.nonces, proof.node_name, proof.nonce,
                               proof.time_ms, proof.mac, self.auth.handshake_max_skew_s)

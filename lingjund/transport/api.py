@@ -16,6 +16,7 @@ from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
+from lingjund.store import store
 from lingjund.transport import validate
 
 log = logging.getLogger("lingjund.api")
@@ -53,10 +54,21 @@ def unary(fn):
             await context.abort(e.code, str(e))
         except grpc.aio.AbortError:
             raise
-        except Exception:
+        except Exception as e:
+            if store.is_full(e):
+                await _no_space(context, fn.__name__, e)
             log.exception("%s failed", fn.__name__)
             await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
     return wrapper
+
+
+async def _no_space(context, what: str, e: BaseException) -> None:
+    """The caller sees why (Slurm's words), not only our log, which may sit on
+    the same full disk; nothing was written, and the next call may succeed."""
+    log.error("%s refused: no space left for the state store (%s); writes resume once space returns",
+              what, e)
+    err = errors.NoSpace()
+    await context.abort(err.code, str(err))
 
 
 class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
@@ -114,7 +126,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
 
     @unary
     def NetReconfigure(self, request, context):
-        return network.reconfigure(self.ctl)
+        return network.reconfigure(self.ctl, request)
 
     @unary
     def GetBatchScript(self, request, context):
@@ -166,6 +178,8 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
                 yield ev
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
+        except store.StoreFull as e:
+            await _no_space(context, "allocation", e)
         finally:
             await gen.aclose()
 
@@ -176,5 +190,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
                 yield ev
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
+        except store.StoreFull as e:
+            await _no_space(context, "allocation", e)
         finally:
             await gen.aclose()

@@ -22,6 +22,23 @@ itself: that only works for callers on the controller's host over a unix
 socket, and grpc-python does not expose the peer's socket to an
 interceptor; the token works over any transport.
 
+*A token is good only in the hands of the uid it names.* A token can leak
+(a job's environment, a log, a core file) and is replayable until it
+expires (``token_ttl_s``, five minutes by default, as munge's TTL). So for
+a client on this host (loopback TCP, or one of this host's own addresses)
+the controller also asks the kernel who owns the client's end of the
+connection: the ``uid`` column of the
+``/proc/net/tcp{,6}`` row whose local address is the client's peer address
+and whose remote port is ours (``lingjun/procnet.py``). A token whose uid
+differs is refused as a forged one is; root's processes may present any
+token (root could become that user anyway), so root's own requests and
+tools acting for users keep working. No row (the connection already gone)
+refuses too. For remote peers (login nodes, other hosts) the kernel here
+cannot say, and the token alone decides, as before: that is munge's model,
+and TLS (``[auth] tls_cert``) keeps tokens off the wire. The cost is one
+netlink query per call from this host (about 50 microseconds; the tables
+are read only when it finds nothing); remote calls cost nothing more.
+
 *Why overwrite fields by name.* The messages predate authentication and
 carry the caller's identity in fields the client fills in (``JobSpec.uid``,
 ``requester_uid``...). Rather than trust them, or teach every service
@@ -57,7 +74,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import Message
 
-from lingjun import auth, slurm
+from lingjun import auth, procnet, slurm
 
 log = logging.getLogger("lingjund.authn")
 
@@ -146,11 +163,33 @@ def _peer(context) -> str:
         return "?"
 
 
-class AuthnInterceptor(grpc.aio.ServerInterceptor):
-    """Verifies the token of every SlurmApi call and rewrites the request's identity fields."""
+def peer_mismatch(peer: str, who: auth.Identity, server_port: int | None) -> str | None:
+    """Why a token for ``who`` must not be taken from ``peer`` (gRPC's peer string), or None.
 
-    def __init__(self, key: auth.ClusterKey):
+    Only TCP peers on this host are checked (see the module docstring)."""
+    addr = procnet.parse_peer(peer)
+    if addr is None or not server_port or not procnet.is_this_host(addr[0]):
+        return None
+    uid = procnet.socket_uid(addr, server_port)
+    if uid is None:
+        return f"no socket of this host is the peer {peer} (connection gone?)"
+    if uid != who.uid and uid != ROOT_UID:
+        return f"a token for uid {who.uid} presented by a process of uid {uid}"
+    return None
+
+
+ROOT_UID = 0
+
+
+class AuthnInterceptor(grpc.aio.ServerInterceptor):
+    """Verifies the token of every SlurmApi call and rewrites the request's identity fields.
+
+    ``server_port`` is the port the server bound (set by ``build_server``
+    once it is known): loopback callers are matched against it."""
+
+    def __init__(self, key: auth.ClusterKey, server_port: int | None = None):
         self.key = key
+        self.server_port = server_port
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
@@ -162,10 +201,15 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
             raise RuntimeError("AuthnInterceptor must come after any interceptor that decodes requests")
         key, method = self.key, details.method
         metadata = details.invocation_metadata
+        server_port = self.server_port
 
         async def identify(context) -> auth.Identity:
             try:
-                return verify(key, metadata)
+                who = verify(key, metadata)
+                why = peer_mismatch(_peer(context), who, server_port)
+                if why:
+                    raise auth.AuthError(why)
+                return who
             except auth.AuthError as e:
                 log.warning("refused %s from %s: %s", method, _peer(context), e)
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)

@@ -7,10 +7,14 @@ the port is served with; the local cluster serves plaintext on loopback.
 """
 from __future__ import annotations
 
+import errno
+import os
+
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from lingjun import procnet
 from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
@@ -24,12 +28,16 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_b
 def build_server(ctl: Controller, listen: str,
                  auth: ServerAuth) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     # DecodeGuard first: the authentication check must see decoded requests.
-    server = grpc.aio.server(interceptors=[DecodeGuard(), AuthnInterceptor(auth.key)], options=[
+    authn = AuthnInterceptor(auth.key)
+    server = grpc.aio.server(interceptors=[DecodeGuard(), authn], options=[
         ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # One controller per port: with gRPC's default SO_REUSEPORT a second
+        # server binds the same port and silently takes half the connections.
+        ("grpc.so_reuseport", 0),
     ])
     api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
@@ -42,10 +50,24 @@ def build_server(ctl: Controller, listen: str,
         reflection.SERVICE_NAME,
     )
     reflection.enable_server_reflection(names, server)
-    if auth.tls is not None:
-        port = server.add_secure_port(listen, auth.tls)
-    else:
-        port = server.add_insecure_port(listen)
+    try:
+        if auth.tls is not None:
+            port = server.add_secure_port(listen, auth.tls)
+        else:
+            port = server.add_insecure_port(listen)
+    except RuntimeError:     # grpc's words name no cause; the usual one is a taken port
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {listen}")
+        raise OSError(errno.EADDRINUSE, _bind_failure(listen))
+    authn.server_port = port        # loopback callers' sockets are found by it
     return server, port, health_servicer
+
+
+def _bind_failure(listen: str) -> str:
+    """Why ``listen`` could not be bound, naming the process that listens there."""
+    _, _, port = listen.rpartition(":")
+    holders = procnet.listener_pids(int(port)) if port.isdigit() else []
+    if holders:
+        who = ", ".join(procnet.describe_pid(p) for p in holders if p != os.getpid())
+        return f"cannot listen on {listen}: address already in use by {who}"
+    return f"cannot listen on {listen}: address already in use or not available"

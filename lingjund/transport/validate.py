@@ -48,7 +48,10 @@ ID_FIELDS = frozenset({"uid", "gid", "requester_uid"})
 SIGNED_FIELDS = frozenset({"nice"})
 LONG_TEXT_FIELDS = frozenset({"dependency", "comment"})      # bounded at 100,000 like before
 # Where Slurm has words for a value out of range, they are used instead of ours.
-RANGE_ERRORS = {"time_limit_min": errors.InvalidTimeLimit}
+# A job id past the bound names no job: Slurm's "Invalid job id specified".
+RANGE_ERRORS = {"time_limit_min": errors.InvalidTimeLimit, "job_id": errors.InvalidJobId,
+                "job_ids": errors.InvalidJobId, "array_job_id": errors.InvalidJobId,
+                "attach_job_id": errors.InvalidJobId}
 _INTS = (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT32,
          FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64,
          FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED32,

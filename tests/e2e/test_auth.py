@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import pytest
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, _free_port
 
 NODE9 = '[[nodes]]\nnames = "node9"\ncpus = 2\nmemory_mb = 2000\n'
 NOBODY = 65534
@@ -95,11 +96,14 @@ def test_an_agent_with_a_wrong_key_is_refused_logged_and_never_sent_work(cluster
     rogue_log = c.root / "rogue.log"
     rogue = _agent(c, wrong_conf, "node9", rogue_log)
     try:
-        text = _wait_log(c, "lingjund", "(node 'node9'): wrong MAC")
+        # The agent, checking the controller's proof first, refuses it: each side
+        # sees the other does not hold its key, and nothing goes further.
+        hung_up = "(node 'node9'): it hung up without proving the cluster key"
+        text = _wait_log(c, "lingjund", hung_up)
         assert "refused agent stream from ipv4:127.0.0.1:" in text
         time.sleep(2.5)                   # it retries (reconnect_max_s=2): still refused
-        assert _log(c, "lingjund").count("(node 'node9'): wrong MAC") >= 2
-        assert "refused node node9's proof of the cluster key" in rogue_log.read_text()
+        assert _log(c, "lingjund").count(hung_up) >= 2
+        assert "did not prove it holds the cluster key" in rogue_log.read_text()
         assert "node=node9 registered" not in _log(c, "lingjund")
         assert _node_state(c, "node9") in ("unk", "unk*"), "node9 left UNKNOWN"
         assert c.state_of(jid) == "PENDING"
@@ -123,9 +127,11 @@ def test_an_agent_with_a_wrong_key_is_refused_logged_and_never_sent_work(cluster
         _stop(good)
 
 
-async def _stream(address: str):
+async def _stream(address: str, node: str = "node9"):
     ch = grpc.aio.insecure_channel(address)
     call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
+    await call.write(agent_pb2.AgentMessage(auth_hello=agent_pb2.AuthHello(
+        node_name=node, nonce=auth.new_nonce())))
     first = await call.read()
     assert first.WhichOneof("msg") == "auth_challenge", f"want a challenge first, got {first}"
     return ch, call, first.auth_challenge.nonce
@@ -181,6 +187,105 @@ def test_replayed_missing_and_stale_handshakes_are_refused_and_logged(cluster):
     assert "sent register before proving the cluster key" in text
     assert "clock skew" in text
     assert "registered" not in text, f"a refused stream registered a node:\n{text}"
+
+
+# -- the agent's side: only a controller that proves the key is obeyed ---------------
+
+def _agent_to(c: Cluster, address: str, node: str, log: Path) -> subprocess.Popen:
+    """An agent with the cluster's own key and config, told to use ``address`` as its controller."""
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "lingjun_agent.daemon", "-c", str(c.state / "lingjun.toml"),
+                                 "--node", node, "--controller", address,
+                                 "--state-dir", str(c.root / f"agent-{node}-{log.stem}"), "--cpus", "2",
+                                 "--memory-mb", "2000"], stdout=f, stderr=subprocess.STDOUT, env=c.env)
+
+
+def _wait_text(path: Path, words: str, timeout: float = 15) -> str:
+    deadline = time.time() + timeout
+    text = ""
+    while time.time() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if words in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{path.name}: want {words!r} within {timeout}s, got:\n{text[-2000:]}")
+
+
+REFUSES_CONTROLLER = "did not prove it holds the cluster key"
+
+
+def test_an_agent_refuses_a_real_controller_started_with_another_key(cluster):
+    c = cluster
+    other = c.root / "other-cluster"
+    other.mkdir()
+    auth.write_key(other / "cluster.key")
+    port = _free_port()
+    conf = other / "lingjun.toml"
+    conf.write_text(NODE9 + f'[controller]\nlisten = "127.0.0.1:{port}"\nstate_dir = "{other / "state"}"\n'
+                    f'[auth]\nkey_file = "{other / "cluster.key"}"\nsocket = "{other / "auth.sock"}"\n')
+    ctl_log = other / "lingjund.log"
+    with open(ctl_log, "ab") as f:
+        ctl = subprocess.Popen([sys.executable, "-m", "lingjund.daemon", "-c", str(conf)], env=c.env,
+                               stdout=f, stderr=subprocess.STDOUT)
+    agent_log = other / "node9.log"
+    try:
+        _wait_text(ctl_log, "listening on")
+        agent = _agent_to(c, f"127.0.0.1:{port}", "node9", agent_log)
+        try:
+            text = _wait_text(agent_log, REFUSES_CONTROLLER)
+            assert f"controller at 127.0.0.1:{port} did not prove it holds the cluster key (wrong " \
+                   f"controller MAC" in text
+            # the other controller saw an agent hang up on it, and registered nothing
+            _wait_text(ctl_log, "(node 'node9'): it hung up without proving the cluster key")
+            time.sleep(2.5)                   # the agent retries (reconnect_max_s=2): still refused
+            assert agent_log.read_text().count(REFUSES_CONTROLLER) >= 2
+            assert "registered" not in agent_log.read_text() + ctl_log.read_text()
+        finally:
+            _stop(agent)
+    finally:
+        _stop(ctl)
+
+
+class _Impostor(agent_pb2_grpc.AgentServiceServicer):
+    """A controller without the key that accepts any agent at once and sends it work
+    unasked: the challenge (its MAC a guess), a welcome and a batch job, then waits."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def Connect(self, request_iterator, context):
+        threading.Thread(target=lambda: [None for _ in request_iterator], daemon=True).start()
+        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(
+            nonce=auth.new_nonce(), controller_mac=b"\0" * 32))
+        yield agent_pb2.ControllerMessage(register_reply=agent_pb2.RegisterReply(
+            accepted=True, heartbeat_interval_s=5))
+        yield agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
+            job_id=4242, script=f"#!/bin/sh\ntouch {self.marker}\n", environment={"PATH": "/usr/bin:/bin"},
+            work_dir="/tmp", stdout_path="/dev/null", uid=0, gid=0, user="root"))
+        deadline = time.time() + 20
+        while context.is_active() and time.time() < deadline:
+            time.sleep(0.1)
+
+
+def test_an_agent_runs_nothing_an_impostor_controller_sends(cluster):
+    from concurrent import futures
+    c = cluster
+    marker = c.root / "impostor-ran-this"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(_Impostor(marker), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    log = c.root / "impostor-agent.log"
+    agent = _agent_to(c, f"127.0.0.1:{port}", "node9", log)
+    try:
+        text = _wait_text(log, REFUSES_CONTROLLER)
+        time.sleep(1.0)                   # time enough to have started a script, had it obeyed
+        text = log.read_text()
+        assert not marker.exists(), "the agent ran a job an impostor controller sent"
+        assert "registered" not in text and "job=4242" not in text, text
+    finally:
+        _stop(agent)
+        server.stop(0)
 
 
 def test_sbatch_makes_the_callers_job_whatever_the_client_claims(cluster):

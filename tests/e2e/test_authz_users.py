@@ -206,3 +206,105 @@ def test_output_where_alice_may_not_write_fails_by_her_own_rights(cluster):
         jid = sbatch(cluster, ALICE, "-o", target, "--wrap", "echo leaked")
         assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "FAILED", target
     assert list(secret.iterdir()) == []
+
+
+def test_only_the_operator_reconfigures(cluster):
+    rc, out, err = as_user(cluster, ALICE, "scontrol", "reconfigure")
+    assert (rc, out, err) == (1, "", "slurm_reconfigure error: Invalid user id\n")
+    rc, out, err = as_user(cluster, OPER, "scontrol", "reconfigure")
+    assert (rc, out, err) == (0, "", "")
+
+
+def test_a_negative_nice_is_the_operators_alone(cluster):
+    def jobs() -> str:
+        return cluster.run(["squeue", "-h", "-t", "all", "-o", "%i %y"]).stdout
+
+    before = jobs()
+    rc, out, err = as_user(cluster, ALICE, "sbatch", "--nice=-1000", "--wrap", "true")
+    assert (rc, out, err) == (1, "", "sbatch: error: Batch job submission failed: Access/permission denied\n")
+    assert jobs() == before
+    jid = sbatch(cluster, ALICE, "--hold", "--nice=10", "--wrap", "true")
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", f"JobId={jid}", "Nice=-5")
+    assert (rc, err) == (1, f"Access/permission denied for job {jid}\n")
+    assert cluster.squeue(jid, "%y") == "10"
+    rc, _, err = as_user(cluster, ALICE, "scontrol", "update", f"JobId={jid}", "Nice=5")
+    assert (rc, err) == (0, "")                      # lowering her own job's priority is hers
+    rc, _, err = as_user(cluster, OPER, "scontrol", "update", f"JobId={jid}", "Nice=-5")
+    assert (rc, err) == (0, "")
+    assert cluster.squeue(jid, "%y") == "-5"
+    op = sbatch(cluster, OPER, "--hold", "--nice=-1000", "--wrap", "true")
+    assert cluster.squeue(op, "%y") == "-1000"
+    cluster.run(["scancel", str(jid), str(op)], check=True)
+
+
+def _as_user_fn(user: str, fn) -> tuple[int, str]:
+    """Run ``fn()`` in a child that has become ``user``; (0, what it returned) or (1, the error)."""
+    import grpc
+    from lingjun import credential  # noqa: F401  (imported before the switch, as in as_user)
+    from lingjun.v1 import api_pb2_grpc  # noqa: F401
+    import grpc._channel  # noqa: F401
+    import encodings.idna  # noqa: F401
+    pw = pwd.getpwnam(user)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code, text = 99, ""
+        try:
+            os.close(r)
+            os.setgroups(os.getgrouplist(user, pw.pw_gid))
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            code, text = 0, str(fn())
+        except grpc.RpcError as e:
+            code, text = 1, f"{e.code().name}: {e.details()}"
+        except BaseException as e:  # noqa: BLE001
+            code, text = 2, repr(e)
+        finally:
+            os.write(w, f"{code}\n{text}".encode())
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    code, _, text = data.decode().partition("\n")
+    return int(code), text
+
+
+def test_a_leaked_token_is_refused_from_any_other_user(cluster):
+    """bob holds a token alice's process got (leaked through her job's environment, say):
+    presented from bob's process it is refused, and alice's job stays as it was."""
+    import grpc
+    from lingjun import auth, credential
+    from lingjun.v1 import api_pb2, api_pb2_grpc
+    jid = sbatch(cluster, ALICE, "--hold", "--wrap", "true")
+    sock = str(cluster.state / "auth.sock")
+    code, token = _as_user_fn(ALICE, lambda: credential.fetch_token(sock))
+    assert code == 0 and token, token
+
+    def cancel():
+        with grpc.insecure_channel(cluster.address) as ch:
+            reply = api_pb2_grpc.SlurmApiStub(ch).CancelJobs(
+                api_pb2.CancelJobsRequest(job_ids=[jid]), timeout=10,
+                metadata=((auth.TOKEN_METADATA, token),))
+        return "ok" if all(r.ok for r in reply.results) else reply
+
+    assert _as_user_fn(BOB, cancel) == (1, f"UNAUTHENTICATED: {auth.AUTH_ERROR}")
+    assert cluster.squeue(jid, "%T %r") == "PENDING JobHeldUser"
+    log = (cluster.state / "logs" / "lingjund.log").read_text()
+    bob = pwd.getpwnam(BOB).pw_uid
+    assert f"a token for uid {pwd.getpwnam(ALICE).pw_uid} presented by a process of uid {bob}" in log
+    # the same token in alice's own hands still works
+    assert _as_user_fn(ALICE, cancel) == (0, "ok")
+    cluster.wait_state(jid, "CANCELLED", timeout=10)
+
+
+def test_alices_job_writes_its_checkpoint_dir_past_the_private_state(cluster):
+    """The controller's state dir is root's alone (0700); a job's checkpoint dir is not in it."""
+    jid = sbatch(cluster, ALICE, "--wrap",
+                 'echo step1 > "$LINGJUN_CHECKPOINT_DIR/ckpt" && touch "$LINGJUN_HEARTBEAT_FILE" '
+                 '&& cat "$LINGJUN_CHECKPOINT_DIR/ckpt"')
+    assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "COMPLETED", \
+        (cluster.work / ALICE / f"slurm-{jid}.out").read_text()
+    assert cluster.wait_file(cluster.work / ALICE / f"slurm-{jid}.out", contains="step1")

@@ -144,3 +144,100 @@ def test_an_allocation_stream_belongs_to_the_token(served):
     done.set()
     events.cancel()
     ch.close()
+
+
+# -- a token is good only from the uid it names (loopback peers) ------------------------
+
+def _connected_as(uid: int, port: int, host: str = "127.0.0.1"):
+    """A child process of ``uid`` holding a loopback connection to ``port``:
+    (pid, its port, the pipe end whose closing lets it go)."""
+    import encodings.idna  # noqa: F401  (connect() needs it; the stdlib is root's alone)
+    import os
+    import socket as _socket
+    up_r, up_w = os.pipe()          # child -> parent: its port
+    go_r, go_w = os.pipe()          # parent -> child: EOF when done
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(up_r)
+            os.close(go_w)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            c = _socket.create_connection((host, port))
+            os.write(up_w, f"{c.getsockname()[1]}\n".encode())
+            os.close(up_w)
+            os.read(go_r, 1)        # hold the connection until the parent lets go
+        finally:
+            os._exit(0)
+    os.close(up_w)
+    os.close(go_r)
+    text = os.read(up_r, 64)
+    os.close(up_r)
+    assert text, "the child could not connect"
+    return pid, int(text.split()[0]), go_w
+
+
+def test_a_loopback_token_must_come_from_the_uid_it_names():
+    import os
+    import socket as _socket
+    from lingjund.transport.authn import peer_mismatch
+    server = _socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    pid, client_port, go = _connected_as(NOBODY, port)
+    try:
+        peer = f"ipv4:127.0.0.1:{client_port}"
+        assert peer_mismatch(peer, auth.Identity(NOBODY, NOBODY), port) is None
+        assert peer_mismatch(peer, auth.Identity(0, 0), port) == \
+            f"a token for uid 0 presented by a process of uid {NOBODY}"
+        assert peer_mismatch(peer.replace("ipv4:127.0.0.1", "ipv6:[::ffff:127.0.0.1]"),
+                             auth.Identity(1000, 1000), port) == \
+            f"a token for uid 1000 presented by a process of uid {NOBODY}"
+        # root's process may present anyone's token; remote and unix peers: the token alone
+        own = _socket.create_connection(("127.0.0.1", port))
+        assert peer_mismatch(f"ipv4:127.0.0.1:{own.getsockname()[1]}", auth.Identity(NOBODY, NOBODY),
+                             port) is None
+        own.close()
+        assert peer_mismatch("ipv4:10.1.2.3:5555", auth.Identity(0, 0), port) is None
+        assert peer_mismatch("unix:/run/x.sock", auth.Identity(0, 0), port) is None
+        assert "connection gone" in peer_mismatch("ipv4:127.0.0.1:1", auth.Identity(0, 0), port)
+    finally:
+        os.close(go)
+        os.waitpid(pid, 0)
+        server.close()
+
+
+def test_tokens_live_minutes_by_default():
+    from lingjun.config import AuthConfig
+    ttl = AuthConfig().token_ttl_s
+    assert 60 <= ttl <= 300
+    import jwt
+    claims = jwt.decode(auth.mint_token(auth.ClusterKey.from_bytes(b"k" * 64), 1, 1, ttl, now=1000.0),
+                        options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == ttl
+
+
+def test_a_token_must_come_from_its_uid_on_this_hosts_own_address_too():
+    """A caller on the controller's host that dials its external address is still on this host."""
+    import os
+    import socket as _socket
+    import psutil
+    from lingjund.transport.authn import peer_mismatch
+    own = [a.address for e in psutil.net_if_addrs().values() for a in e
+           if a.family == _socket.AF_INET and not a.address.startswith("127.")]
+    if not own:
+        pytest.skip("this host has no address but loopback")
+    server = _socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    pid, client_port, go = _connected_as(NOBODY, port, own[0])
+    try:
+        assert peer_mismatch(f"ipv4:{own[0]}:{client_port}", auth.Identity(0, 0), port) == \
+            f"a token for uid 0 presented by a process of uid {NOBODY}"
+    finally:
+        os.close(go)
+        os.waitpid(pid, 0)
+        server.close()
