@@ -24,7 +24,7 @@ from lingjun import auth
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
-from lingjund.service import allocations, faulttol, health, nodes, scheduling
+from lingjund.service import allocations, faulttol, health, nodes, scheduling, steps
 from lingjund.service.context import Controller
 from lingjund.store.store import Store
 from lingjund.transport.authn import ServerAuth
@@ -54,6 +54,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             faulttol.check_hangs(ctl)
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
+            steps.sweep_unfollowed(ctl, started_at)
             scheduling.run_pass(ctl)
         except Exception:
             log.exception("scheduling pass failed")
@@ -66,6 +67,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
     ctl.started_at = ctl.clock()
+    steps.recover(ctl)
     ctl.wake_event()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None
