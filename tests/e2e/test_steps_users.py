@@ -179,3 +179,61 @@ def test_sbatch_and_salloc_as_a_user_after_an_agent_reconnect(alice, cluster):
     p = alice.run("salloc", "-N2", "srun", "-l", "id", "-un")
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.splitlines()) == [f"0: {ALICE}", f"1: {ALICE}"], p.stdout
+
+
+@pytest.fixture(scope="module")
+def quick(root_dir, people, bin_dir):
+    """A cluster with a 4 s heartbeat timeout, for pauses longer than it."""
+    c = Cluster(root_dir / "quick", nodes=1, cpus=2, heartbeat_timeout=4)
+    c.root.chmod(0o755)
+    c.work.chmod(0o755)
+    c.up()
+    try:
+        c.wait_nodes_up()
+        yield As(c, people[0], bin_dir)
+    finally:
+        c.down()
+
+
+def _last_job(c: Cluster) -> int:
+    out = c.run(["squeue", "-h", "-t", "all", "-o", "%i"]).stdout.split()
+    return max(int(j) for j in out)
+
+
+def _job_end(c: Cluster, job: int) -> str:
+    return c.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"),
+                        timeout=60)
+
+
+@pytest.mark.parametrize("kill_tasks", [False, True],
+                         ids=["paused past the timeout: the step completes for real, all output",
+                              "its tasks SIGKILLed meanwhile: the job ends FAILED or CANCELLED"])
+def test_a_controller_paused_past_the_heartbeat_timeout_reports_the_step_honestly(
+        quick, kill_tasks):
+    c = quick.c
+    p = quick.start("srun", "bash", "-c", COUNT_20)
+    seen = _wait_line(p, "3")
+    job = _last_job(c)
+    pid = c.pid_of("lingjund")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        if kill_tasks:
+            for proc in c.job_processes(job):
+                proc.kill()
+        time.sleep(c.heartbeat_timeout + 3)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    out, err = p.communicate(timeout=90)
+    state = _job_end(c, job)
+    if p.returncode == 0:
+        assert "".join(seen) + out == TWENTY, (seen, out, err)
+        assert state == "COMPLETED", (state, err)
+        assert not kill_tasks, "srun said 0 for a step whose tasks were killed"
+    else:
+        assert state in ("FAILED", "CANCELLED"), (state, p.returncode, err)
+    if kill_tasks:
+        assert p.returncode == 128 + 9, (p.returncode, err)
+        assert state in ("FAILED", "CANCELLED"), state
+    sacct = c.run(["sacct", "-n", "-P", "-j", str(job), "-o", "JobID,State,ExitCode"]).stdout
+    if state != "COMPLETED":
+        assert f"{job}|COMPLETED" not in sacct, sacct
