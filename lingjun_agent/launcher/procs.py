@@ -18,8 +18,8 @@ never the supervisor itself (it must live to record the result) and never
 the calling process. Zombies do not count: they have already exited.
 
 What is not found: a process that both dropped the marker and escaped the
-tree (``env -i setsid ...`` from a task the agent runs directly, whose
-orphans go to init). Cgroups would close that gap; see the report.
+tree (its supervisor adopts orphans, but a double fork with ``env -i`` out
+of a supervisor that has exited goes to init). Per-job cgroups close that gap.
 
 The whole-/proc scans read raw ``/proc`` files (a few milliseconds for a few
 hundred processes) and hand back ``psutil.Process`` objects, whose signalling

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-from lingjun_agent.launcher import steps, userfs
-from lingjun_agent.launcher.stepd import user_groups
+from lingjun_agent.launcher import steps
 from lingjun_agent.launcher.steps import TaskResult
 from lingjun_agent.launcher.taskd import DRAIN_S  # noqa: F401
 
@@ -101,54 +99,3 @@ def _remove_later(handle: steps.StepHandle, scratch: Path) -> None:
 
 
 _LATER: set = set()
-
-
-class TaskFiles:
-    """The files a task's output goes to on this node (srun -o/-e with %t, %n
-    or %N), by stream: 1 stdout, 2 stderr; a stream without one is relayed to
-    srun. Files are opened for appending, so tasks sharing one (``%N``) each
-    add their writes whole; ``truncate`` empties each file once per step first.
-    Opened by the task's user (userfs: a child with the user's ids and umask),
-    so a path the user may not write fails with the user's own EACCES.
-    """
-
-    def __init__(self, stdout_path: str, stderr_path: str, uid: int, gid: int,
-                 umask: int = userfs.DEFAULT_UMASK):
-        self.fds: dict[int, int] = {}
-        paths = list(dict.fromkeys(p for p in (stdout_path, stderr_path) if p))
-        ids = userfs.Ids(uid, gid, tuple(user_groups(uid, gid)), umask)
-        opened = dict(zip(paths, userfs.open_files(
-            [(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND) for p in paths], ids)))
-        failed = next((r for r in opened.values() if isinstance(r, OSError)), None)
-        if failed is not None:
-            for r in opened.values():
-                if isinstance(r, int):
-                    os.close(r)
-            raise failed
-        for stream, path in ((1, stdout_path), (2, stderr_path)):
-            if path:
-                self.fds[stream] = opened[path]
-
-    @staticmethod
-    def truncate(paths: set[str], uid: int | None = None, gid: int = 0,
-                 umask: int = userfs.DEFAULT_UMASK) -> None:
-        """Empty each file once per step, as the task's user (``uid`` None: as the agent)."""
-        ids = userfs.Ids(os.geteuid() if uid is None else uid, gid,
-                         tuple(user_groups(uid, gid)) if uid is not None else (), umask)
-        userfs.truncate_files(sorted(paths), ids)
-
-    def write(self, stream: int, data: bytes) -> bool:
-        """Write to the stream's file; False when the stream has none (relay it)."""
-        fd = self.fds.get(stream)
-        if fd is None:
-            return False
-        try:
-            os.write(fd, data)
-        except OSError as e:
-            log.warning("task output lost: %s", e)
-        return True
-
-    def close(self) -> None:
-        for fd in set(self.fds.values()):
-            os.close(fd)
-        self.fds.clear()
