@@ -237,3 +237,25 @@ def test_a_controller_paused_past_the_heartbeat_timeout_reports_the_step_honestl
     sacct = c.run(["sacct", "-n", "-P", "-j", str(job), "-o", "JobID,State,ExitCode"]).stdout
     if state != "COMPLETED":
         assert f"{job}|COMPLETED" not in sacct, sacct
+
+
+def test_a_step_whose_node_is_lost_never_ends_completed(quick):
+    c = quick.c
+    p = quick.start("srun", "bash", "-c", "for i in $(seq 1 100); do echo $i; sleep 0.3; done")
+    _wait_line(p, "3")
+    job = _last_job(c)
+    c.kill9("node1")
+    try:
+        out, err = p.communicate(timeout=60)
+        state = _job_end(c, job)
+        assert p.returncode != 0, (out, err)
+        assert "node lost" in err or f"Force Terminated job {job}" in err, err
+        assert state in ("NODE_FAIL", "FAILED", "CANCELLED"), state
+    finally:
+        c.restart("node1")        # the returning agent ends what the job left behind
+        c.wait_nodes_up(60)
+        deadline = time.monotonic() + 20
+        while c.job_processes(job) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for proc in c.job_processes(job):
+            proc.kill()
