@@ -14,7 +14,11 @@ stream break and ends the job itself (cli/allocation.py).
 
 Task output arrives as it is written (cli/step_output.py), and srun exits
 with the highest task exit code (128+signal for a task killed by a
-signal), as Slurm's srun does.
+signal), as Slurm's srun does. If the controller goes away while the step
+runs (a restart, a pause past the connection's life), srun takes the step
+back (``_StepStream``) with the output it has printed and the exits it has
+seen, and its allocation takes its lease back (cli/allocation.py): the
+tasks run on, and every byte and exit is printed once.
 """
 from __future__ import annotations
 

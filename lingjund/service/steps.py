@@ -2,9 +2,25 @@
 their output and exits back to srun as they happen.
 
 The controller relays task output (agents hold no listening port): agent
-stream -> StepRun.queue -> srun's reply stream. A step lives in memory
-while srun waits; its accounting row (``ID.0``) is committed when it ends.
-If srun goes away first, the step's tasks are killed.
+stream -> StepRun.queue -> srun's reply stream. The tasks run under a
+supervisor on each node that writes their output to files, and the agent
+sends it with each chunk's offset in its task's stream, so the relay
+survives either end going away:
+
+    running_steps row   committed before any task starts; at a restart
+                        ``recover`` follows the step again, waiting for srun
+    agent registers     RegisterReply.resume_steps: relay from these offsets
+                        (a step it does not hold has lost its tasks here)
+    srun reattaches     RunStep(attach, printed offsets, exits seen): the
+                        agents resend from there (ResumeStep)
+    chunk at offset     passed on only where it continues what srun has;
+                        repeats are dropped, a gap waits for the resend
+
+When the step ends its accounting row (``ID.0``) replaces the running row
+and the nodes drop its files (StepForget). If srun goes away (its stream
+ends while the controller runs), or does not come back within the heartbeat
+timeout after a restart, the step's tasks are killed and it is CANCELLED.
+Tasks whose job ended or whose node is DOWN end as "node lost".
 
 CPUs inside the allocation (Slurm 22.05's step rules): a step holds, on each
 of its nodes, all the job's CPUs there, or with ``exact`` (--exclusive, -c)
