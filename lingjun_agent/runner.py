@@ -82,6 +82,9 @@ class Agent:
         self.unacked: dict[int, batch.BatchResult] = {}
         self.steps: dict[tuple[int, int], steps.StepHandle] = {}
         self.step_starts: set[asyncio.Task] = set()
+        # steps whose supervisor is starting, and those told to end meanwhile
+        self.starting_steps: set[tuple[int, int]] = set()
+        self.kill_when_started: set[tuple[int, int]] = set()
         self.terminating: dict[int, asyncio.Task] = {}
         self.launching: set[int] = set()
         self.outbox: asyncio.Queue | None = None
@@ -427,8 +430,9 @@ class Agent:
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
-        if key in self.steps:   # a launch sent again: the step runs (or ran) here already
-            return
+        if key in self.steps or key in self.starting_steps:
+            return   # a launch sent again: the step runs (or ran) here already
+        self.starting_steps.add(key)
         self.job_uids[lt.job_id] = lt.uid
         env = dict(lt.environment)
         env.update(self.job_env)
@@ -453,7 +457,15 @@ class Agent:
                 self.send(self._exit_msg(jid, sid, t.rank, steps.TaskResult(
                     exit_code=1, signal=0, error=str(e))))
             return
+        finally:
+            self.starting_steps.discard((jid, sid))
         self.steps[handle.key] = handle
+        if handle.key in self.kill_when_started or jid in self.terminating:
+            # Ended while it was starting (srun gone, job cancelled): a scan for
+            # the job's processes then found none of these tasks yet.
+            self.kill_when_started.discard(handle.key)
+            log.info("job=%d step=%d: ended while starting, killing its tasks", jid, sid)
+            handle.kill()
 
     async def _relay_steps(self) -> None:
         """While registered: relay what each step wrote past its offsets, and the
@@ -484,6 +496,8 @@ class Agent:
     def _forget_step(self, key: tuple[int, int]) -> None:
         h = self.steps.pop(key, None)
         if h is None:
+            if key in self.starting_steps:
+                self.kill_when_started.add(key)
             return
         if h.running():
             h.kill()
@@ -509,9 +523,11 @@ class Agent:
 
     def _signal(self, sj: agent_pb2.SignalJob) -> None:
         if sj.step_id >= 0 and sj.signal == signal.SIGKILL:
-            h = self.steps.get((sj.job_id, sj.step_id))
-            if h is not None:
-                h.kill()
+            key = (sj.job_id, sj.step_id)
+            if key in self.steps:
+                self.steps[key].kill()
+            elif key in self.starting_steps:
+                self.kill_when_started.add(key)
             return
         n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only,
                              steps_only=sj.steps_only)
@@ -519,7 +535,11 @@ class Agent:
 
     def _terminate(self, jid: int, grace_s: float, report: bool) -> None:
         # The job's step tasks are among its marked processes: terminate_job
-        # ends them; their supervisors record how.
+        # ends them; their supervisors record how. One still starting is
+        # killed once started (_start_step looks at self.terminating).
+        for key in self.starting_steps:
+            if key[0] == jid:
+                self.kill_when_started.add(key)
         if jid in self.terminating:
             if report:
                 self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))

@@ -154,6 +154,12 @@ class StepHandle:
         """What is new: output chunks (rank, stream, offset, data) past the
         offsets, and the exits of tasks whose output has all been read. The
         caller relays them, then they count as relayed."""
+        # Which tasks have ended, looked at before their output is read: an exit
+        # file is written once the task's session is gone, so output read after
+        # seeing it is whole. (Read the other way round, output written between
+        # the two looks would come after its exit.)
+        ended = {r: rec for r in self.ranks if r not in self.exits_sent
+                 and (rec := _read_json(self.dir / exit_file(r))) is not None}
         chunks = []
         for (rank, stream), at in sorted(self.offsets.items()):
             try:
@@ -172,14 +178,14 @@ class StepHandle:
                 continue
             if any(c[0] == rank and len(c[3]) == READ_LIMIT for c in chunks):
                 continue          # more to read first: its exit comes after its output
-            rec = _read_json(self.dir / exit_file(rank))
+            rec = ended.get(rank)
             if rec is None:
                 if running is None:
                     running = self.running()
-                if running:
-                    continue
+                if running or (self.dir / exit_file(rank)).exists():
+                    continue          # its exit comes at the next look, after its output
                 # The supervisor is gone and left nothing: the task is lost.
-                rec = _read_json(self.dir / exit_file(rank)) or _lost(self.dir, rank)
+                rec = _lost(self.dir, rank)
             self.exits_sent.add(rank)
             exits.append((rank, TaskResult(**{k: rec[k] for k in TaskResult.__dataclass_fields__
                                              if k in rec})))

@@ -61,7 +61,6 @@ from pathlib import Path
 
 from lingjun_agent.launcher import usage, userfs
 from lingjun_agent.launcher.stepd import (
-    LOG,  # noqa: F401  (the agent names the log by it)
     MARK_VAR,
     PR_SET_CHILD_SUBREAPER,
     RESULT,
@@ -70,10 +69,10 @@ from lingjun_agent.launcher.stepd import (
     _Handshake,
     _stderr_line,
     _UserFs,
+    job_mark,
     start_ticks,
     user_groups,
     write_json_atomic,
-    job_mark,
 )
 
 DRAIN_S = 0.2  # after a task exits, how long what it left running may keep writing

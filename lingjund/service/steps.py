@@ -254,7 +254,18 @@ async def _attach(ctl: Controller, req: api_pb2.RunStepRequest):
     authz.require_owner_or_root(req.requester_uid, job.uid)
     run = ctl.steps.get((req.job_id, req.attach_step_id))
     if run is None:
-        raise errors.AlreadyDone()
+        # Recorded before srun came back (the controller went away between
+        # the step's end and srun hearing of it): its end is all there is left.
+        rec = next((r for r in ctl.store.steps([req.job_id]).get(req.job_id, [])
+                    if r.step_id == str(req.attach_step_id)), None)
+        if rec is None:
+            raise errors.AlreadyDone()
+        yield api_pb2.StepEvent(started=api_pb2.StepStarted(
+            job_id=rec.job_id, step_id=req.attach_step_id, node_names=list(rec.nodes),
+            num_tasks=rec.num_tasks))
+        yield api_pb2.StepEvent(done=api_pb2.StepDone(
+            exit_code=128 + rec.exit_signal if rec.exit_signal else rec.exit_code))
+        return
     run.queue = asyncio.Queue()      # a fresh stream: whoever read the old one is gone
     run.offsets = {(o.rank, o.stream): o.offset for o in req.printed}
     run.client_seen = set(req.exited_ranks)

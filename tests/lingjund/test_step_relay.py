@@ -81,3 +81,23 @@ def test_running_steps_are_kept_in_the_store_until_recorded(tmp_path):
     with store.transaction() as st:
         st.delete_running_step(7, 2)
     assert store.running_steps() == []
+
+
+def test_srun_coming_back_to_a_step_already_recorded_gets_its_end():
+    import asyncio
+
+    from lingjun.v1 import api_pb2
+    from lingjund.store.store import StepRecord
+    rec = StepRecord(job_id=1, step_id="0", name="bash", state="CANCELLED", exit_code=0,
+                     exit_signal=9, nodes=("n1",), num_tasks=1)
+    store = SimpleNamespace(job=lambda j: SimpleNamespace(uid=1000),
+                            steps=lambda ids: {1: [rec]})
+    ctl = SimpleNamespace(steps={}, store=store)
+
+    async def events():
+        req = api_pb2.RunStepRequest(job_id=1, attach=True, attach_step_id=0,
+                                     requester_uid=1000)
+        return [ev async for ev in steps.run_step(ctl, req)]
+    got = asyncio.run(events())
+    assert [ev.WhichOneof("event") for ev in got] == ["started", "done"]
+    assert got[1].done.exit_code == 137
