@@ -122,7 +122,7 @@ class Agent:
             log.info("job=%d step=%d: recovered (%s)", h.job_id, h.step_id,
                      "running" if h.running() else "ended")
             self.steps[h.key] = h
-            self.job_uids.setdefault(h.job_id, -1)
+            self.job_uids.setdefault(h.job_id, h.uid)
         delay = self.reconnect[0]
         while True:
             try:

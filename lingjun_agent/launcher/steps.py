@@ -113,6 +113,7 @@ class StepHandle:
         self.dir = d
         self.job_id = int(spec["job_id"])
         self.step_id = int(spec["step_id"])
+        self.uid = int(spec["uid"])
         self.ranks = [int(t["rank"]) for t in spec["tasks"]]
         self.relayed = {(int(t["rank"]), s) for t in spec["tasks"]
                         for s, k in ((1, "stdout_path"), (2, "stderr_path")) if not t.get(k)}

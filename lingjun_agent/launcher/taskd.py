@@ -335,9 +335,11 @@ def main(argv: list[str]) -> int:
     spec = json.loads((step_dir / SPEC).read_text())
     step = _Step(step_dir, spec)
     signal.signal(signal.SIGTERM, step.kill_all)
-    # Before the first task: join the job's cgroup (its tasks inherit it) and
-    # start watching the agent's lease (a lapsed lease calls step.kill_all),
-    # so that no task runs outside either.
+    # The one place for confinement, before the first task starts: join the
+    # job's cgroup here (every task, and all it forks, inherit it) and start
+    # watching the agent's lease here (checked again at each turn of _wait's
+    # loop; a lapsed lease calls step.kill_all), so that no task runs outside
+    # either.
     try:
         supervise(step_dir, step, handshake)
     except Exception as e:  # a supervisor bug must still leave every exit behind

@@ -148,6 +148,25 @@ def test_a_running_step_survives_and_srun_prints_everything_once(alice, cluster,
     cluster.wait_nodes_up()
 
 
+def test_a_step_of_a_batch_job_survives_a_controller_restart(alice, cluster):
+    out = alice.user.home / "batch-step.out"
+    p = alice.run("sbatch", "--parsable", "-N2", "-o", str(out), "--wrap",
+                  f"srun -l bash -c '{COUNT_20}'")
+    assert p.returncode == 0, p.stderr
+    job = int(p.stdout.strip())
+    cluster.wait_file(out, timeout=30, contains="0: 3\n")
+    cluster.kill9("lingjund")
+    time.sleep(0.5)
+    cluster.restart("lingjund")
+    assert cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=90) == \
+        "COMPLETED", out.read_text()
+    lines = out.read_text().splitlines()
+    for rank in (0, 1):
+        assert [x.split(": ", 1)[1] for x in lines if x.startswith(f"{rank}: ")] == \
+            [str(i) for i in range(1, 21)], lines
+    cluster.wait_nodes_up()
+
+
 def test_50_user_sruns_after_3_controller_restarts_all_succeed(alice, cluster):
     for _ in range(3):
         cluster.kill9("lingjund")
