@@ -292,7 +292,12 @@ async def _follow(ctl: Controller, run: StepRun):
         yield api_pb2.StepEvent(started=api_pb2.StepStarted(
             job_id=run.job_id, step_id=run.step_id, node_names=list(run.nodes),
             num_tasks=run.num_tasks))
-        while len(run.exits) < run.num_tasks:
+        # Done once this client has every exit: its own queue's, or seen before
+        # it reattached. (Not run.exits: an exit is recorded as it arrives, and
+        # the queue may still hold it, and output before it, when the last
+        # one comes.)
+        delivered = set(run.client_seen)
+        while len(delivered) < run.num_tasks:
             try:
                 ev = await asyncio.wait_for(queue.get(), RECHECK_S)
             except TimeoutError:
@@ -302,6 +307,7 @@ async def _follow(ctl: Controller, run: StepRun):
                 continue
             if ev.WhichOneof("event") == "task_exit":
                 te = ev.task_exit
+                delivered.add(te.rank)
                 if run.kill_on_bad_exit and (te.exit_code or te.signal) and not run.killed:
                     run.killed = True
                     _kill_step(ctl, run)
@@ -371,6 +377,8 @@ def _end_lost_tasks(ctl: Controller, run: StepRun) -> None:
 
 def _exit_lost(run: StepRun, rank: int, node: str) -> None:
     run.exits[rank] = (0, int(signal.SIGKILL))
+    if rank in run.client_seen:
+        return
     run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
         rank=rank, node=node, exit_code=0, signal=int(signal.SIGKILL), error="node lost")))
 

@@ -148,6 +148,23 @@ def test_a_running_step_survives_and_srun_prints_everything_once(alice, cluster,
     cluster.wait_nodes_up()
 
 
+def test_a_step_that_ends_while_its_agent_is_down_is_reported_when_it_returns(alice, cluster):
+    p = alice.start("srun", "-N2", "-l", "bash", "-c",
+                    "for i in 1 2 3 4 5; do echo $i; sleep 0.3; done; exit 3")
+    seen = _wait_line(p, "0: 1")
+    cluster.kill9("node1")
+    time.sleep(3)              # the tasks end meanwhile; their supervisor keeps the result
+    cluster.restart("node1")
+    out, err = p.communicate(timeout=60)
+    lines = ("".join(seen) + out).splitlines()
+    for rank in (0, 1):
+        assert [x.split(": ", 1)[1] for x in lines if x.startswith(f"{rank}: ")] == \
+            ["1", "2", "3", "4", "5"], (lines, err)
+    assert p.returncode == 3, err
+    assert err.count("Exited with exit code 3") == 2, err
+    cluster.wait_nodes_up()
+
+
 def test_a_step_of_a_batch_job_survives_a_controller_restart(alice, cluster):
     out = alice.user.home / "batch-step.out"
     p = alice.run("sbatch", "--parsable", "-N2", "-o", str(out), "--wrap",

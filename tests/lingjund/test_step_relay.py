@@ -101,3 +101,43 @@ def test_srun_coming_back_to_a_step_already_recorded_gets_its_end():
     got = asyncio.run(events())
     assert [ev.WhichOneof("event") for ev in got] == ["started", "done"]
     assert got[1].done.exit_code == 137
+
+
+class _FakeStore:
+    def __init__(self):
+        self.recorded = []
+
+    def transaction(self):
+        import contextlib
+        store = self
+
+        @contextlib.contextmanager
+        def tx():
+            yield SimpleNamespace(put_step=store.recorded.append,
+                                  delete_running_step=lambda j, s: None)
+        return tx()
+
+
+def test_srun_gets_every_event_even_when_the_last_exits_arrive_together():
+    """Exits are recorded as they arrive; the step is done for srun only once
+    its stream has carried every one of them (and the output before them)."""
+    import asyncio
+    run = steps.StepRun(job_id=1, step_id=0, nodes=("n1", "n2"),
+                        rank_node={0: "n1", 1: "n2"}, num_tasks=2)
+    sent = []
+    ctl = SimpleNamespace(steps={(1, 0): run}, store=_FakeStore(), clock=lambda: 0.0,
+                          jobs_changed=lambda: None,
+                          agents=SimpleNamespace(send=lambda n, m: sent.append(n)))
+
+    async def main():
+        gen = steps._follow(ctl, run)
+        kinds = [(await gen.__anext__()).WhichOneof("event")]          # started
+        steps.task_exit(ctl, "n2", agent_pb2.AgentTaskExit(job_id=1, step_id=0, rank=1))
+        steps.task_output(ctl, "n1", _out(0, b"late\n"))
+        steps.task_exit(ctl, "n1", agent_pb2.AgentTaskExit(job_id=1, step_id=0, rank=0,
+                                                          exit_code=3))
+        kinds += [ev.WhichOneof("event") async for ev in gen]
+        return kinds
+    assert asyncio.run(main()) == ["started", "task_exit", "output", "task_exit", "done"]
+    assert [r.exit_code for r in ctl.store.recorded] == [3]
+    assert sorted(sent) == ["n1", "n2"], "each node is told to drop the step's files"
