@@ -181,7 +181,8 @@ class Agent:
                     unacked=[self._result_msg(r) for r in self.unacked.values()],
                     agent_start_time=self.started_at, version=VERSION,
                     sanity=[to_pb(r) for r in checked],
-                    steps=[agent_pb2.StepHeld(job_id=j, step_id=s) for j, s in self.steps])))
+                    steps=[agent_pb2.StepHeld(job_id=j, step_id=s)
+                           for j, s in sorted(set(self.steps) | self.starting_steps)])))
                 first = await call.read()
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 # A write to a stream the controller already ended fails with a
