@@ -14,7 +14,11 @@ stream break and ends the job itself (cli/allocation.py).
 
 Task output arrives as it is written (cli/step_output.py), and srun exits
 with the highest task exit code (128+signal for a task killed by a
-signal), as Slurm's srun does.
+signal), as Slurm's srun does. If the controller goes away while the step
+runs (a restart, a pause past the connection's life), srun takes the step
+back (``_StepStream``) with the output it has printed and the exits it has
+seen, and its allocation takes its lease back (cli/allocation.py): the
+tasks run on, and every byte and exit is printed once.
 """
 from __future__ import annotations
 
@@ -22,7 +26,9 @@ import os
 import signal
 import socket
 import sys
+import itertools
 import threading
+import time
 from contextlib import ExitStack
 
 import grpc
@@ -33,9 +39,10 @@ from cli.sbatch import build_environment
 from cli.srun_options import RunOptions, parse_srun
 from cli.step_output import StepOutput
 from lingjun import slurm
+from lingjun import client
 from lingjun.client import ControllerUnreachable
 from lingjun.filenames import expand_pattern, resolve_path
-from lingjun.v1 import api_pb2
+from lingjun.v1 import api_pb2, api_pb2_grpc
 
 PROG = "srun"
 PER_TASK_LETTERS = ("%t", "%n", "%N")   # patterns the nodes expand and write themselves
@@ -189,14 +196,13 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         exact=o.exclusive or bool(o.cpus_per_task), node_names=list(o.nodelist),
         stdout_pattern=o.output if per_node(o.output) else "",
         stderr_pattern=o.error if per_node(o.error) else "")
-    call = api.stub.RunStep(req)
-    stop.add(call.cancel)
+    stream = _StepStream(api, req, stop)
     output: StepOutput | None = None
     said_busy = False
     rc = 1
     with ExitStack() as files:
         try:
-            for ev in call:
+            for ev in stream:
                 kind = ev.WhichOneof("event")
                 if kind == "waiting":
                     said_busy = True
@@ -204,6 +210,8 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                         print(f"srun: Job {job_id} step creation temporarily disabled, retrying "
                               f"({ev.waiting.reason})", file=err, flush=True)
                 elif kind == "started":
+                    if output is not None:
+                        continue        # the same step, taken back after a reattach
                     st = ev.started
                     if said_busy and not o.quiet:
                         print(f"srun: Step created for job {job_id}", file=err, flush=True)
@@ -231,10 +239,97 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                 print(f"srun: error: Unable to create step for job {job_id}: {details(e)}", file=err)
             return 1
         finally:
+            stream.close()
             if output is not None:
                 output.close()
             sys.stdout.flush()
     return rc
+
+
+# How long srun keeps trying to take its step back after the controller went
+# away (the controller keeps a step that long after its restart, and ends it
+# only when no srun came back within its heartbeat timeout).
+REATTACH_S = 120.0
+REATTACH_BREAKS = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
+                   grpc.StatusCode.UNKNOWN)
+
+
+class _StepStream:
+    """The step's events, across breaks of the controller: when the stream
+    breaks after the step started (the controller was restarted, or paused past
+    the connection's keepalive), take the step back with what was already
+    seen, so that every byte of output and every exit comes exactly once."""
+
+    def __init__(self, api, req: api_pb2.RunStepRequest, stop: _Interrupts):
+        self.api, self.req, self.stop = api, req, stop
+        self.step_id: int | None = None
+        self.printed: dict[tuple[int, int], int] = {}
+        self.exited: set[int] = set()
+        self.channels: list = []
+        self.call = None
+
+    def _open(self, req, stub):
+        self.call = stub.RunStep(req)
+        self.stop.add(self.call.cancel)
+        return self.call
+
+    def __iter__(self):
+        call = self._open(self.req, self.api.stub)
+        while True:
+            try:
+                for ev in call:
+                    kind = ev.WhichOneof("event")
+                    if kind == "started":
+                        self.step_id = ev.started.step_id
+                    elif kind == "output":
+                        key = (ev.output.rank, ev.output.stream)
+                        self.printed[key] = self.printed.get(key, 0) + len(ev.output.data)
+                    elif kind == "task_exit":
+                        self.exited.add(ev.task_exit.rank)
+                    yield ev
+                    if kind == "done":
+                        return
+                return
+            except grpc.RpcError as e:
+                if (self.stop.got or self.step_id is None or e.code() not in REATTACH_BREAKS):
+                    raise
+                call = self._reattach(e)
+
+    def _reattach(self, first_error: grpc.RpcError):
+        deadline = time.monotonic() + REATTACH_S
+        delay = 0.2
+        err = first_error
+        while time.monotonic() < deadline and not self.stop.got:
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            req = api_pb2.RunStepRequest()
+            req.CopyFrom(self.req)
+            req.attach, req.attach_step_id = True, self.step_id
+            req.printed.extend(api_pb2.StepStreamOffset(rank=r, stream=s, offset=n)
+                               for (r, s), n in sorted(self.printed.items()))
+            req.exited_ranks.extend(sorted(self.exited))
+            # A fresh channel each try: an old one waits out its reconnect
+            # backoff before it even tries the restarted controller.
+            ch = client.channel(self.api.address)
+            self.channels.append(ch)
+            call = self._open(req, api_pb2_grpc.SlurmApiStub(ch))
+            try:
+                first = next(call)
+            except grpc.RpcError as e:
+                err = e
+                if e.code() in REATTACH_BREAKS:
+                    continue
+                raise
+            except StopIteration:
+                return iter(())
+            return itertools.chain([first], call)
+        raise err
+
+    def close(self) -> None:
+        self.call = None
+        for ch in self.channels:
+            ch.close()
+        self.channels.clear()
 
 
 def _array_ids(env) -> dict:

@@ -294,6 +294,8 @@ def parse_size_mb(s: str) -> int:
     if not m:
         raise ValueError(f"invalid size specification: {s!r}")
     val = float(m.group(1)) * _SIZE_MULT[m.group(2).upper()]
+    if not math.isfinite(val):      # "9" * 309 is a float infinity
+        raise ValueError(f"invalid size specification: {s!r}")
     return int(math.ceil(val))
 
 

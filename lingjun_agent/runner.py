@@ -15,9 +15,13 @@ results on disk), and the runner moves the node toward what was asked.
             ◄─► heartbeats, launches, task output, exits, cleanups
     stream breaks ──► back off (0.2 s doubling to 5 s) and connect again
 
-Batch scripts run under a detached supervisor (``launcher.stepd``) that
-outlives this process, so ``kill -9`` of the agent disturbs no job: the next
-agent recovers the supervisors and their results from the state dir.
+Batch scripts and step tasks run under detached supervisors
+(``launcher.stepd``, ``launcher.taskd``) that outlive this process, so
+``kill -9`` of the agent disturbs no job: the next agent recovers the
+supervisors and their results from the state dir. Step output and exits are
+relayed from the step's files by offset (``_relay_steps``); the controller
+says where to start (RegisterReply.resume_steps, ResumeStep) and drops
+what it already has, so a reconnect loses and repeats nothing.
 
 Fencing: each heartbeat the controller answers (and the registration)
 renews the agent's lease on its jobs (``launcher.lease``), written to
@@ -52,8 +56,7 @@ from lingjun_agent.launcher import (
     fencekeeper,
     lease,
     procs,
-    tasks,
-    userfs,
+    steps,
     watch,
 )
 from lingjun_agent.launcher.stepd import start_ticks
@@ -64,6 +67,7 @@ from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
 VERSION = "lingjun-0.1.0"
+RELAY_S = 0.05   # how often step files are looked at for new output
 
 
 class Refused(Exception):
@@ -104,7 +108,11 @@ class Agent:
         self.started_at = int(time.time())
         self.batches: dict[int, batch.BatchHandle] = {}
         self.unacked: dict[int, batch.BatchResult] = {}
-        self.steps: dict[tuple[int, int], list[asyncio.Task]] = {}
+        self.steps: dict[tuple[int, int], steps.StepHandle] = {}
+        self.step_starts: set[asyncio.Task] = set()
+        # steps whose supervisor is starting, and those told to end meanwhile
+        self.starting_steps: set[tuple[int, int]] = set()
+        self.kill_when_started: set[tuple[int, int]] = set()
         self.terminating: dict[int, asyncio.Task] = {}
         self.launching: set[int] = set()
         self.outbox: asyncio.Queue | None = None
@@ -155,6 +163,11 @@ class Agent:
             self._watch_recovered(h)
         for r in results:
             self.unacked[r.job_id] = r
+        for h in steps.recover_steps(self.state_dir):
+            log.info("job=%d step=%d: recovered (%s)", h.job_id, h.step_id,
+                     "running" if h.running() else "ended")
+            self.steps[h.key] = h
+            self.job_uids.setdefault(h.job_id, h.uid)
         delay = self.reconnect[0]
         while True:
             try:
@@ -242,7 +255,9 @@ class Agent:
                     running_job_ids=sorted(running),
                     unacked=[self._result_msg(r) for r in self.unacked.values()],
                     agent_start_time=self.started_at, version=VERSION,
-                    sanity=[to_pb(r) for r in checked])))
+                    sanity=[to_pb(r) for r in checked],
+                    steps=[agent_pb2.StepHeld(job_id=j, step_id=s)
+                           for j, s in sorted(set(self.steps) | self.starting_steps)])))
                 first = await call.read()
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 # A write to a stream the controller already ended fails with a
@@ -265,6 +280,7 @@ class Agent:
             writer = asyncio.create_task(self._write(call, self.outbox))
             beat = asyncio.create_task(self._heartbeats())
             probing = asyncio.create_task(self._periodic_sanity())
+            relay = asyncio.create_task(self._relay_steps())
             try:
                 while True:
                     msg = await call.read()
@@ -276,6 +292,7 @@ class Agent:
                 writer.cancel()
                 beat.cancel()
                 probing.cancel()
+                relay.cancel()
 
     async def _write(self, call, queue: asyncio.Queue) -> None:
         while True:
@@ -363,6 +380,16 @@ class Agent:
     def _reconcile(self, reply: agent_pb2.RegisterReply, running: set[int]) -> None:
         for jid in reply.acked_job_ids:
             self._forget(jid)
+        wanted = {(r.job_id, r.step_id): r for r in reply.resume_steps}
+        for key, h in list(self.steps.items()):
+            if key in wanted:
+                self._resume(wanted[key])
+            elif key[1] != launchers.SERVICE_STEP_ID:
+                log.warning("job=%d step=%d node=%s: step not expected any more, ending it",
+                            key[0], key[1], self.node)
+                self._forget_step(key)
+            else:
+                h.resume_from({})
         expected = set(reply.expected_job_ids)
         for jid in running - expected:
             if jid in self.unacked:
@@ -389,6 +416,10 @@ class Agent:
             self._terminate(t.job_id, t.grace_s, report=True)
         elif kind == "ack_batch_finished":
             self._forget(msg.ack_batch_finished.job_id)
+        elif kind == "resume_step":
+            self._resume(msg.resume_step)
+        elif kind == "forget_step":
+            self._forget_step((msg.forget_step.job_id, msg.forget_step.step_id))
         elif kind == "net_profile":
             self.net.set_profile(msg.net_profile)
         elif kind == "sanity_prolog":
@@ -464,11 +495,13 @@ class Agent:
                 job_id=jid, step_id=launchers.SERVICE_STEP_ID, argv=head, environment=env,
                 work_dir=lb.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
                 uid=lb.uid, gid=lb.gid))
-            up = await distributed.wait_listening(addr, port, launchers.HEAD_START_TIMEOUT_S,
-                                                  alive=lambda: key in self.steps)
+            await asyncio.gather(*[t for t in self.step_starts])
+            up = await distributed.wait_listening(
+                addr, port, launchers.HEAD_START_TIMEOUT_S,
+                alive=lambda: key in self.steps and self.steps[key].running())
             if not up:
-                for t in list(self.steps.get(key, [])):
-                    t.cancel()
+                if key in self.steps:
+                    self.steps[key].kill()
                 raise batch.LaunchError(
                     f"job {jid}: launcher {lb.launcher}: {head[0]} head did not listen on "
                     f"{addr}:{port}")
@@ -496,59 +529,90 @@ class Agent:
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
+        if key in self.steps or key in self.starting_steps:
+            return   # a launch sent again: the step runs (or ran) here already
+        self.starting_steps.add(key)
         self.job_uids[lt.job_id] = lt.uid
-        running = self.steps.setdefault(key, [])
-        # srun -o with %t/%n/%N: each file starts empty once per step, then tasks append
-        tasks.TaskFiles.truncate({p for t in lt.tasks for p in (t.stdout_path, t.stderr_path) if p},
-                                 lt.uid, lt.gid, userfs.umask_of(dict(lt.environment)))
-        for spec in lt.tasks:
-            env = dict(lt.environment)
-            env.update(spec.environment)
-            env.update(self.job_env)
-            running.append(asyncio.create_task(self._run_task(lt, spec, env)))
+        env = dict(lt.environment)
+        env.update(self.job_env)
+        spec = steps.StepSpec(
+            job_id=lt.job_id, step_id=lt.step_id, node=self.mark, argv=tuple(lt.argv), env=env,
+            work_dir=lt.work_dir, uid=lt.uid, gid=lt.gid,
+            tasks=tuple(steps.TaskSpec(rank=t.rank, env=dict(t.environment),
+                                       stdout_path=t.stdout_path, stderr_path=t.stderr_path)
+                        for t in lt.tasks),
+            lease=str(self.lease.path))
+        t = asyncio.create_task(self._start_step(spec))
+        self.step_starts.add(t)
+        t.add_done_callback(self.step_starts.discard)
 
-    async def _run_task(self, lt: agent_pb2.LaunchTasks, spec: agent_pb2.TaskSpec, env: dict) -> None:
-        jid, sid, rank = lt.job_id, lt.step_id, spec.rank
-        files = None
-
-        def on_output(stream: int, data: bytes) -> None:
-            self.activity.touch(jid)
-            if files is not None and files.write(stream, data):
-                return
-            self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
-                job_id=jid, step_id=sid, rank=rank, stream=stream, data=data)))
+    async def _start_step(self, spec: steps.StepSpec) -> None:
+        jid, sid = spec.job_id, spec.step_id
         try:
-            try:
-                files = tasks.TaskFiles(spec.stdout_path, spec.stderr_path, lt.uid, lt.gid,
-                                        userfs.umask_of(env))
-            except OSError as e:
-                # slurmstepd's words; the task does not start
-                msg = f"Could not open output file {e.filename}: {e.strerror}"
-                on_output(2, f"slurmstepd: error: {msg}\n".encode())
-                res = tasks.TaskResult(exit_code=1, signal=0, error=msg)
-                self.send(self._exit_msg(jid, sid, rank, res))
-                return
-            res = await tasks.run_task(node=self.mark, job_id=jid, step_id=sid, rank=rank,
-                                       argv=list(lt.argv), env=env, cwd=lt.work_dir,
-                                       uid=lt.uid, gid=lt.gid, on_output=on_output,
-                                       cgroup=cgroups.create(self.mark, jid))
-        except asyncio.CancelledError:
-            res = tasks.TaskResult(exit_code=0, signal=int(signal.SIGKILL))
-            self.send(self._exit_msg(jid, sid, rank, res))
-            raise
-        except Exception as e:
-            log.exception("job=%d step=%d task %d failed to run", jid, sid, rank)
-            res = tasks.TaskResult(exit_code=1, signal=0, error=str(e))
+            # The supervisor takes ~0.1 s to report its tasks started: off the loop.
+            handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec)
+        except steps.LaunchError as e:
+            log.error("job=%d step=%d: launch failed: %s", jid, sid, e)
+            for t in spec.tasks:
+                self.send(self._exit_msg(jid, sid, t.rank, steps.TaskResult(
+                    exit_code=1, signal=0, error=str(e))))
+            return
         finally:
-            if files is not None:
-                files.close()
-            lst = self.steps.get((jid, sid))
-            cur = asyncio.current_task()
-            if lst is not None and cur in lst:
-                lst.remove(cur)
-                if not lst:
-                    del self.steps[(jid, sid)]
-        self.send(self._exit_msg(jid, sid, rank, res))
+            self.starting_steps.discard((jid, sid))
+        self.steps[handle.key] = handle
+        if handle.key in self.kill_when_started or jid in self.terminating:
+            # Ended while it was starting (srun gone, job cancelled): a scan for
+            # the job's processes then found none of these tasks yet.
+            self.kill_when_started.discard(handle.key)
+            log.info("job=%d step=%d: ended while starting, killing its tasks", jid, sid)
+            handle.kill()
+
+    async def _relay_steps(self) -> None:
+        """While registered: relay what each step wrote past its offsets, and the
+        exits of tasks whose output is whole. The tasks write files, which give
+        no event to wait on (inotify is not in the standard library): a look
+        every RELAY_S, a stat-sized read of each file."""
+        while True:
+            for key, h in list(self.steps.items()):
+                chunks, exits = h.read()
+                for rank, stream, offset, data in chunks:
+                    self.activity.touch(h.job_id)
+                    self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
+                        job_id=h.job_id, step_id=h.step_id, rank=rank, stream=stream,
+                        data=data, offset=offset)))
+                for rank, res in exits:
+                    self.send(self._exit_msg(h.job_id, h.step_id, rank, res))
+                if h.done():
+                    steps.reap(h)
+                    if key[1] == launchers.SERVICE_STEP_ID:
+                        self._forget_step(key)   # no controller records it
+            await asyncio.sleep(RELAY_S)
+
+    def _resume(self, r: agent_pb2.StepResume) -> None:
+        h = self.steps.get((r.job_id, r.step_id))
+        if h is not None:
+            h.resume_from({(o.rank, o.stream): o.offset for o in r.offsets})
+
+    def _forget_step(self, key: tuple[int, int]) -> None:
+        h = self.steps.pop(key, None)
+        if h is None:
+            if key in self.starting_steps:
+                self.kill_when_started.add(key)
+            return
+        if h.running():
+            h.kill()
+
+            async def later() -> None:
+                for _ in range(500):
+                    if not h.running():
+                        break
+                    await asyncio.sleep(RELAY_S)
+                steps.forget_step(h)
+            t = asyncio.create_task(later())
+            self.step_starts.add(t)
+            t.add_done_callback(self.step_starts.discard)
+        else:
+            steps.forget_step(h)
 
     @staticmethod
     def _exit_msg(jid, sid, rank, res) -> agent_pb2.AgentMessage:
@@ -559,18 +623,23 @@ class Agent:
 
     def _signal(self, sj: agent_pb2.SignalJob) -> None:
         if sj.step_id >= 0 and sj.signal == signal.SIGKILL:
-            for t in list(self.steps.get((sj.job_id, sj.step_id), [])):
-                t.cancel()
+            key = (sj.job_id, sj.step_id)
+            if key in self.steps:
+                self.steps[key].kill()
+            elif key in self.starting_steps:
+                self.kill_when_started.add(key)
             return
         n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only,
                              steps_only=sj.steps_only)
         log.info("job=%d: signal %d sent to %d process(es)", sj.job_id, sj.signal, n)
 
     def _terminate(self, jid: int, grace_s: float, report: bool) -> None:
-        for (j, _), lst in list(self.steps.items()):
-            if j == jid:
-                for t in list(lst):
-                    t.cancel()
+        # The job's step tasks are among its marked processes: terminate_job
+        # ends them; their supervisors record how. One still starting is
+        # killed once started (_start_step looks at self.terminating).
+        for key in self.starting_steps:
+            if key[0] == jid:
+                self.kill_when_started.add(key)
         if jid in self.terminating:
             if report:
                 self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))
@@ -588,5 +657,8 @@ class Agent:
     def _cleaned(self, jid: int) -> None:
         if jid not in self.batches:
             self.activity.forget(jid)
+        for key, h in list(self.steps.items()):
+            if key[0] == jid and h.done():
+                self._forget_step(key)
         self.job_uids.pop(jid, None)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

@@ -25,7 +25,7 @@ from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import allocations, faulttol, health, nodes, scheduling
+from lingjund.service import allocations, faulttol, health, nodes, scheduling, steps
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
@@ -55,6 +55,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             faulttol.check_hangs(ctl)
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
+            steps.sweep_unfollowed(ctl, started_at)
             scheduling.run_pass(ctl)
         except StoreFull as e:
             # Said once a pass, without a traceback: the log may share the full disk.
@@ -71,6 +72,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
     ctl.started_at = ctl.clock()
+    steps.recover(ctl)
     ctl.wake_event()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None

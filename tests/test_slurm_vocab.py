@@ -60,7 +60,7 @@ def test_parse_size_mb(text, mb):
     assert slurm.parse_size_mb(text) == mb
 
 
-@pytest.mark.parametrize("text", ["", "lots", "4X", "-1", "G"])
+@pytest.mark.parametrize("text", ["", "lots", "4X", "-1", "G", "9" * 309, "9" * 400 + "G"])
 def test_parse_size_refuses_garbage(text):
     with pytest.raises(ValueError):
         slurm.parse_size_mb(text)

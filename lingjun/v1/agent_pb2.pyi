@@ -68,7 +68,7 @@ class BatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity")
+    __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity", "steps")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class Register(_message.Message):
     AGENT_START_TIME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SANITY_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     inventory: Inventory
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -83,7 +84,44 @@ class Register(_message.Message):
     agent_start_time: int
     version: str
     sanity: _containers.RepeatedCompositeFieldContainer[_api_pb2.SanityResult]
-    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ..., sanity: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[StepHeld]
+    def __init__(self, node_name: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unacked: _Optional[_Iterable[_Union[BatchFinished, _Mapping]]] = ..., agent_start_time: _Optional[int] = ..., version: _Optional[str] = ..., sanity: _Optional[_Iterable[_Union[_api_pb2.SanityResult, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepHeld, _Mapping]]] = ...) -> None: ...
+
+class StepHeld(_message.Message):
+    __slots__ = ("job_id", "step_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ...) -> None: ...
+
+class StreamOffset(_message.Message):
+    __slots__ = ("rank", "stream", "offset")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    stream: int
+    offset: int
+    def __init__(self, rank: _Optional[int] = ..., stream: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class StepResume(_message.Message):
+    __slots__ = ("job_id", "step_id", "offsets")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    offsets: _containers.RepeatedCompositeFieldContainer[StreamOffset]
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[StreamOffset, _Mapping]]] = ...) -> None: ...
+
+class StepForget(_message.Message):
+    __slots__ = ("job_id", "step_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("seq", "sent_at", "free_memory_mb", "cpu_load", "running_job_ids", "activity")
@@ -120,18 +158,20 @@ class BatchStarted(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., pid: _Optional[int] = ..., launcher_port: _Optional[int] = ...) -> None: ...
 
 class AgentTaskOutput(_message.Message):
-    __slots__ = ("job_id", "step_id", "rank", "stream", "data")
+    __slots__ = ("job_id", "step_id", "rank", "stream", "data", "offset")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     step_id: int
     rank: int
     stream: int
     data: bytes
-    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    offset: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class AgentTaskExit(_message.Message):
     __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
@@ -325,7 +365,7 @@ class AgentMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., auth_hello: _Optional[_Union[AuthHello, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile", "heartbeat_timeout_s", "fence_grace_s")
+    __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile", "heartbeat_timeout_s", "fence_grace_s", "resume_steps")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -335,6 +375,7 @@ class RegisterReply(_message.Message):
     NET_PROFILE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     FENCE_GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    RESUME_STEPS_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message: str
     controller_time: float
@@ -344,7 +385,8 @@ class RegisterReply(_message.Message):
     net_profile: NetProfileSpec
     heartbeat_timeout_s: float
     fence_grace_s: float
-    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., heartbeat_timeout_s: _Optional[float] = ..., fence_grace_s: _Optional[float] = ...) -> None: ...
+    resume_steps: _containers.RepeatedCompositeFieldContainer[StepResume]
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., heartbeat_timeout_s: _Optional[float] = ..., fence_grace_s: _Optional[float] = ..., resume_steps: _Optional[_Iterable[_Union[StepResume, _Mapping]]] = ...) -> None: ...
 
 class LaunchBatch(_message.Message):
     __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher")
@@ -462,7 +504,7 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge", "sanity_prolog", "sanity_clock")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge", "sanity_prolog", "sanity_clock", "resume_step", "forget_step")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +515,8 @@ class ControllerMessage(_message.Message):
     AUTH_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     SANITY_PROLOG_FIELD_NUMBER: _ClassVar[int]
     SANITY_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    RESUME_STEP_FIELD_NUMBER: _ClassVar[int]
+    FORGET_STEP_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
@@ -483,4 +527,6 @@ class ControllerMessage(_message.Message):
     auth_challenge: AuthChallenge
     sanity_prolog: SanityPrologRequest
     sanity_clock: SanityClock
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ...) -> None: ...
+    resume_step: StepResume
+    forget_step: StepForget
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ..., resume_step: _Optional[_Union[StepResume, _Mapping]] = ..., forget_step: _Optional[_Union[StepForget, _Mapping]] = ...) -> None: ...

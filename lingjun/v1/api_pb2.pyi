@@ -663,7 +663,7 @@ class GetPartitionsResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ...) -> None: ...
 
 class RunStepRequest(_message.Message):
-    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit", "overlap", "exact", "node_names", "stdout_pattern", "stderr_pattern")
+    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit", "overlap", "exact", "node_names", "stdout_pattern", "stderr_pattern", "attach", "attach_step_id", "printed", "exited_ranks")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -688,6 +688,10 @@ class RunStepRequest(_message.Message):
     NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
     STDOUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
     STDERR_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINTED_FIELD_NUMBER: _ClassVar[int]
+    EXITED_RANKS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     num_nodes: int
     num_tasks: int
@@ -705,7 +709,21 @@ class RunStepRequest(_message.Message):
     node_names: _containers.RepeatedScalarFieldContainer[str]
     stdout_pattern: str
     stderr_pattern: str
-    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ..., overlap: _Optional[bool] = ..., exact: _Optional[bool] = ..., node_names: _Optional[_Iterable[str]] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ...) -> None: ...
+    attach: bool
+    attach_step_id: int
+    printed: _containers.RepeatedCompositeFieldContainer[StepStreamOffset]
+    exited_ranks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ..., overlap: _Optional[bool] = ..., exact: _Optional[bool] = ..., node_names: _Optional[_Iterable[str]] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., attach: _Optional[bool] = ..., attach_step_id: _Optional[int] = ..., printed: _Optional[_Iterable[_Union[StepStreamOffset, _Mapping]]] = ..., exited_ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class StepStreamOffset(_message.Message):
+    __slots__ = ("rank", "stream", "offset")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    stream: int
+    offset: int
+    def __init__(self, rank: _Optional[int] = ..., stream: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class StepStarted(_message.Message):
     __slots__ = ("job_id", "step_id", "node_names", "num_tasks")

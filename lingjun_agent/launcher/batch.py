@@ -222,10 +222,14 @@ def _write_script(d: Path, spec: BatchSpec) -> None:
 
 
 def _supervisor_env(spec: BatchSpec) -> dict[str, str]:
-    """The supervisor's own environment: enough to import us, and its marker.
+    return _supervisor_env_for(spec.node, spec.job_id)
 
-    Not the job's: the job's environment goes to the script alone, and not
-    the agent's, which could carry another job's marker.
+
+def _supervisor_env_for(node: str, job_id: int) -> dict[str, str]:
+    """A supervisor's own environment: enough to import us, and its marker.
+
+    Not the job's: the job's environment goes to the script (or tasks) alone,
+    and not the agent's, which could carry another job's marker.
     """
     root = str(Path(lingjun_agent.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
@@ -233,7 +237,7 @@ def _supervisor_env(spec: BatchSpec) -> dict[str, str]:
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "PYTHONPATH": root + (os.pathsep + path if path else ""),
         "LANG": "C.UTF-8",
-        STEPD_MARK_VAR: job_mark(spec.node, spec.job_id),
+        STEPD_MARK_VAR: job_mark(node, job_id),
     }
 
 

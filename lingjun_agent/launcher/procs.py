@@ -21,8 +21,9 @@ the calling process. Zombies do not count: they have already exited.
   host has them: nothing started inside it can leave it.
 
 What is not found where there are no cgroups (not root, no v1 freezer): a
-process that both dropped the marker and escaped the tree (``env -i setsid
-...`` from a task the agent runs directly, whose orphans go to init).
+process that both dropped the marker and escaped the tree (its supervisor
+adopts orphans, but a double fork with ``env -i`` out of a supervisor that
+has exited goes to init).
 
 The whole-/proc scans read raw ``/proc`` files (a few milliseconds for a few
 hundred processes) and hand back ``psutil.Process`` objects, whose signalling

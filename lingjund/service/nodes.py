@@ -11,7 +11,7 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, batch, errors, faulttol, health, restarts
+from lingjund.service import authz, batch, errors, faulttol, health, restarts, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
@@ -80,7 +80,8 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         heartbeat_interval_s=ctl.config.controller.heartbeat_interval_s,
         expected_job_ids=expected, acked_job_ids=acked,
         heartbeat_timeout_s=ctl.config.controller.heartbeat_timeout_s,
-        fence_grace_s=ctl.config.controller.fence_grace)
+        fence_grace_s=ctl.config.controller.fence_grace,
+        resume_steps=steps.resume_for(ctl, name, {(s.job_id, s.step_id) for s in reg.steps}))
     profile = ctl.config.network.profile_for(name)
     if profile is not None:
         from lingjun_agent.network.profile import to_spec

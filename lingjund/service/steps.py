@@ -2,9 +2,25 @@
 their output and exits back to srun as they happen.
 
 The controller relays task output (agents hold no listening port): agent
-stream -> StepRun.queue -> srun's reply stream. A step lives in memory
-while srun waits; its accounting row (``ID.0``) is committed when it ends.
-If srun goes away first, the step's tasks are killed.
+stream -> StepRun.queue -> srun's reply stream. The tasks run under a
+supervisor on each node that writes their output to files, and the agent
+sends it with each chunk's offset in its task's stream, so the relay
+survives either end going away:
+
+    running_steps row   committed before any task starts; at a restart
+                        ``recover`` follows the step again, waiting for srun
+    agent registers     RegisterReply.resume_steps: relay from these offsets
+                        (a step it does not hold has lost its tasks here)
+    srun reattaches     RunStep(attach, printed offsets, exits seen): the
+                        agents resend from there (ResumeStep)
+    chunk at offset     passed on only where it continues what srun has;
+                        repeats are dropped, a gap waits for the resend
+
+When the step ends its accounting row (``ID.0``) replaces the running row
+and the nodes drop its files (StepForget). If srun goes away (its stream
+ends while the controller runs), or does not come back within the heartbeat
+timeout after a restart, the step's tasks are killed and it is CANCELLED.
+Tasks whose job ended or whose node is DOWN end as "node lost".
 
 CPUs inside the allocation (Slurm 22.05's step rules): a step holds, on each
 of its nodes, all the job's CPUs there, or with ``exact`` (--exclusive, -c)
@@ -30,13 +46,14 @@ from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import authz, errors, jobenv
 from lingjund.service.context import Controller
-from lingjund.store.store import StepRecord
+from lingjund.store.store import RunningStepRecord, StepRecord
 
 log = logging.getLogger("lingjund.steps")
 
 
 @dataclass(eq=False)
 class StepRun:
+    """A step while it runs, whether or not an srun follows it right now."""
     job_id: int
     step_id: int
     nodes: tuple[str, ...]
@@ -46,8 +63,19 @@ class StepRun:
     # rank -> the task's AgentTaskExit, for the step's accounting (MaxRSS...)
     usage: dict[int, agent_pb2.AgentTaskExit] = field(default_factory=dict)
     cpus: dict[str, int] = field(default_factory=dict)   # CPUs held per node (none with --overlap)
+    name: str = ""
+    num_tasks: int = 0
+    start: float = 0.0
+    kill_on_bad_exit: bool = False
+    # (rank, stream) -> the next byte the client wants; output elsewhere is dropped
+    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+    # ranks whose exit the following client has already seen (it reattached)
+    client_seen: set[int] = field(default_factory=set)
+    follower: int = 0          # which RunStep stream follows it; 0 = none yet
+    killed: bool = False       # its tasks were killed on purpose (kill-on-bad-exit)
 
 BUSY = "Requested nodes are busy"
+RECHECK_S = 2.0   # a step waiting on its tasks looks for lost ones this often
 PER_TASK_LETTERS = ("%t", "%n", "%N")   # output patterns the nodes write, one file each
 
 
@@ -138,7 +166,11 @@ def _output_paths(job, req: api_pb2.RunStepRequest, step_id: int, node: str, nod
 
 
 async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
-    """Async generator of StepEvent for one srun."""
+    """Async generator of StepEvent for one srun (or one srun taking a step back)."""
+    if req.attach:
+        async for ev in _attach(ctl, req):
+            yield ev
+        return
     if not req.argv:
         raise errors.InvalidRequest("No command given")
     job = ctl.store.job(req.job_id)
@@ -162,16 +194,14 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         if job.state != slurm.RUNNING or job.kill_reason:
             raise errors.AlreadyDone()
     # No await from the check above to here: no other step can take these CPUs between.
-    with ctl.store.transaction() as st:
-        job = st.job(req.job_id)
-        step_id = job.next_step_id
-        st.update_job(job.job_id, next_step_id=step_id + 1)
-    envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=step_id, step_nodes=nodes,
-                           tasks_per_node=tasks, base_env=dict(req.environment),
-                           cpus_per_task=req.cpus_per_task)
-    run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked)
-    ctl.steps[(job.job_id, step_id)] = run
-    start = ctl.clock()
+    envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=job.next_step_id,
+                           step_nodes=nodes, tasks_per_node=tasks,
+                           base_env=dict(req.environment), cpus_per_task=req.cpus_per_task)
+    step_id = job.next_step_id
+    run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked,
+                  name=req.name or os.path.basename(req.argv[0]), num_tasks=sum(tasks),
+                  start=ctl.clock(), kill_on_bad_exit=req.kill_on_bad_exit)
+    launches = []
     rank = 0
     for i, node in enumerate(nodes):
         specs = []
@@ -182,53 +212,223 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
                                             stdout_path=out, stderr_path=err))
             run.rank_node[rank] = node
             rank += 1
-        ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
+        launches.append((node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
             job_id=job.job_id, step_id=step_id, argv=list(req.argv), environment=envs[node],
             work_dir=req.work_dir or job.spec.work_dir, tasks=specs,
-            uid=job.spec.uid, gid=job.spec.gid)))
+            uid=job.spec.uid, gid=job.spec.gid))))
+    # The step is durable before any task starts: a restarted controller
+    # follows it again (recover), and srun can take it back (attach).
+    with ctl.store.transaction() as st:
+        st.update_job(job.job_id, next_step_id=step_id + 1)
+        st.put_running_step(_running_record(run))
+    ctl.steps[(job.job_id, step_id)] = run
+    for node, msg in launches:
+        ctl.agents.send(node, msg)
     log.info("job=%d step=%d launched: %d task(s) on %s", job.job_id, step_id, rank,
              slurm.compress_hostlist(list(nodes)))
-    name = req.name or os.path.basename(req.argv[0])
+    async for ev in _follow(ctl, run):
+        yield ev
+
+
+def _running_record(run: StepRun) -> RunningStepRecord:
+    return RunningStepRecord(
+        job_id=run.job_id, step_id=run.step_id, name=run.name, nodes=run.nodes,
+        rank_node=dict(run.rank_node), cpus=dict(run.cpus), num_tasks=run.num_tasks,
+        num_cpus=sum(run.cpus.values()) or run.num_tasks, start_time=run.start,
+        kill_on_bad_exit=run.kill_on_bad_exit)
+
+
+def _resume_msg(run: StepRun, node: str) -> agent_pb2.StepResume:
+    ranks = {r for r, n in run.rank_node.items() if n == node}
+    return agent_pb2.StepResume(job_id=run.job_id, step_id=run.step_id, offsets=[
+        agent_pb2.StreamOffset(rank=r, stream=st, offset=off)
+        for (r, st), off in sorted(run.offsets.items()) if r in ranks])
+
+
+async def _attach(ctl: Controller, req: api_pb2.RunStepRequest):
+    """srun takes its step back after losing the controller: from the output it
+    has printed on, and the exits it has not seen, each exactly once."""
+    job = ctl.store.job(req.job_id)
+    if job is None:
+        raise errors.InvalidJobId()
+    authz.require_owner_or_root(req.requester_uid, job.uid)
+    run = ctl.steps.get((req.job_id, req.attach_step_id))
+    if run is None:
+        # Recorded before srun came back (the controller went away between
+        # the step's end and srun hearing of it): its end is all there is left.
+        rec = next((r for r in ctl.store.steps([req.job_id]).get(req.job_id, [])
+                    if r.step_id == str(req.attach_step_id)), None)
+        if rec is None:
+            raise errors.AlreadyDone()
+        yield api_pb2.StepEvent(started=api_pb2.StepStarted(
+            job_id=rec.job_id, step_id=req.attach_step_id, node_names=list(rec.nodes),
+            num_tasks=rec.num_tasks))
+        yield api_pb2.StepEvent(done=api_pb2.StepDone(
+            exit_code=128 + rec.exit_signal if rec.exit_signal else rec.exit_code))
+        return
+    run.queue = asyncio.Queue()      # a fresh stream: whoever read the old one is gone
+    run.offsets = {(o.rank, o.stream): o.offset for o in req.printed}
+    run.client_seen = set(req.exited_ranks)
+    # Exits the client has not seen come again from the agents, after the
+    # output before them; exits it has seen are kept (the step's result).
+    for rank in list(run.exits):
+        if rank not in run.client_seen:
+            del run.exits[rank]
+    for node in run.nodes:
+        ctl.agents.send(node, agent_pb2.ControllerMessage(resume_step=_resume_msg(run, node)))
+    log.info("job=%d step=%d: srun reattached (%d exit(s) seen)", run.job_id, run.step_id,
+             len(run.client_seen))
+    async for ev in _follow(ctl, run):
+        yield ev
+
+
+async def _follow(ctl: Controller, run: StepRun):
+    """The step's events for the one srun that follows it, then its end."""
+    run.follower += 1
+    me = run.follower
+    queue = run.queue
     finished = False
-    killed = False
     try:
         yield api_pb2.StepEvent(started=api_pb2.StepStarted(
-            job_id=job.job_id, step_id=step_id, node_names=list(nodes), num_tasks=rank))
-        while len(run.exits) < rank:
-            ev = await run.queue.get()
+            job_id=run.job_id, step_id=run.step_id, node_names=list(run.nodes),
+            num_tasks=run.num_tasks))
+        # Done once this client has every exit: its own queue's, or seen before
+        # it reattached. (Not run.exits: an exit is recorded as it arrives, and
+        # the queue may still hold it, and output before it, when the last
+        # one comes.)
+        delivered = set(run.client_seen)
+        while len(delivered) < run.num_tasks:
+            try:
+                ev = await asyncio.wait_for(queue.get(), RECHECK_S)
+            except TimeoutError:
+                if run.follower != me:
+                    return        # another srun took the step over
+                _end_lost_tasks(ctl, run)
+                continue
             if ev.WhichOneof("event") == "task_exit":
                 te = ev.task_exit
-                run.exits[te.rank] = (te.exit_code, te.signal)
-                if req.kill_on_bad_exit and (te.exit_code or te.signal) and not killed:
-                    killed = True
+                delivered.add(te.rank)
+                if run.kill_on_bad_exit and (te.exit_code or te.signal) and not run.killed:
+                    run.killed = True
                     _kill_step(ctl, run)
             yield ev
         finished = True
-        codes = [128 + sig if sig else code for code, sig in run.exits.values()]
-        rc = max(codes) if codes else 0
-        worst = max(run.exits.values(), key=lambda cs: (cs[0], cs[1]))
-        state = slurm.COMPLETED if rc == 0 else (
-            slurm.CANCELLED if any(s for _, s in run.exits.values()) else slurm.FAILED)
-        with ctl.store.transaction() as st:
-            st.put_step(StepRecord(
-                job_id=job.job_id, step_id=str(step_id), name=name, state=state,
-                exit_code=worst[0], exit_signal=worst[1], nodes=nodes, num_tasks=rank,
-                num_cpus=sum(asked.values()) or sum(tasks), start_time=start, end_time=ctl.clock(),
-                **step_usage(run)))
+        rc, state, worst = step_outcome(run)
+        _record(ctl, run, state, worst)
         yield api_pb2.StepEvent(done=api_pb2.StepDone(exit_code=rc))
     finally:
-        ctl.steps.pop((job.job_id, step_id), None)
-        ctl.jobs_changed()  # its CPUs are free: a waiting step may go
-        if not finished:
-            log.info("job=%d step=%d: srun went away, killing its tasks", job.job_id, step_id)
-            _kill_step(ctl, run)
-            # sacct shows the step, as Slurm does for a step whose srun was interrupted
-            with ctl.store.transaction() as st:
-                st.put_step(StepRecord(
-                    job_id=job.job_id, step_id=str(step_id), name=name, state=slurm.CANCELLED,
-                    exit_code=0, exit_signal=int(signal.SIGKILL), nodes=nodes, num_tasks=rank,
-                    num_cpus=sum(asked.values()) or sum(tasks), start_time=start,
-                    end_time=ctl.clock()))
+        if run.follower == me and not finished:
+            if ctl.stopping:
+                pass      # the controller stops: the step runs on, a restart follows it again
+            else:
+                log.info("job=%d step=%d: srun went away, killing its tasks", run.job_id,
+                         run.step_id)
+                _cancel(ctl, run)
+
+
+def step_outcome(run: StepRun) -> tuple[int, str, tuple[int, int]]:
+    """srun's exit code (highest task code, 128+signal for a signalled one), the
+    step's state for sacct, and its worst exit_code:signal."""
+    codes = [128 + sig if sig else code for code, sig in run.exits.values()]
+    rc = max(codes) if codes else 0
+    worst = max(run.exits.values(), key=lambda cs: (cs[0], cs[1]), default=(0, 0))
+    state = slurm.COMPLETED if rc == 0 else (
+        slurm.CANCELLED if any(s for _, s in run.exits.values()) else slurm.FAILED)
+    return rc, state, worst
+
+
+def _record(ctl: Controller, run: StepRun, state: str, worst: tuple[int, int],
+            usage: bool = True) -> None:
+    """The step ended: its accounting row replaces its running row, and its
+    nodes may drop its files."""
+    with ctl.store.transaction() as st:
+        st.put_step(StepRecord(
+            job_id=run.job_id, step_id=str(run.step_id), name=run.name, state=state,
+            exit_code=worst[0], exit_signal=worst[1], nodes=run.nodes, num_tasks=run.num_tasks,
+            num_cpus=sum(run.cpus.values()) or run.num_tasks, start_time=run.start,
+            end_time=ctl.clock(), **(step_usage(run) if usage else {})))
+        st.delete_running_step(run.job_id, run.step_id)
+    if ctl.steps.get((run.job_id, run.step_id)) is run:
+        del ctl.steps[(run.job_id, run.step_id)]
+    ctl.jobs_changed()  # its CPUs are free: a waiting step may go
+    forget = agent_pb2.ControllerMessage(forget_step=agent_pb2.StepForget(
+        job_id=run.job_id, step_id=run.step_id))
+    for node in run.nodes:
+        ctl.agents.send(node, forget)
+
+
+def _cancel(ctl: Controller, run: StepRun) -> None:
+    """Nobody follows the step any more: kill its tasks; sacct shows it
+    CANCELLED, as Slurm does for a step whose srun was interrupted."""
+    _kill_step(ctl, run)
+    _record(ctl, run, slurm.CANCELLED, (0, int(signal.SIGKILL)), usage=False)
+
+
+def _end_lost_tasks(ctl: Controller, run: StepRun) -> None:
+    """Tasks that will never report: their job ended, or their node is DOWN."""
+    job = ctl.store.job(run.job_id)
+    over = job is None or job.state != slurm.RUNNING
+    down = set() if over else {n for n in run.nodes if (rec := ctl.store.node(n)) is not None
+                               and rec.down}
+    for rank, node in run.rank_node.items():
+        if rank not in run.exits and (over or node in down):
+            _exit_lost(run, rank, node)
+
+
+def _exit_lost(run: StepRun, rank: int, node: str) -> None:
+    run.exits[rank] = (0, int(signal.SIGKILL))
+    if rank in run.client_seen:
+        return
+    run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
+        rank=rank, node=node, exit_code=0, signal=int(signal.SIGKILL), error="node lost")))
+
+
+def recover(ctl: Controller) -> None:
+    """At start: the steps that ran when the controller stopped, followed again
+    (agents resume relaying when they register; srun reattaches)."""
+    for r in ctl.store.running_steps():
+        run = StepRun(r.job_id, r.step_id, r.nodes, dict(r.rank_node), cpus=dict(r.cpus),
+                      name=r.name, num_tasks=r.num_tasks, start=r.start_time,
+                      kill_on_bad_exit=r.kill_on_bad_exit)
+        ctl.steps[(r.job_id, r.step_id)] = run
+        log.info("job=%d step=%d: still running on %s, waiting for its srun", r.job_id,
+                 r.step_id, slurm.compress_hostlist(list(r.nodes)))
+
+
+def sweep_unfollowed(ctl: Controller, started_at: float) -> None:
+    """After a restart: steps whose srun has not come back within the heartbeat
+    timeout are ended, as if their srun had gone away."""
+    if ctl.clock() - started_at < ctl.config.controller.heartbeat_timeout_s:
+        return
+    for run in list(ctl.steps.values()):
+        if run.follower != 0:
+            continue
+        if len(run.exits) == run.num_tasks:
+            _, state, worst = step_outcome(run)
+            _record(ctl, run, state, worst)
+            continue
+        log.warning("job=%d step=%d: no srun came back for it, killing its tasks",
+                    run.job_id, run.step_id)
+        _cancel(ctl, run)
+
+
+def resume_for(ctl: Controller, node: str, held: set[tuple[int, int]]
+               ) -> list[agent_pb2.StepResume]:
+    """At an agent's registration: where to resume each step it should hold.
+    A task of a step it does not hold will never report: it is lost."""
+    out = []
+    for run in list(ctl.steps.values()):
+        if node not in run.nodes:
+            continue
+        if (run.job_id, run.step_id) in held:
+            out.append(_resume_msg(run, node))
+            continue
+        for rank, n in run.rank_node.items():
+            if n == node and rank not in run.exits:
+                log.warning("job=%d step=%d task %d: node %s no longer has it", run.job_id,
+                            run.step_id, rank, node)
+                _exit_lost(run, rank, node)
+    return out
 
 
 def step_usage(run: StepRun) -> dict:
@@ -254,25 +454,28 @@ def _kill_step(ctl: Controller, run: StepRun) -> None:
 
 
 def task_output(ctl: Controller, node: str, msg: agent_pb2.AgentTaskOutput) -> None:
+    """Output at an offset: only what continues what the client has is passed
+    on (a repeat after a reconnect is dropped; a gap waits for the resend)."""
     run = ctl.steps.get((msg.job_id, msg.step_id))
-    if run is not None:
-        run.queue.put_nowait(api_pb2.StepEvent(output=api_pb2.TaskOutput(
-            rank=msg.rank, stream=msg.stream, data=msg.data)))
+    if run is None or run.rank_node.get(msg.rank) != node:
+        return
+    key = (msg.rank, msg.stream)
+    want = run.offsets.get(key, 0)
+    end = msg.offset + len(msg.data)
+    if msg.offset > want or end <= want:
+        return
+    run.offsets[key] = end
+    run.queue.put_nowait(api_pb2.StepEvent(output=api_pb2.TaskOutput(
+        rank=msg.rank, stream=msg.stream, data=msg.data[want - msg.offset:])))
 
 
 def task_exit(ctl: Controller, node: str, msg: agent_pb2.AgentTaskExit) -> None:
     run = ctl.steps.get((msg.job_id, msg.step_id))
-    if run is not None and run.rank_node.get(msg.rank) == node:
-        run.usage[msg.rank] = msg
-        run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
-            rank=msg.rank, node=node, exit_code=msg.exit_code, signal=msg.signal, error=msg.error)))
-
-
-def node_lost(ctl: Controller, node: str) -> None:
-    """Tasks on a node whose stream closed will not report: end them as lost."""
-    for run in list(ctl.steps.values()):
-        for rank, n in run.rank_node.items():
-            if n == node and rank not in run.exits:
-                run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
-                    rank=rank, node=node, exit_code=0, signal=int(signal.SIGKILL),
-                    error="node lost")))
+    if run is None or run.rank_node.get(msg.rank) != node or msg.rank in run.exits:
+        return
+    run.usage[msg.rank] = msg
+    run.exits[msg.rank] = (msg.exit_code, msg.signal)
+    if msg.rank in run.client_seen:
+        return
+    run.queue.put_nowait(api_pb2.StepEvent(task_exit=api_pb2.TaskExit(
+        rank=msg.rank, node=node, exit_code=msg.exit_code, signal=msg.signal, error=msg.error)))

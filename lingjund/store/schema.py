@@ -11,6 +11,8 @@ Tables:
   columns are what the controller changes or filters on.
 - ``steps``: accounting for ``ID.batch`` and ``ID.0``, ``ID.1``...
 - ``nodes``: what each agent reported and what people said of it (drain).
+- ``running_steps``: srun steps while they run (their accounting row comes
+  at their end), so that a controller restart keeps them.
 
 Arrays: ``array_job_id`` is 0 for a plain job, else the array's id (the
 meta record's job id). ``array_task_id`` is the task index of a row that is
@@ -187,5 +189,25 @@ MIGRATIONS: list[str] = [
         by TEXT NOT NULL DEFAULT ''
     );
     CREATE INDEX node_events_node ON node_events(node, time)
+    """,
+    # 10
+    """
+    -- srun steps while they run, so that a restarted controller knows them
+    -- again: where each task runs (rank_node, JSON {rank: node}) and the CPUs
+    -- each node's share holds (cpus, JSON {node: n}). The row goes when the
+    -- step's accounting row (steps) is written.
+    CREATE TABLE running_steps (
+        job_id INTEGER NOT NULL,
+        step_id INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        nodes TEXT NOT NULL,
+        rank_node TEXT NOT NULL,
+        cpus TEXT NOT NULL DEFAULT '{}',
+        num_tasks INTEGER NOT NULL,
+        num_cpus INTEGER NOT NULL DEFAULT 0,
+        start_time REAL NOT NULL,
+        kill_on_bad_exit INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (job_id, step_id)
+    )
     """,
 ]

@@ -119,6 +119,21 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class RunningStepRecord:
+    """An srun step while it runs: what a restarted controller needs to follow it."""
+    job_id: int
+    step_id: int
+    name: str
+    nodes: tuple[str, ...]
+    rank_node: dict[int, str]
+    cpus: dict[str, int]
+    num_tasks: int
+    num_cpus: int
+    start_time: float
+    kill_on_bad_exit: bool = False
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     name: str
     registered: bool = False
@@ -389,6 +404,27 @@ class Store:
         row = dataclasses.asdict(step)
         row["nodes"] = json.dumps(list(step.nodes))
         self.db["steps"].upsert(row, pk=("job_id", "step_id"))
+
+    def put_running_step(self, r: RunningStepRecord) -> None:
+        self.db["running_steps"].upsert(dict(
+            job_id=r.job_id, step_id=r.step_id, name=r.name, nodes=json.dumps(list(r.nodes)),
+            rank_node=json.dumps({str(k): v for k, v in r.rank_node.items()}),
+            cpus=json.dumps(r.cpus), num_tasks=r.num_tasks, num_cpus=r.num_cpus,
+            start_time=r.start_time, kill_on_bad_exit=int(r.kill_on_bad_exit)),
+            pk=("job_id", "step_id"))
+
+    def delete_running_step(self, job_id: int, step_id: int) -> None:
+        self.db.execute("DELETE FROM running_steps WHERE job_id = ? AND step_id = ?",
+                        [job_id, step_id])
+
+    def running_steps(self) -> list[RunningStepRecord]:
+        return [RunningStepRecord(
+            job_id=r["job_id"], step_id=r["step_id"], name=r["name"],
+            nodes=tuple(json.loads(r["nodes"])),
+            rank_node={int(k): v for k, v in json.loads(r["rank_node"]).items()},
+            cpus=json.loads(r["cpus"]), num_tasks=r["num_tasks"], num_cpus=r["num_cpus"],
+            start_time=r["start_time"], kill_on_bad_exit=bool(r["kill_on_bad_exit"]))
+            for r in self.db.query("SELECT * FROM running_steps ORDER BY job_id, step_id")]
 
     def steps(self, job_ids: Iterable[int]) -> dict[int, list[StepRecord]]:
         ids = list(job_ids)

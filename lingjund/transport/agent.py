@@ -126,9 +126,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 yield msg
         finally:
             reader.cancel()
+            # Steps on the node keep running under their supervisors: the agent
+            # relays them again when it registers; a node that stays away is
+            # found DOWN and its tasks lost (steps._end_lost_tasks).
             nodes.disconnected(ctl, conn)
-            if not ctl.agents.connected(conn.node):
-                steps.node_lost(ctl, conn.node)
 
     async def _read(self, conn: Connection, it) -> None:
         ctl = self.ctl

@@ -1,4 +1,4 @@
-"""srun tasks run by the agent: streamed output, exit codes, Slurm's errors."""
+"""srun tasks under the step supervisor: streamed output, exit codes, Slurm's errors."""
 import asyncio
 import os
 import time
@@ -56,7 +56,9 @@ def test_output_is_streamed_in_order_as_it_is_written(node):
     order = [d for _, d, _ in out.chunks]
     assert order == [b"one\n", b"two\n", b"three\n"], f"got {order}"
     first_at = out.chunks[0][2]
-    assert first_at - t0 < 0.35, "want 'one' delivered before the task's sleep ended"
+    # t0 is before the supervisor's own start-up (a Python process, ~0.1-0.4 s on
+    # a busy host); what shows streaming is that 'one' came well before the end.
+    assert first_at - t0 < 1.5, "want 'one' delivered soon after the start"
     assert t_end - first_at >= 0.6, "the first chunk came only at the end"
 
 

@@ -1,12 +1,14 @@
-"""Files of a task are opened by the task's user: the kernel's
-permission checks decide, so a path the user may not write fails with the
-user's own EACCES, whatever ``..`` or symlink leads there. Uses the system's
+"""Files of a task are opened by the task's user (in the step supervisor,
+launcher/taskd.py): the kernel's permission checks decide, so a path the user
+may not write fails with the user's own EACCES, whatever ``..`` or symlink
+leads there. Uses the system's
 ``nobody`` user; the agent (this test) is root, as on a real node."""
 from __future__ import annotations
 
 import os
 import pwd
 import stat
+import time
 
 import shutil
 import tempfile
@@ -14,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lingjun_agent.launcher import tasks, userfs
+from lingjun_agent.launcher import steps, userfs
 
 NOBODY = pwd.getpwnam("nobody")
-ME = userfs.Ids(NOBODY.pw_uid, NOBODY.pw_gid, (NOBODY.pw_gid,), 0o027)
-CREATE = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
 @pytest.fixture
@@ -44,13 +44,33 @@ def _dirs(tmp_path: Path):
     return secret, mine
 
 
+def _step(tmp: Path, argv: list[str], stdout_path: str, umask: str = "0027"):
+    """One task as nobody under the step supervisor, its -o file ``stdout_path``;
+    its exit and what it wrote to stderr through the agent's relay file."""
+    spec = steps.StepSpec(job_id=1, step_id=0, node=f"userfs-{os.getpid()}", argv=tuple(argv),
+                          env={"PATH": "/usr/bin:/bin", "SLURM_UMASK": umask}, work_dir="/tmp",
+                          uid=NOBODY.pw_uid, gid=NOBODY.pw_gid,
+                          tasks=(steps.TaskSpec(rank=0, stdout_path=stdout_path),))
+    h = steps.start_step(tmp / "state", spec)
+    deadline = time.monotonic() + 10
+    err = b""
+    while time.monotonic() < deadline:
+        chunks, exits = h.read()
+        err += b"".join(c[3] for c in chunks if c[1] == 2)
+        if exits:
+            steps.forget_step(h)
+            return exits[0][1], err.decode()
+        time.sleep(0.02)
+    raise AssertionError("the task did not end")
+
+
 def test_a_file_is_created_by_the_user_with_the_users_umask(dirs):
     _, mine = dirs
-    [fd] = userfs.open_files([(str(mine / "out"), CREATE)], ME)
-    os.write(fd, b"hi\n")
-    os.close(fd)
+    res, _ = _step(mine.parent, ["echo", "hi"], str(mine / "out"))
+    assert res.exit_code == 0
     st = os.stat(mine / "out")
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY.pw_uid, NOBODY.pw_gid, 0o640)
+    assert (mine / "out").read_text() == "hi\n"
 
 
 @pytest.mark.parametrize("path", [
@@ -60,8 +80,11 @@ def test_a_file_is_created_by_the_user_with_the_users_umask(dirs):
 def test_paths_the_user_may_not_write_fail_with_eacces(dirs, path):
     secret, mine = dirs
     before = sorted(os.listdir(secret))
-    [r] = userfs.open_files([(path.format(secret=secret, mine=mine), CREATE)], ME)
-    assert isinstance(r, OSError) and r.errno == 13, r
+    path = path.format(secret=secret, mine=mine)
+    res, err = _step(mine.parent, ["echo", "hi"], path)
+    assert (res.exit_code, res.error) == (1, f"Could not open output file {path}: "
+                                             "Permission denied"), res
+    assert err == f"slurmstepd: error: Could not open output file {path}: Permission denied\n"
     assert sorted(os.listdir(secret)) == before
     assert (secret / "file").read_text() == "root's\n"
 
@@ -69,21 +92,9 @@ def test_paths_the_user_may_not_write_fail_with_eacces(dirs, path):
 def test_a_symlink_to_roots_file_does_not_lend_roots_rights(dirs):
     secret, mine = dirs
     os.symlink(secret / "file", mine / "link")
-    with pytest.raises(PermissionError):
-        tasks.TaskFiles(str(mine / "link"), "", NOBODY.pw_uid, NOBODY.pw_gid)
-    tasks.TaskFiles.truncate({str(mine / "link")}, NOBODY.pw_uid, NOBODY.pw_gid)
+    res, _ = _step(mine.parent, ["echo", "hi"], str(mine / "link"))
+    assert res.exit_code == 1
     assert (secret / "file").read_text() == "root's\n"
-
-
-def test_task_files_open_as_the_user_and_root_opens_anything(dirs):
-    secret, mine = dirs
-    files = tasks.TaskFiles(str(mine / "o"), str(mine / "o"), NOBODY.pw_uid, NOBODY.pw_gid)
-    assert files.write(1, b"a") and files.write(2, b"b")
-    files.close()
-    assert (mine / "o").read_bytes() == b"ab" and os.stat(mine / "o").st_uid == NOBODY.pw_uid
-    root = tasks.TaskFiles(str(secret / "r"), "", 0, 0)
-    root.close()
-    assert os.stat(secret / "r").st_uid == 0
 
 
 @pytest.mark.parametrize("text,want", [("0027", 0o027), ("077", 0o077), ("", 0o022),
