@@ -128,13 +128,13 @@ def test_bad_input_changes_nothing(cluster, args, want_err, want_rc):
 
 def test_begin_time_holds_a_job_until_then(cluster):
     t0 = time.time()
-    job = cluster.sbatch("--begin=now+3", "--wrap", "true")
+    job = cluster.sbatch("--begin=now+8", "--wrap", "true")
     wait_reason(cluster, job, "BeginTime")
     eligible = field(show(cluster, job), "EligibleTime")
-    assert time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S")) >= int(t0) + 3, eligible
+    assert time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S")) >= int(t0) + 8, eligible
     cluster.wait_state(job, "COMPLETED", timeout=30)
     start = cluster.squeue(job, "%S")
-    assert time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= int(t0) + 3, start
+    assert time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= int(t0) + 8, start
 
 
 def test_deadline_ends_a_pending_job_in_state_deadline(cluster):
