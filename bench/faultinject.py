@@ -14,6 +14,9 @@ seconds while a seeded loop hurts it, one fault at a time:
   on, by design), restarted after a delay shorter or longer than the timeout;
 - ``agent-stop``: SIGSTOP of one node's agent, short or long, then SIGCONT.
 
+Short is 0.5 s to 0.6 timeouts, long 1.5 to 4 timeouts. The agent hurt is
+one of a node that runs work of the load at that moment, if any.
+
 The load, each unit under its own job name ``fi-<n>``:
 
 - ``gang``: ``sbatch -N2 --requeue``: 3 s of batch-side work, then
@@ -158,6 +161,7 @@ class Sampler(threading.Thread):
         # job -> [first, last, samples, {restart: nodes}]
         self.overlaps: dict[int, list] = {}
         self.samples = 0
+        self.last: dict[int, dict[int, set[str]]] = {}
 
     def scan(self) -> dict[int, dict[int, set[str]]]:
         alive: dict[int, dict[int, set[str]]] = collections.defaultdict(lambda: collections.defaultdict(set))
@@ -193,6 +197,7 @@ class Sampler(threading.Thread):
         now = time.time()
         alive = self.scan()
         self.samples += 1
+        self.last = alive
         for job, attempts in alive.items():
             for restart, nodes in attempts.items():
                 rec = self.seen[job].setdefault(restart, [now, now, set()])
@@ -296,8 +301,11 @@ class FaultInjection:
         while not self.stop_faults.wait(rng.uniform(*self.args.fault_gap)):
             kind = rng.choice(("ctl-kill", "ctl-stop", "agent-kill", "agent-stop"))
             long = rng.random() < 0.5
-            length = rng.uniform(1.5 * hb, 3 * hb) if long else rng.uniform(0.5, 0.6 * hb)
-            target = "lingjund" if kind.startswith("ctl") else rng.choice(nodes)
+            length = rng.uniform(1.5 * hb, 4 * hb) if long else rng.uniform(0.5, 0.6 * hb)
+            # An agent whose node runs work of the load, when one does: the light load
+            # packs onto the first nodes, and losing an idle node tests little.
+            busy = sorted({n for att in self.sampler.last.values() for ns in att.values() for n in ns})
+            target = "lingjund" if kind.startswith("ctl") else rng.choice(busy or nodes)
             if kind == "ctl-kill":
                 length = rng.uniform(0, 3)
             f = Fault(kind, target, time.time(), length,
