@@ -19,10 +19,11 @@ one of a node that runs work of the load at that moment, if any.
 
 The load, each unit under its own job name ``fi-<n>``:
 
-- ``gang``: ``sbatch -N2 --requeue``: 3 s of batch-side work, then
-  ``srun -N2`` of a 6 s step whose output goes to a file;
-- ``single``: ``sbatch -N1``, ``--no-requeue`` half of the time: 4 s, then
-  ``srun -N1`` of a 4 s step;
+- ``gang``: ``sbatch -N2 --requeue``: 8 s of batch-side work in the
+  background (output to the job's file, so it outlives its agent) while
+  ``srun -N2`` runs a 6 s step whose output goes to a file;
+- ``single``: ``sbatch -N1``, ``--no-requeue`` half of the time: 6 s of
+  batch-side work beside ``srun -N1`` of a 4 s step;
 - ``srun``: a standalone ``srun -N2`` of a 6 s step;
 - ``salloc``: ``salloc -N2 srun -N2`` of a 5 s step.
 
@@ -109,9 +110,10 @@ echo "end $(date +%s.%N) $kind $id $$" >> @LOG@
 BATCH = r"""#!/bin/sh
 rc0=${SLURM_RESTART_COUNT:-0}
 echo "script-start $(date +%s.%N) $SLURM_JOB_ID $rc0" >> @LOG@
-@W@ batch @BN@
+@W@ batch @BN@ &
 srun -N@NN@ @W@ step @SN@ > @OUT@/$SLURM_JOB_ID.$rc0.step
 rc=$?
+wait
 echo "script-end $(date +%s.%N) $SLURM_JOB_ID $rc0 $rc" >> @LOG@
 exit $rc
 """
@@ -328,7 +330,7 @@ class FaultInjection:
         kind = rng.choices(("gang", "single", "srun", "salloc"), (3, 3, 2, 2))[0]
         common = ["-J", f"fi-{n}", "-t", "5"]
         if kind in ("gang", "single"):
-            nodes, bn, sn = (2, 3, 6) if kind == "gang" else (1, 4, 4)
+            nodes, bn, sn = (2, 8, 6) if kind == "gang" else (1, 6, 4)
             requeue = kind == "gang" or rng.random() < 0.5
             script = self.work / f"job-{n}.sh"
             script.write_text(BATCH.replace("@LOG@", str(self.log)).replace("@W@", str(self.worker))
