@@ -17,21 +17,27 @@ seconds while a seeded loop hurts it, one fault at a time:
 Short is 0.5 s to 0.6 timeouts, long 1.5 to 4 timeouts. The agent hurt is
 one of a node that runs work of the load at that moment, if any.
 
-The load, each unit under its own job name ``fi-<n>``:
+The load, a unit every 3-8 s, each under its own job name ``fi-<n>``:
 
-- ``gang``: ``sbatch -N2 --requeue``: 8 s of batch-side work in the
+- ``gang``: ``sbatch -N2 --requeue``: 30 s of batch-side work in the
   background (output to the job's file, so it outlives its agent) while
-  ``srun -N2`` runs a 6 s step whose output goes to a file;
-- ``single``: ``sbatch -N1``, ``--no-requeue`` half of the time: 6 s of
-  batch-side work beside ``srun -N1`` of a 4 s step;
-- ``srun``: a standalone ``srun -N2`` of a 6 s step;
-- ``salloc``: ``salloc -N2 srun -N2`` of a 5 s step.
+  ``srun -N2`` runs a 24 s step whose output goes to a file;
+- ``single``: ``sbatch -N1``, ``--no-requeue`` half of the time: 20 s of
+  batch-side work beside ``srun -N1`` of a 10 s step;
+- ``srun``: a standalone ``srun -N2`` of a 10 s step;
+- ``salloc``: ``salloc -N2 srun -N2`` of an 8 s step.
+
+Work outlives the heartbeat timeout plus the restart backoff (2 s here), so
+a job requeued off a silent node can start again while its first attempt
+still runs there.
 
 Every unit of work is ``worker.sh KIND N``: it appends ``start`` to a shared
 marker log with the job id, restart count (``SLURM_RESTART_COUNT``), step
 id, rank, node and pid, prints ``out ... i`` for i = 1..N (one a second) and
 appends ``end``; a ``kill`` leaves a start without an end. Batch scripts log
-``script-start`` and ``script-end`` with srun's exit status.
+``script-start`` and ``script-end`` with srun's exit status; a failed srun
+ends the script at once (as under ``set -e``), leaving its batch-side work
+to be ended with the job.
 
 While it runs, every 0.2 s a sampler reads ``/proc`` for live ``worker.sh``
 processes of this run and files them by job id and restart count (from
@@ -113,7 +119,7 @@ echo "script-start $(date +%s.%N) $SLURM_JOB_ID $rc0" >> @LOG@
 @W@ batch @BN@ &
 srun -N@NN@ @W@ step @SN@ > @OUT@/$SLURM_JOB_ID.$rc0.step
 rc=$?
-wait
+[ "$rc" -eq 0 ] && wait
 echo "script-end $(date +%s.%N) $SLURM_JOB_ID $rc0 $rc" >> @LOG@
 exit $rc
 """
@@ -222,7 +228,8 @@ class FaultInjection:
     def __init__(self, args, root: Path):
         self.args = args
         self.root = root
-        self.c = Cluster(root, nodes=args.nodes, cpus=2, heartbeat_timeout=args.heartbeat_timeout)
+        self.c = Cluster(root, nodes=args.nodes, cpus=2, heartbeat_timeout=args.heartbeat_timeout,
+                         up_args=("--restart-backoff", str(args.restart_backoff)))
         self.work = self.c.work
         self.log = self.work / "marks.log"
         self.outdir = self.work / "out"
@@ -330,7 +337,7 @@ class FaultInjection:
         kind = rng.choices(("gang", "single", "srun", "salloc"), (3, 3, 2, 2))[0]
         common = ["-J", f"fi-{n}", "-t", "5"]
         if kind in ("gang", "single"):
-            nodes, bn, sn = (2, 8, 6) if kind == "gang" else (1, 6, 4)
+            nodes, bn, sn = (2, 30, 24) if kind == "gang" else (1, 20, 10)
             requeue = kind == "gang" or rng.random() < 0.5
             script = self.work / f"job-{n}.sh"
             script.write_text(BATCH.replace("@LOG@", str(self.log)).replace("@W@", str(self.worker))
@@ -341,8 +348,8 @@ class FaultInjection:
                     "-o", str(self.outdir / f"slurm-{n}.out"), str(script)]
             return Unit(n, kind, nodes, sn, argv, requeue)
         if kind == "srun":
-            return Unit(n, kind, 2, 6, ["srun", *common, "-N2", str(self.worker), "step", "6"], False)
-        return Unit(n, kind, 2, 5, ["salloc", *common, "-N2", "srun", "-N2", str(self.worker), "step", "5"],
+            return Unit(n, kind, 2, 10, ["srun", *common, "-N2", str(self.worker), "step", "10"], False)
+        return Unit(n, kind, 2, 8, ["salloc", *common, "-N2", "srun", "-N2", str(self.worker), "step", "8"],
                     False)
 
     def client(self, u: Unit) -> None:
@@ -615,7 +622,7 @@ class FaultInjection:
         states = collections.Counter(j["state"] for j in jobs.values())
         return {
             "duration_s": round(self.loaded_s, 1), "nodes": self.args.nodes, "seed": self.args.seed,
-            "heartbeat_timeout_s": self.args.heartbeat_timeout,
+            "heartbeat_timeout_s": self.args.heartbeat_timeout, "restart_backoff_s": self.args.restart_backoff,
             "unit_counts": collections.Counter(u.kind for u in self.units),
             "units": [{"name": u.name, "kind": u.kind, "job": u.job_id, "requeue": u.requeue, "rc": u.rc,
                        "state": jobs.get(u.name, {}).get("state"), "submitted": round(u.submitted - self.t0, 1),
@@ -642,7 +649,8 @@ def print_report(r: dict, out=sys.stdout) -> bool:
         print(f"  {name:<46} {value!s:>8}  {goal}", file=out)
 
     print(f"\nfault injection: {r['duration_s']} s under load, {r['nodes']} nodes, seed {r['seed']}, "
-          f"heartbeat timeout {r['heartbeat_timeout_s']} s, {r['samples']} samples", file=out)
+          f"heartbeat timeout {r['heartbeat_timeout_s']} s, restart backoff {r['restart_backoff_s']} s, "
+          f"{r['samples']} samples", file=out)
     print("faults injected:", file=out)
     for k, v in sorted(r["faults"].items()):
         row(k, v)
@@ -688,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="seeds the fault schedule (and, +1, the load)")
     ap.add_argument("--state-dir", help="run in this folder and keep it (default: a temporary one, removed)")
     ap.add_argument("--heartbeat-timeout", type=float, default=5.0)
+    ap.add_argument("--restart-backoff", type=float, default=2.0, help="seconds before a requeued job restarts")
     ap.add_argument("--drain", type=float, default=180, help="at most this long for the load to finish")
     ap.add_argument("--end-grace", type=float, default=1.0,
                     help="a process alive this long after its job's End (plus End's rounding) overlaps")
@@ -698,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.duration, args.drain = 30, 60
     args.fault_gap = (3.0, 10.0)
-    args.load_gap = (2.0, 6.0)
+    args.load_gap = (3.0, 8.0)
     root = Path(args.state_dir).absolute() if args.state_dir else Path(tempfile.mkdtemp(prefix="lingjun-fi-"))
     root.mkdir(parents=True, exist_ok=True)
     def interrupted(signum, frame):
