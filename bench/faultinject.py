@@ -713,6 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     def interrupted(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)      # also when started in the background (SIGINT ignored)
     fi = FaultInjection(args, root)
     report = None
     try:
