@@ -43,7 +43,9 @@ def probe_commands(cl: SimCluster, stop: threading.Event, every: float, max_runs
                    ping_rpc: list[float]) -> list[report.CommandTimes]:
     cmds = {"squeue": ["squeue", "-h"], "scontrol_ping": ["scontrol", "ping"],
             "sbatch": ["sbatch", "--parsable", "-J", "probe", "-o", "/dev/null", "-t", "2",
-                       "--wrap", "# lingjun-sim: run=1\nsleep 1"]}
+                       "--wrap", "# lingjun-sim: run=1\nsleep 1"],
+            # the floor under the others: Python and the command's imports, no controller
+            "sbatch_version": ["sbatch", "--version"]}
     times = {k: report.CommandTimes(k) for k in cmds}
     api = cl.api()
     runs = 0
@@ -115,12 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     subs = {}
     down: list[str] = []
     t_work = 0.0
+    active = 0
+    registered_at_end = 0
     log_lines: list[str] = []
     try:
+        registered_at_start = args.nodes
         try:
-            cl.start()
+            cl.start(keep_partial=True)
         except TimeoutError as e:
-            print(f"simulate: {e}", flush=True)
+            print(f"simulate: {e}; going on with those", flush=True)
+            registered_at_start = cl.fleet.registered()
         print(f"registered: {cl.register_s:.1f} s", flush=True)
         ctl.phase = "idle"
         time.sleep(args.idle)
@@ -136,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         subs = replay.run()
         api = cl.api()
         ids = job_ids(subs)
-        while time.monotonic() - t0 < args.duration and ids:
+        while ids:
             live = [j for j in api.call("GetJobs", api_pb2.GetJobsRequest(), timeout=60).jobs
                     if j.name != "probe"]
-            if not live:
+            active = len(live)
+            if not live or time.monotonic() - t0 >= args.duration:
                 break
             time.sleep(2)
         t_work = time.monotonic() - t0
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         prober.join(120)
         commands = box.get("c", [])
         ctl.phase = "end"
+        registered_at_end = cl.fleet.registered()
         log_lines = ctl.log_lines()     # what follows is our own shutdown
         try:
             down = [n.name for n in api.call("GetNodes", api_pb2.GetNodesRequest(), timeout=60).nodes
@@ -165,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         down_at_end=down, load=load, ping_rpc_s=ping_rpc)
     figs = report.figures(data)
     figs["workload_phase_s"] = round(t_work, 1)
+    figs["jobs_active_at_end"] = active
+    figs["registered_by_timeout"] = registered_at_start
+    figs["registered_at_end"] = registered_at_end
     sys.stdout.write(report.text(figs))
     if args.json:
         Path(args.json).write_text(json.dumps(figs, indent=2))

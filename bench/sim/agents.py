@@ -107,6 +107,7 @@ class FleetStats:
     terminates: int = 0
     prologs: int = 0
     messages: collections.Counter = field(default_factory=collections.Counter)
+    failures: collections.Counter = field(default_factory=collections.Counter)   # why connects failed
     first_registered: dict[str, float] = field(default_factory=dict)   # node -> wall time
     launched_at: dict[int, float] = field(default_factory=dict)        # job -> first launch
     launch_host: dict[int, str] = field(default_factory=dict)
@@ -115,7 +116,8 @@ class FleetStats:
 
     def summary(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
-                if isinstance(v, int)} | {"messages": dict(self.messages)}
+                if isinstance(v, int)} | {"messages": dict(self.messages),
+                                           "failures": dict(self.failures)}
 
 
 class SimJob:
@@ -131,7 +133,7 @@ class SimJob:
 class SimNode:
     """One simulated agent: its stream, its jobs, its unacknowledged results."""
     __slots__ = ("fleet", "name", "index", "call", "registered", "silent", "jobs", "unacked",
-                 "seq", "outq", "writer", "task", "started_at", "stop_asked")
+                 "seq", "outq", "writer", "task", "started_at", "stop_asked", "stage")
 
     def __init__(self, fleet: "Fleet", name: str, index: int):
         self.fleet = fleet
@@ -148,6 +150,7 @@ class SimNode:
         self.task: asyncio.Task | None = None
         self.started_at = int(time.time())
         self.stop_asked = False
+        self.stage = ""             # how far the current session got (for failure counts)
 
     # -- the stream -------------------------------------------------------------
     async def run(self) -> None:
@@ -161,11 +164,14 @@ class SimNode:
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as e:
+                why = f"{e.code().name} {e.details()} at {self.stage}"[:80]
                 if not self.registered:
                     fl.stats.failed_connects += 1
-                log.debug("node=%s stream: %s %s", self.name, e.code().name, e.details())
+                    fl.stats.failures[why] += 1
+                log.debug("node=%s stream: %s", self.name, why)
             except Exception as e:      # noqa: BLE001 - a simulated agent keeps trying
                 fl.stats.failed_connects += 1
+                fl.stats.failures[f"{type(e).__name__} {e} at {self.stage}"[:80]] += 1
                 log.debug("node=%s session failed: %s", self.name, e)
             if self.registered and not (self.stop_asked or self.silent or fl.stopping):
                 fl.stats.disconnects += 1
@@ -184,7 +190,10 @@ class SimNode:
         call = fl.stub_for(self.index).Connect()
         self.call = call
         fl.stats.connects += 1
+        self.stage = "handshake"
         await prove(call, fl.key, self.name)
+        self.stage = "register"
+
         shape = fl.shape
         await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(
             node_name=self.name,
@@ -196,6 +205,7 @@ class SimNode:
                 gpu_type=shape.gpu_type),
             running_job_ids=sorted(self.jobs), unacked=list(self.unacked.values()),
             agent_start_time=self.started_at, version=VERSION)))
+        self.stage = "register reply"
         first = await call.read()
         if first is grpc.aio.EOF or first.WhichOneof("msg") != "register_reply":
             raise ConnectionError("controller closed the stream before replying")
@@ -209,6 +219,7 @@ class SimNode:
             self._drop(jid)                     # the real agent kills what is not expected
         fl.heartbeat_s = reply.heartbeat_interval_s or fl.heartbeat_s
         self.registered = True
+        self.stage = "registered"
         fl.stats.registrations += 1
         fl.stats.first_registered.setdefault(self.name, time.time())
         while True:

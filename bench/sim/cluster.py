@@ -35,7 +35,10 @@ class SimCluster:
         self.register_s = float("nan")
         self.final_stats = None
 
-    def start(self) -> "SimCluster":
+    def start(self, keep_partial: bool = False) -> "SimCluster":
+        """Start and wait for every node to register. Past ``register_timeout``:
+        TimeoutError, after stopping everything unless ``keep_partial`` (a
+        benchmark then goes on with the nodes that did register)."""
         self.controller.start()
         try:
             self.fleet = FleetProcesses(
@@ -45,6 +48,10 @@ class SimCluster:
                                 gpus=self.shape.gpus),
                 per_channel=self.per_channel, connect_rate=self.connect_rate)
             self.register_s = self.fleet.wait_registered(self.shape.nodes, self.register_timeout)
+        except TimeoutError:
+            if not keep_partial:
+                self.stop()
+            raise
         except BaseException:
             self.stop()
             raise

@@ -47,7 +47,8 @@ class ClusterShape:
     kill_wait_s: float = 2.0
     restart_backoff_s: float = 10.0
     max_array_size: int = 10001
-    extra: str = ""                         # more TOML, appended
+    controller: tuple[tuple[str, str], ...] = ()     # more [controller] keys: (key, TOML value)
+    extra: str = ""                         # more TOML tables, appended
 
 
 def config_text(shape: ClusterShape, port: int, root: Path) -> str:
@@ -65,7 +66,7 @@ heartbeat_timeout_s = {shape.heartbeat_timeout_s:g}
 kill_wait_s = {shape.kill_wait_s:g}
 scheduler_interval_s = {shape.scheduler_interval_s:g}
 max_array_size = {shape.max_array_size}
-
+{"".join(f"{k} = {v}" + chr(10) for k, v in shape.controller)}
 [[nodes]]
 names = "node[1-{shape.nodes}]"
 cpus = {shape.cpus}

@@ -48,6 +48,7 @@ def stats_from_json(d: dict) -> FleetStats:
         if isinstance(v, int) and hasattr(s, k):
             setattr(s, k, v)
     s.messages.update(d.get("messages", {}))
+    s.failures.update(d.get("failures", {}))
     s.first_registered = dict(d.get("first_registered", {}))
     s.launched_at = {int(k): v for k, v in d.get("launched_at", {}).items()}
     s.launch_host = {int(k): v for k, v in d.get("launch_host", {}).items()}
@@ -214,6 +215,7 @@ def merge(parts: list[FleetStats]) -> FleetStats:
             if isinstance(v, int):
                 setattr(out, k, getattr(out, k) + v)
         out.messages.update(s.messages)
+        out.failures.update(s.failures)
         out.first_registered.update(s.first_registered)
         out.launched_at.update({j: t for j, t in s.launched_at.items()
                                 if j not in out.launched_at or t < out.launched_at[j]})

@@ -7,6 +7,7 @@ DOWN nodes) and psutil samples of the controller process.
 """
 from __future__ import annotations
 
+import collections
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ def figures(d: RunData) -> dict:
         "rss_mb_max": max((s.rss_mb for s in d.samples), default=float("nan")),
         "jobs_submitted": len(acked),
         "submit_errors": sum(1 for s in d.subs.values() if s.error and not s.job_id),
+        "submit_error_kinds": dict(collections.Counter(
+            s.error[:60] for s in d.subs.values() if s.error and not s.job_id).most_common(3)),
         "submit_latency_p50_s": pct(sub_lat, 50), "submit_latency_p99_s": pct(sub_lat, 99),
         "launches": len(d.fleet.launched_at), "batch_finished": d.fleet.finished,
         "jobs_started_per_s": round(len(launch_times) / window, 2) if window > 0 else float("nan"),
@@ -97,6 +100,7 @@ def figures(d: RunData) -> dict:
         "stream_closed_controller_log": len(closed),
         "streams_closed_for_silence": len(silent),
         "failed_connects": d.fleet.failed_connects,
+        "failed_connect_kinds": dict(d.fleet.failures.most_common(3)),
         "nodes_falsely_down": len({n for n in downs if n not in d.silenced}),
         "nodes_down_at_end": len([n for n in d.down_at_end if n not in d.silenced]),
     }
