@@ -47,6 +47,7 @@ class SimCluster:
                 shape=NodeShape(cpus=self.shape.cpus, memory_mb=self.shape.memory_mb,
                                 gpus=self.shape.gpus),
                 per_channel=self.per_channel, connect_rate=self.connect_rate)
+            self.controller.watch_agents(self.fleet.pids)
             self.register_s = self.fleet.wait_registered(self.shape.nodes, self.register_timeout)
         except TimeoutError:
             if not keep_partial:

@@ -93,6 +93,7 @@ class Sample:
     cpu_pct: float
     rss_mb: float
     phase: str
+    agents_cpu_pct: float = 0.0         # the simulated agents' processes, summed
 
 
 class SimController:
@@ -118,6 +119,14 @@ class SimController:
         self.phase = "start"
         self._sampler: threading.Thread | None = None
         self._stop_sampling = threading.Event()
+        self.agent_procs: list[psutil.Process] = []
+
+    def watch_agents(self, pids: list[int]) -> None:
+        """Sample these processes' CPU too (the simulated agents: the simulator's own cost)."""
+        procs = [psutil.Process(p) for p in pids]
+        for p in procs:
+            p.cpu_percent(None)
+        self.agent_procs = procs
 
     @property
     def names(self) -> list[str]:
@@ -174,8 +183,14 @@ class SimController:
         try:
             ps.cpu_percent(None)
             while not self._stop_sampling.wait(1.0):
+                agents = 0.0
+                for p in self.agent_procs:
+                    try:
+                        agents += p.cpu_percent(None)
+                    except psutil.Error:
+                        pass
                 self.samples.append(Sample(time.time(), ps.cpu_percent(None),
-                                           ps.memory_info().rss / 2**20, self.phase))
+                                           ps.memory_info().rss / 2**20, self.phase, agents))
         except psutil.Error:
             pass
 

@@ -82,6 +82,8 @@ def figures(d: RunData) -> dict:
         "idle_cpu_pct_max": max((s.cpu_pct for s in idle), default=float("nan")),
         "workload_cpu_pct_mean": _mean([s.cpu_pct for s in busy]),
         "rss_mb_max": max((s.rss_mb for s in d.samples), default=float("nan")),
+        "agents_cpu_pct_idle": _mean([s.agents_cpu_pct for s in idle]),
+        "agents_cpu_pct_workload": _mean([s.agents_cpu_pct for s in busy]),
         "jobs_submitted": len(acked),
         "submit_errors": sum(1 for s in d.subs.values() if s.error and not s.job_id),
         "submit_error_kinds": dict(collections.Counter(
