@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--probe-every", type=float, default=10.0)
     p.add_argument("--agent-procs", type=int, default=1)
-    p.add_argument("--per-channel", type=int, default=500, help="agent streams per gRPC channel")
+    p.add_argument("--per-channel", type=int, default=1,
+                   help="agent streams per gRPC channel (1: a connection each, as real agents)")
     p.add_argument("--connect-rate", type=float, default=0.0, help="new agent streams per s at start (0: all at once)")
     p.add_argument("--heartbeat-interval", type=float, default=2.0)
     p.add_argument("--heartbeat-timeout", type=float, default=30.0)

@@ -24,8 +24,11 @@ Cheap per node: a node is a small object with a stream and a dict of its
 jobs; heartbeats come from one ticker task that walks the nodes in slices
 over the interval (so 10,000 nodes do not wake 10,000 sleeping tasks);
 writes go through a per-node deque drained by a task that exists only while
-something is queued. Streams are spread over a few channels (one TCP
-connection each, ``per_channel`` streams on one).
+something is queued. Each node has its own channel (one TCP connection, as
+a real agent) unless ``per_channel`` > 1 puts that many streams on one:
+cheaper, but a burst of thousands of new streams on few connections gets
+some of them CANCELLED at the handshake by the transport (seen against a
+stand-in controller too, ``stub.py``), and the agents then retry.
 
 Faults on purpose: ``silence(node)`` makes a node stop heartbeating and
 answering, and keeps it from reconnecting once the controller ends its
@@ -338,7 +341,7 @@ class Fleet:
     """K simulated nodes on one event loop."""
 
     def __init__(self, address: str, key: auth.ClusterKey, names: list[str], *,
-                 shape: NodeShape = NodeShape(), per_channel: int = 500,
+                 shape: NodeShape = NodeShape(), per_channel: int = 1,
                  reconnect: tuple[float, float] = (0.2, 5.0), connect_rate: float = 0.0):
         self.address = address
         self.key = key

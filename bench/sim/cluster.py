@@ -22,7 +22,7 @@ from bench.sim.fleet import FleetProcesses
 
 class SimCluster:
     def __init__(self, root: Path, shape: ClusterShape, *, agent_procs: int = 1,
-                 per_channel: int = 500, connect_rate: float = 0.0, probe: bool = True,
+                 per_channel: int = 1, connect_rate: float = 0.0, probe: bool = True,
                  register_timeout: float = 120.0):
         self.root = Path(root)
         self.shape = shape

@@ -108,7 +108,7 @@ def main() -> None:
     p.add_argument("--cpus", type=int, default=64)
     p.add_argument("--memory-mb", type=int, default=512_000)
     p.add_argument("--gpus", type=int, default=8)
-    p.add_argument("--per-channel", type=int, default=500)
+    p.add_argument("--per-channel", type=int, default=1)
     p.add_argument("--connect-rate", type=float, default=0.0)
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
@@ -122,7 +122,7 @@ class FleetProcesses:
     """Simulated nodes ``names`` in ``procs`` child processes (stopped by ``stop``)."""
 
     def __init__(self, address: str, key_file: str, names: list[str], workdir: Path, *,
-                 procs: int = 1, shape: NodeShape = NodeShape(), per_channel: int = 500,
+                 procs: int = 1, shape: NodeShape = NodeShape(), per_channel: int = 1,
                  connect_rate: float = 0.0):
         self.names = names
         self.procs = max(1, min(procs, len(names)))

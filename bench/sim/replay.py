@@ -67,7 +67,7 @@ class Replay:
 
     def run(self) -> dict[str, Submission]:
         t0 = time.monotonic()
-        end = t0 + self.deadline_s
+        end = self._end = t0 + self.deadline_s
         canceller = threading.Thread(target=self._cancel_loop, args=(end,), daemon=True)
         canceller.start()
         with ThreadPoolExecutor(self.clients, thread_name_prefix="sim-submit") as pool:
@@ -91,6 +91,8 @@ class Replay:
     def _submit(self, job: TraceJob) -> None:
         sub = self.subs[job.name]
         try:
+            if time.monotonic() > self._end:      # queued behind slow submissions
+                raise RuntimeError("not sent: past the deadline")
             ids = {}
             for parent in job.after:
                 if not self.subs[parent].job_id:

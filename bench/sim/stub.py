@@ -64,7 +64,7 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=10_000)
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--agent-procs", type=int, default=1)
-    p.add_argument("--per-channel", type=int, default=500)
+    p.add_argument("--per-channel", type=int, default=1)
     p.add_argument("--heartbeat-interval", type=float, default=5.0)
     p.add_argument("--serve", type=int, help=argparse.SUPPRESS)      # the child: serve on this port
     p.add_argument("--key-file", help=argparse.SUPPRESS)
