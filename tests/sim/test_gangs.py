@@ -5,9 +5,16 @@ per node (8, 32 and 64 nodes) and one-GPU jobs are submitted at once,
 more than fit; while they run, each sample of the running jobs must show
 every job on all its nodes and no node holding more GPUs than it has; at
 the end the accounting records (sacct's) must say the same of every run.
+
+200 nodes run in the suite. 1,000 nodes (the issue's figure) do not fit in
+a minute today: with the controller of this writing, 1,000 simulated
+agents do not even finish registering within two minutes on this 2-core
+machine (bench/README.md, "Simulated cluster"). That case runs when
+``LINGJUN_SIM_BIG=1``; turn it on by default once registration is fast.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -20,12 +27,13 @@ from lingjun import slurm
 from lingjun.v1 import api_pb2
 from tests.sim import checks
 
-NODES = 200
+BIG = pytest.mark.skipif(not os.environ.get("LINGJUN_SIM_BIG"),
+                         reason="1,000 simulated nodes take minutes today; LINGJUN_SIM_BIG=1 runs it")
 
 
-def gang_trace() -> list[workload.TraceJob]:
+def gang_trace(scale: int) -> list[workload.TraceJob]:
     jobs = []
-    sizes = [64, 32, 8, 8, 64, 8, 32, 8, 8, 64, 32, 8, 8, 8, 64, 32, 8, 8]
+    sizes = [s * scale for s in (64, 32, 8, 8, 64, 8, 32, 8, 8, 64, 32, 8, 8, 8, 64, 32, 8, 8)]
     for i, size in enumerate(sizes, 1):
         jobs.append(workload.TraceJob(name=f"gang{i}", nodes=size, gpus=8, run=2 + i % 3))
     for i in range(1, 31):
@@ -33,11 +41,17 @@ def gang_trace() -> list[workload.TraceJob]:
     return jobs
 
 
-@pytest.mark.timeout(120)
-def test_gangs_start_whole_and_no_node_is_double_booked(tmp_path):
-    trace = gang_trace()
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nodes, scale", [
+    pytest.param(200, 1, id="200 nodes, gangs of 8 to 64"),
+    pytest.param(1000, 4, id="1000 nodes, gangs of 32 to 256", marks=BIG),
+])
+def test_gangs_start_whole_and_no_node_is_double_booked(tmp_path, nodes, scale):
+    trace = gang_trace(scale)
     want = {}
-    with SimCluster(tmp_path, ClusterShape(nodes=NODES, heartbeat_interval_s=2.0)) as cl:
+    shape = ClusterShape(nodes=nodes, heartbeat_interval_s=2.0 if nodes <= 200 else 5.0)
+    with SimCluster(tmp_path, shape, per_channel=1 if nodes <= 200 else 100,
+                    register_timeout=60 if nodes <= 200 else 400) as cl:
         api = cl.api()
         subs = Replay(cl.api, trace, clients=4, workdir=tmp_path, deadline_s=30).run()
         for job in trace:
@@ -45,7 +59,7 @@ def test_gangs_start_whole_and_no_node_is_double_booked(tmp_path):
             want[subs[job.name].job_id] = job.nodes
         ids = job_ids(subs)
         samples, seen_running = 0, set()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60 * scale
         while time.monotonic() < deadline:
             running = api.call("GetJobs", api_pb2.GetJobsRequest(states=[slurm.RUNNING])).jobs
             samples += 1
