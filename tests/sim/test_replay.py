@@ -17,7 +17,8 @@ import pytest
 from bench.sim import workload
 from bench.sim.cluster import SimCluster
 from bench.sim.controller import ClusterShape
-from bench.sim.replay import Replay, job_ids, outcomes, wait_finished
+from bench.sim.replay import Replay, accounting, job_ids, outcomes, wait_finished
+from lingjun import slurm
 
 HERE = Path(__file__).parent / "scenarios"
 SHAPE = ClusterShape(nodes=16, heartbeat_interval_s=1.0, scheduler_interval_s=0.5,
@@ -37,7 +38,11 @@ def replay(root: Path, trace: list[workload.TraceJob]) -> dict[str, str]:
     with SimCluster(root, SHAPE) as cl:
         api = cl.api()
         subs = Replay(cl.api, trace, workdir=root, deadline_s=30).run()
-        assert wait_finished(api, job_ids(subs), timeout=60), "jobs still active after 60 s"
+        if not wait_finished(api, job_ids(subs), timeout=60):
+            active = [f"{j.job_id} {j.name} {j.state} {j.reason} on {j.nodes!r}"
+                      for j in accounting(api, job_ids(subs))
+                      if j.state not in slurm.FINISHED_STATES]
+            raise AssertionError(f"jobs still active after 60 s (logs in {root}): {active}")
         return outcomes(api, subs)
 
 
