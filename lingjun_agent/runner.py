@@ -82,6 +82,33 @@ class ControllerUnproven(Exception):
     """The controller did not prove it holds the cluster key: not ours to obey."""
 
 
+async def prove(call, key: auth.ClusterKey, node: str) -> None:
+    """The mutual handshake (lingjun/auth.py) on a fresh Connect stream:
+    challenge the controller, check its answer, then answer its challenge.
+    Raises ControllerUnproven, having sent nothing but the hello, when the
+    controller's answer is wrong. A plain function, so that the simulated
+    agents of bench/sim speak exactly this handshake."""
+    hello = auth.new_nonce()
+    await call.write(agent_pb2.AgentMessage(auth_hello=agent_pb2.AuthHello(
+        node_name=node, nonce=hello)))
+    first = await call.read()
+    if first is grpc.aio.EOF or first.WhichOneof("msg") != "auth_challenge":
+        raise ConnectionError("controller did not answer with a challenge")
+    challenge = first.auth_challenge
+    try:
+        auth.verify_controller_proof(key, hello, challenge.nonce, node, challenge.controller_mac)
+    except auth.AuthError as e:
+        # Hang up politely (half-close), so the controller can log why.
+        with contextlib.suppress(Exception):
+            await call.done_writing()
+            await asyncio.wait_for(call.code(), timeout=1.0)
+        raise ControllerUnproven(str(e)) from None
+    now_ms = int(time.time() * 1000)
+    await call.write(agent_pb2.AgentMessage(auth_proof=agent_pb2.AuthProof(
+        node_name=node, nonce=challenge.nonce, time_ms=now_ms,
+        mac=auth.proof_mac(key, challenge.nonce, node, now_ms))))
+
+
 class Agent:
     def __init__(self, node: str, controller: str, state_dir: str, *, cpus: int = 0,
                  memory_mb: int = 0, gpus: int = 0, reconnect_min_s: float = 0.2,
@@ -212,30 +239,7 @@ class Agent:
         return grpc.aio.insecure_channel(self.controller, options=options)
 
     async def _prove(self, call) -> None:
-        """The mutual handshake (lingjun/auth.py): challenge the controller, check
-        its answer, then answer its challenge. Raises ControllerUnproven, having
-        sent nothing but the hello, when the controller's answer is wrong."""
-        hello = auth.new_nonce()
-        await call.write(agent_pb2.AgentMessage(auth_hello=agent_pb2.AuthHello(
-            node_name=self.node, nonce=hello)))
-        first = await call.read()
-        if first is grpc.aio.EOF or first.WhichOneof("msg") != "auth_challenge":
-            raise ConnectionError("controller did not answer with a challenge")
-        challenge = first.auth_challenge
-        try:
-            auth.verify_controller_proof(self.key, hello, challenge.nonce, self.node,
-                                         challenge.controller_mac)
-        except auth.AuthError as e:
-            # Hang up politely (half-close), so the controller can log why.
-            with contextlib.suppress(Exception):
-                await call.done_writing()
-                await asyncio.wait_for(call.code(), timeout=1.0)
-            raise ControllerUnproven(str(e)) from None
-        nonce = challenge.nonce
-        now_ms = int(time.time() * 1000)
-        await call.write(agent_pb2.AgentMessage(auth_proof=agent_pb2.AuthProof(
-            node_name=self.node, nonce=nonce, time_ms=now_ms,
-            mac=auth.proof_mac(self.key, nonce, self.node, now_ms))))
+        await prove(call, self.key, self.node)
 
     async def _session(self) -> None:
         async with self._channel() as ch:

@@ -4,7 +4,7 @@ Each simulated node opens one AgentService.Connect stream to a real
 ``lingjund`` and does what ``lingjun_agent/runner.py`` does on the wire,
 without processes behind it:
 
-    connect ◄── AuthChallenge                  (proved with lingjun/auth.py)
+    connect ──► AuthHello, ◄── AuthChallenge    (lingjun_agent.runner.prove)
             ──► AuthProof, Register(inventory, running jobs, unacked results)
             ◄── RegisterReply(heartbeat interval, expected jobs, acked results)
             ──► Heartbeat every interval (one ticker for all nodes)
@@ -50,6 +50,7 @@ import grpc
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
+from lingjun_agent import runner
 
 log = logging.getLogger("lingjun.sim.agents")
 
@@ -77,15 +78,9 @@ def run_spec(script: str) -> tuple[float, int]:
 
 
 async def prove(call, key: auth.ClusterKey, node: str) -> None:
-    """Answer the controller's challenge as the real agent does (runner.Agent._prove),
-    with lingjun/auth.py's functions, so a change of the handshake there reaches here."""
-    first = await call.read()
-    if first is grpc.aio.EOF or first.WhichOneof("msg") != "auth_challenge":
-        raise ConnectionError("controller did not open with a challenge")
-    nonce = first.auth_challenge.nonce
-    now_ms = int(time.time() * 1000)
-    await call.write(agent_pb2.AgentMessage(auth_proof=agent_pb2.AuthProof(
-        node_name=node, nonce=nonce, time_ms=now_ms, mac=auth.proof_mac(key, nonce, node, now_ms))))
+    """The real agent's handshake (lingjun_agent.runner.prove, mutual: the
+    controller proves the cluster key too), so a change there reaches here."""
+    await runner.prove(call, key, node)
 
 
 @dataclass(frozen=True)

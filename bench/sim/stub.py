@@ -37,9 +37,12 @@ class StubAgentService(agent_pb2_grpc.AgentServiceServicer):
         self.nonces = auth.NonceBook()
 
     async def Connect(self, request_iterator, context):
-        nonce = self.nonces.issue()
-        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(nonce=nonce))
         it = request_iterator.__aiter__()
+        hello = (await it.__anext__()).auth_hello      # the agent speaks first
+        nonce = self.nonces.issue()
+        yield agent_pb2.ControllerMessage(auth_challenge=agent_pb2.AuthChallenge(
+            nonce=nonce, controller_mac=auth.controller_proof_mac(
+                self.key, hello.nonce, nonce, hello.node_name)))
         proof = (await it.__anext__()).auth_proof
         auth.verify_proof(self.key, nonce, self.nonces, proof.node_name, proof.nonce,
                           proof.time_ms, proof.mac, 30.0)

@@ -6,15 +6,14 @@ more than fit; while they run, each sample of the running jobs must show
 every job on all its nodes and no node holding more GPUs than it has; at
 the end the accounting records (sacct's) must say the same of every run.
 
-200 nodes run in the suite. 1,000 nodes (the issue's figure) run when
-``LINGJUN_SIM_BIG=1``: with the controller of this writing they passed in
-44 s on a quiet machine but took 244 s under the load of other engineers'
-tests (registering 1,000 agents alone took 1-3 minutes then; bench/README.md,
-"Simulated cluster"). Turn it on by default once registration is fast.
+200 nodes run in the suite. 1,000 nodes (scale 4: gangs of 32 to 256)
+passed in 44 s on a quiet machine but took 244 s under load with the
+controller of this writing (registering 1,000 agents alone takes 1-3
+minutes; bench/README.md, "Simulated cluster"), too long for the suite:
+add that case here once registration is fast.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -26,11 +25,6 @@ from bench.sim.replay import Replay, accounting, job_ids, outcomes
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from tests.sim import checks
-
-BIG = pytest.mark.skipif(not os.environ.get("LINGJUN_SIM_BIG"),
-                         reason="1,000 simulated nodes take minutes on a loaded machine today; "
-                                "LINGJUN_SIM_BIG=1 runs it")
-
 
 def gang_trace(scale: int) -> list[workload.TraceJob]:
     jobs = []
@@ -45,7 +39,6 @@ def gang_trace(scale: int) -> list[workload.TraceJob]:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("nodes, scale", [
     pytest.param(200, 1, id="200 nodes, gangs of 8 to 64"),
-    pytest.param(1000, 4, id="1000 nodes, gangs of 32 to 256", marks=BIG),
 ])
 def test_gangs_start_whole_and_no_node_is_double_booked(tmp_path, nodes, scale):
     trace = gang_trace(scale)
