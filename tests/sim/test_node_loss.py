@@ -23,7 +23,10 @@ from lingjun import slurm
 from lingjun.v1 import api_pb2
 from tests.sim import checks
 
-SHAPE = ClusterShape(nodes=12, heartbeat_interval_s=0.5, heartbeat_timeout_s=2.0,
+# A node is DOWN one heartbeat timeout after its last heartbeat: 4 s, not
+# less, so that a loaded 2-core machine (the suite runs three files at once)
+# does not make a healthy node miss it and be taken for the silent one.
+SHAPE = ClusterShape(nodes=12, heartbeat_interval_s=0.5, heartbeat_timeout_s=4.0,
                      restart_backoff_s=1.0, scheduler_interval_s=0.5)
 
 
