@@ -378,8 +378,11 @@ class Fleet:
         nodes = list(self.nodes.values())
         slices = 20
         while not self.stopping:
-            step = self.heartbeat_s / slices
             for s in range(slices):
+                # Read per slice: the interval the controller names at
+                # registration takes effect at once, not after a round at
+                # the default (which alone could outlast a short timeout).
+                step = self.heartbeat_s / slices
                 t0 = time.monotonic()
                 for node in nodes[s::slices]:
                     node.heartbeat()
