@@ -392,19 +392,27 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | Non
         os.close(pidfd)
 
 
-def main(argv: list[str]) -> int:
-    job_dir = Path(argv[1])
+def begin_supervisor(argv: list[str]) -> tuple[Path, _Handshake]:
+    """What every supervisor (this one, and taskd's for steps) does first:
+    record itself in its directory (``argv[1]``), ignore SIGPIPE (a vanished
+    agent; its children get it back through Popen's restore_signals; nothing
+    else is ignored, as dispositions survive exec), and become a child
+    subreaper so its children's orphans stay below it."""
+    where = Path(argv[1])
     handshake = _Handshake(int(argv[2]) if len(argv) > 2 else None)
-    # SIGPIPE ignored here (a vanished agent); the script gets it back through
-    # Popen's restore_signals. Nothing else is ignored: dispositions survive exec.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    write_json_atomic(job_dir / STEPD, {"pid": os.getpid(),
-                                        "start_ticks": start_ticks(os.getpid())})
+    write_json_atomic(where / STEPD, {"pid": os.getpid(),
+                                      "start_ticks": start_ticks(os.getpid())})
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    return where, handshake
+
+
+def main(argv: list[str]) -> int:
+    job_dir, handshake = begin_supervisor(argv)
     try:
         result = supervise(job_dir, handshake)
     except Exception as e:  # a supervisor bug must still leave a result behind

@@ -53,7 +53,6 @@ step and the rest of the job's cgroup here, as the batch supervisor does.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
@@ -66,11 +65,10 @@ from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease, usage, userfs
 from lingjun_agent.launcher.stepd import (
+    begin_supervisor,
     MARK_VAR,
-    PR_SET_CHILD_SUBREAPER,
     RESULT,
     SPEC,
-    STEPD,
     _Handshake,
     _stderr_line,
     _UserFs,
@@ -342,16 +340,7 @@ def _wait(step: _Step) -> None:
 
 
 def main(argv: list[str]) -> int:
-    step_dir = Path(argv[1])
-    handshake = _Handshake(int(argv[2]) if len(argv) > 2 else None)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    write_json_atomic(step_dir / STEPD, {"pid": os.getpid(),
-                                         "start_ticks": start_ticks(os.getpid())})
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    step_dir, handshake = begin_supervisor(argv)
     spec = json.loads((step_dir / SPEC).read_text())
     step = _Step(step_dir, spec)
     signal.signal(signal.SIGTERM, step.kill_all)

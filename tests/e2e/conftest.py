@@ -26,6 +26,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for(what, check, timeout: float):
+    """check()'s first truthy answer within timeout seconds, or an AssertionError
+    naming what was awaited and the last answer."""
+    deadline = time.time() + timeout
+    got = None
+    while time.time() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s (last: {got!r})")
+
+
 class Cluster:
     def __init__(self, root: Path, nodes: int = 4, cpus: int = 2, heartbeat_timeout: float = 30,
                  up_args: tuple[str, ...] = ()):

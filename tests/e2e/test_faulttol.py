@@ -13,7 +13,7 @@ import pytest
 
 from lingjun import slurm
 from lingjun_agent.launcher.procs import node_identity
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
 
 HEARTBEAT_TIMEOUT = 3.0
 BACKOFF = 1.0
@@ -65,17 +65,6 @@ def lose_node(c: Cluster, node: str, job_id: int) -> None:
             p.send_signal(signal.SIGKILL)
         except psutil.NoSuchProcess:
             pass
-
-
-def wait_for(what, check, timeout: float):
-    deadline = time.time() + timeout
-    got = None
-    while time.time() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {got!r})")
 
 
 def counter(c: Cluster, job_id: int) -> int:

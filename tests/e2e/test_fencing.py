@@ -19,7 +19,7 @@ import pytest
 
 from lingjun import slurm
 from lingjun_agent.launcher.procs import node_identity
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
 
 TIMEOUT = 3.0          # heartbeat timeout; the interval is 1 s (lingjun up: timeout / 3)
 INTERVAL = 1.0
@@ -87,17 +87,6 @@ class Sampler(threading.Thread):
     def first_seen(self, attempt: int) -> float | None:
         seen = [t for t, a in self.samples if attempt in a]
         return min(seen) if seen else None
-
-
-def wait_for(what, check, timeout: float):
-    deadline = time.time() + timeout
-    got = None
-    while time.time() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {got!r})")
 
 
 def running_on(c: Cluster, job_id: int) -> list[str]:
