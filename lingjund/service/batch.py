@@ -17,14 +17,47 @@ from __future__ import annotations
 import logging
 
 from lingjun import launchers, slurm
+from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
-from lingjund.service.jobctl import REQUEUE, REQUEUE_HOLD, requeue_fields
-from lingjund.service.scheduling import node_address
+from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
+
+
+def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
+    spec = job.spec
+    node = job.batch_host
+    subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=node,
+                 node_index=0, task_id=0, array_job_id=job.array_job_id,
+                 array_task_id=job.array_task_id if job.array_task_id >= 0 else None)
+    out_pat = spec.stdout_pattern or default_stdout(bool(job.array_job_id))
+    stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
+    stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
+        if spec.stderr_pattern else ""
+    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
+    env.update(jobenv.checkpoint_env(ctl.config, job))   # checkpoint dir, heartbeat file
+    return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
+        job_id=job.job_id, script=spec.script, argv=list(spec.argv),
+        environment=env,
+        work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
+        stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
+        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
+
+
+def node_address(ctl: Controller, node: str) -> str:
+    """The address the node's agent registered: what other nodes reach it at."""
+    rec = ctl.store.node(node)
+    return (rec.inventory.address if rec is not None else "") or "127.0.0.1"
+
+
+def terminate_on_nodes(ctl: Controller, job: JobRecord, reason: str) -> None:
+    msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+        job_id=job.job_id, grace_s=ctl.config.controller.kill_wait_s, reason=reason))
+    for node in job.nodes:
+        ctl.agents.send(node, msg)
 
 
 def batch_started(ctl: Controller, node: str, msg: agent_pb2.BatchStarted) -> None:

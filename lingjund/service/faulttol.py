@@ -55,35 +55,16 @@ shares), made by the agent and owned by the job's user; and
 from __future__ import annotations
 
 import logging
-import os
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import batch, errors, restarts
+from lingjund.service.batch import terminate_on_nodes
+from lingjund.service.restarts import requeue_fields
 from lingjund.service.context import Controller
-from lingjund.service.jobctl import requeue_fields
-from lingjund.service.jobs import terminate_on_nodes
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.faulttol")
-
-CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
-HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
-HEARTBEAT_NAME = ".lingjun-heartbeat"
-
-
-# -- checkpoints -----------------------------------------------------------------
-def checkpoint_dir(ctl: Controller, job: JobRecord) -> str:
-    root = ctl.config.faulttol.checkpoint_root or os.path.join(
-        ctl.config.controller.state_dir, "checkpoints")
-    return os.path.join(root, str(job.job_id))
-
-
-def job_env(ctl: Controller, job: JobRecord) -> dict[str, str]:
-    """What a batch script sees in addition to Slurm's variables."""
-    d = checkpoint_dir(ctl, job)
-    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
-
 
 # -- node loss ---------------------------------------------------------------------
 def handle_lost_nodes(ctl: Controller) -> None:

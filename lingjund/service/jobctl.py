@@ -22,36 +22,15 @@ from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched import dependency
 from lingjund.service import authz, errors
+from lingjund.service.batch import terminate_on_nodes
 from lingjund.service.context import Controller
-from lingjund.service.jobs import _validate, terminate_on_nodes, validate_dependency
+from lingjund.service.jobs import _validate, validate_dependency
+from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobctl")
 
-# kill_reason of a running job being requeued (stopped, then pending again)
-REQUEUE = "REQUEUE"
-REQUEUE_HOLD = "REQUEUE_HOLD"
-
 ROOT = 0
-
-
-def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
-                   release_nodes: bool = True) -> dict:
-    """The job row of a job put back in the queue (same id, one more restart).
-
-    ``release_nodes`` False keeps the last run's nodes listed while they still
-    clean up (batch.job_cleaned lets go of them), so nothing else lands there
-    before they are clean.
-    """
-    fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
-                  eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
-                  exit_signal=0, kill_reason="", launched=False, cancelled_by="")
-    if release_nodes:
-        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
-                      tasks_per_node=(), batch_host="")
-    if hold:
-        fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
-    return fields
 
 
 def _owned(ctl: Controller, job: JobRecord, uid: int) -> None:

@@ -15,7 +15,8 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, errors, preemption
+from lingjund.service import authz, batch, errors, faulttol, preemption
+from lingjund.service.batch import terminate_on_nodes
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -314,13 +315,6 @@ def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJob
         test_partition=part.name)
 
 
-def terminate_on_nodes(ctl: Controller, job: JobRecord, reason: str) -> None:
-    msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
-        job_id=job.job_id, grace_s=ctl.config.controller.kill_wait_s, reason=reason))
-    for node in job.nodes:
-        ctl.agents.send(node, msg)
-
-
 def _matches(job: JobRecord, req: api_pb2.CancelJobsRequest) -> bool:
     if req.user and job.user != req.user:
         return False
@@ -340,8 +334,6 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     pending task named alone ("scancel 12_2") is split off the array into a
     row of its own and recorded CANCELLED, as Slurm does; the rest stay pending.
     """
-    # batch imports jobctl, which imports this module: import it when cancelling.
-    from lingjund.service import batch
     results: list[api_pb2.CancelResult] = []
     if req.signal and req.signal not in signals.valid_signals():
         raise errors.InvalidRequest(f"Invalid signal {req.signal}")
@@ -604,8 +596,7 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     steps = st.steps([j.job_id for j in jobs]) if (req.with_steps or accounting) else {}
     infos = [job_info(ctl, j, steps.get(j.job_id), now) for j in jobs]
     if accounting:      # earlier runs, for sacct -D
-        from lingjund.service.faulttol import attempt_msgs
         runs = st.attempts([j.job_id for j in jobs if j.restarts])
         for info in infos:
-            info.attempts.extend(attempt_msgs(runs.get(info.job_id, [])))
+            info.attempts.extend(faulttol.attempt_msgs(runs.get(info.job_id, [])))
     return api_pb2.GetJobsResponse(jobs=infos, now=int(now))

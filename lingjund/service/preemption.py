@@ -35,7 +35,8 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
 from lingjund.sched.snapshot import Preemption
-from lingjund.service import restarts
+from lingjund.service import batch, restarts
+from lingjund.service.batch import terminate_on_nodes
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -130,8 +131,6 @@ def _grace_over(ctl: Controller, job: JobRecord, now: float) -> bool:
 
 def enforce_grace(ctl: Controller, now: float) -> None:
     """Kill the victims whose grace time is over (once each)."""
-    from lingjund.service import batch    # batch imports scheduling, which imports us
-    from lingjund.service.jobs import terminate_on_nodes
     due = [j for j in ctl.store.jobs(states=[slurm.RUNNING]) if _grace_over(ctl, j, now)]
     if not due:
         return
