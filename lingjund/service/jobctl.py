@@ -21,8 +21,7 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, errors
-from lingjund.service.batch import terminate_on_nodes
+from lingjund.service import authz, batch, errors
 from lingjund.service.context import Controller
 from lingjund.service.jobs import _validate, validate_dependency
 from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
@@ -159,6 +158,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
 def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.JobControlResponse:
     results = []
     stopping: list[JobRecord] = []
+    stops: list[batch.Stop] = []
     now = ctl.clock()
     delay = ctl.config.controller.requeue_delay_s
     with ctl.store.transaction() as st:
@@ -179,7 +179,9 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
                 if job.completing or job.kill_reason:
                     raise errors.AlreadyDone()
                 if job.state == slurm.RUNNING:
-                    st.update_job(job_id, kill_reason=REQUEUE_HOLD if req.hold else REQUEUE)
+                    stops.append(batch.stop_running(ctl, st, job,
+                                                    REQUEUE_HOLD if req.hold else REQUEUE, now,
+                                                    "requeued"))
                     stopping.append(job)
                 else:
                     st.update_job(job_id, **requeue_fields(job, now, delay, req.hold))
@@ -188,7 +190,7 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
     for job in stopping:
         log.info("job=%d requeued by uid %d: stopping it", job.job_id, req.requester_uid)
-        terminate_on_nodes(ctl, job, "requeued")
+    batch.send_stops(ctl, stops)
     if any(r.ok for r in results):
         ctl.wake_scheduler()
     return api_pb2.JobControlResponse(results=results)

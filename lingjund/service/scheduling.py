@@ -19,7 +19,6 @@ from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
 from lingjund.service import batch, dependencies, faulttol, health, preemption
-from lingjund.service.batch import terminate_on_nodes
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
                                    split_task)
@@ -197,19 +196,11 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
             if j.time_limit_min > 0 and not j.kill_reason and j.end_time and now >= j.end_time]
     if not over:
         return
-    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
-        for job in over:
-            st.update_job(job.job_id, kill_reason=slurm.TIMEOUT)
-            if not job.spec.batch:  # no script will report the end: it ends here
-                ended.append((job, batch.finish_allocation(
-                    ctl, st, job, slurm.TIMEOUT, slurm.REASON_TIME_LIMIT, now)))
+        stops = [batch.stop_running(ctl, st, job, slurm.TIMEOUT, now, "time limit") for job in over]
     for job in over:
         log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
-        if job.spec.batch:
-            terminate_on_nodes(ctl, job, "time limit")
-    for job, nodes in ended:
-        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "time limit")
+    batch.send_stops(ctl, stops)
 
 
 def warning_time(job: JobRecord) -> float | None:
@@ -259,13 +250,15 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
             if cur.state == slurm.PENDING:
                 st.update_job(job.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
                               start_time=now, end_time=now)
-        for job in late_running:
-            st.update_job(job.job_id, kill_reason=slurm.DEADLINE)
+        stops = [batch.stop_running(ctl, st, job, slurm.DEADLINE, now, "deadline")
+                 for job in late_running]
     for job in late_pending:
         log.info("job=%d cannot end by its deadline; ended DEADLINE", job.job_id)
     for job in late_running:
         log.info("job=%d reached its deadline", job.job_id)
-        terminate_on_nodes(ctl, job, "deadline")
+    batch.send_stops(ctl, stops)
+    if late_pending:
+        ctl.jobs_changed()
 
 
 def next_deadline(ctl: Controller) -> float | None:
