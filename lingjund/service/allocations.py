@@ -24,9 +24,10 @@ restart. Then the jobs are kept: a client may take the lease again
 (``attach_job_id``); ``sweep_orphans`` ends those that nobody took back
 within the heartbeat timeout.
 
-An allocation is ended by its stream, by scancel (jobs.cancel) or by its time
-limit (scheduling.enforce_time_limits); the stream tells the client which
-(``ended``), so srun and salloc can say "revoked".
+An allocation is ended by its stream, or stopped as any running job is
+(``batch.stop_running``: scancel, its time limit, its deadline, preemption),
+which ends it at once; the stream tells the client which (``ended``), so
+srun and salloc can say "revoked".
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ async def allocate(ctl: Controller, requests):
                 reader = asyncio.ensure_future(it.__anext__())
                 continue
             job = ctl.store.job(job_id)
-            if _over(job):  # scancel or the time limit ended it
+            if _over(job):  # stopped: scancel, time limit, deadline, preemption
                 done = True
                 yield _ended(job)
                 return
@@ -165,7 +166,7 @@ def abandon(ctl: Controller, job_id: int) -> None:
     """The client is gone: a pending allocation is cancelled, a running one ended
     as CANCELLED and whatever it still runs is killed."""
     now = ctl.clock()
-    nodes: tuple[str, ...] = ()
+    stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
         job = st.job(job_id)
         if job is None:
@@ -173,12 +174,16 @@ def abandon(ctl: Controller, job_id: int) -> None:
         if job.state == slurm.PENDING:
             st.update_job(job_id, state=slurm.CANCELLED, start_time=now, end_time=now)
         elif not _over(job):
-            st.update_job(job_id, kill_reason=slurm.CANCELLED)
-            nodes = batch.finish_allocation(ctl, st, job, slurm.CANCELLED, slurm.REASON_NONE, now,
-                                            exit_signal=int(signals.SIGKILL))
+            stop = batch.stop_running(ctl, st, job, slurm.CANCELLED, now,
+                                      "allocation's client went away",
+                                      exit_signal=int(signals.SIGKILL), grace_s=0.0)
         else:
             return
-    batch.send_cleanup(ctl, job_id, nodes, 0.0, "allocation's client went away")
+    if stop is None:
+        ctl.wake_scheduler()
+        ctl.jobs_changed()
+    else:
+        batch.send_stops(ctl, [stop])
 
 
 def sweep_orphans(ctl: Controller, started_at: float) -> None:

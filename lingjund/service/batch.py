@@ -5,9 +5,13 @@
        +--> the job stays "completing" (squeue: CG) and keeps its nodes until
             every node of the allocation has said JobCleaned.
 
-A job without a batch script (an srun or salloc allocation) has no script to
-report its end: ``finish_allocation`` ends it, in the caller's transaction,
-when its client releases it, is cancelled, times out or goes away.
+Every stop of a running job (time limit, deadline, preemption, scancel,
+hang, requeue, a lost node) is one call, ``stop_running``: it records why
+(kill_reason), and the script's BatchFinished then ends the run as that
+reason says (``final_state``). A job without a batch script (an srun or
+salloc allocation) has no script to report its end: ``stop_running`` ends it
+at once, in the same state; ``finish_allocation`` also ends it when its
+client releases it.
 
 Each report is idempotent: a result that arrives twice (once on the stream,
 once again in the next Register) changes nothing the second time.
@@ -15,16 +19,43 @@ once again in the next Register) changes nothing the second time.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from lingjun import launchers, slurm
+from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
-from lingjund.service.jobctl import REQUEUE, REQUEUE_HOLD, requeue_fields
-from lingjund.service.scheduling import node_address
+from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
+
+
+def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
+    spec = job.spec
+    node = job.batch_host
+    subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=node,
+                 node_index=0, task_id=0, array_job_id=job.array_job_id,
+                 array_task_id=job.array_task_id if job.array_task_id >= 0 else None)
+    out_pat = spec.stdout_pattern or default_stdout(bool(job.array_job_id))
+    stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
+    stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
+        if spec.stderr_pattern else ""
+    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
+    env.update(jobenv.checkpoint_env(ctl.config, job))   # checkpoint dir, heartbeat file
+    return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
+        job_id=job.job_id, script=spec.script, argv=list(spec.argv),
+        environment=env,
+        work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
+        stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
+        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
+
+
+def node_address(ctl: Controller, node: str) -> str:
+    """The address the node's agent registered: what other nodes reach it at."""
+    rec = ctl.store.node(node)
+    return (rec.inventory.address if rec is not None else "") or "127.0.0.1"
 
 
 def batch_started(ctl: Controller, node: str, msg: agent_pb2.BatchStarted) -> None:
@@ -162,6 +193,52 @@ def finish_allocation(ctl: Controller, st, job, state: str, reason: str, now: fl
     for n in job.nodes:
         st.put_node(n, last_busy_time=now)
     return completing
+
+
+# -- stopping a running job ----------------------------------------------------------
+@dataclass(frozen=True)
+class Stop:
+    """What is left to do for a stopped job once its transaction has committed."""
+    job_id: int
+    nodes: tuple[str, ...]      # told to end what the job runs there
+    grace_s: float              # SIGTERM, then SIGKILL this much later
+    why: str
+    ended: bool = False         # an allocation, ended in the transaction
+
+
+def stop_running(ctl: Controller, st, job: JobRecord, kill_reason: str, now: float, why: str, *,
+                 exit_signal: int = 0, grace_s: float | None = None, **fields) -> Stop:
+    """Stop a RUNNING job inside the caller's transaction ``st``: the one
+    transition of every stopper (time limit, deadline, the end of preemption's
+    grace time, scancel, hang, requeue, a lost node, an srun/salloc gone away).
+
+    ``kill_reason`` says why and decides how the run ends (``final_state``).
+    A batch job's script is killed and its BatchFinished ends the run
+    (``record_batch_finished``). An allocation (srun/salloc) has no script to
+    report its end: it ends here, in the state the same kill_reason gives a
+    batch job, and its client learns it from the allocation stream.
+    ``fields`` are more columns of the job row (cancelled_by, preempt_killed).
+    Pass the result to ``send_stops`` after the commit.
+    """
+    st.update_job(job.job_id, kill_reason=kill_reason, **fields)
+    grace = ctl.config.controller.kill_wait_s if grace_s is None else grace_s
+    if job.spec.batch:
+        return Stop(job.job_id, tuple(job.nodes), grace, why)
+    state, reason = final_state(kill_reason, agent_pb2.BatchFinished(signal=exit_signal), False)
+    nodes = finish_allocation(ctl, st, job, state, reason, now, exit_signal=exit_signal)
+    return Stop(job.job_id, nodes, grace, why, ended=True)
+
+
+def send_stops(ctl: Controller, stops: list[Stop]) -> None:
+    """After ``stop_running``'s transaction has committed: tell the nodes."""
+    for s in stops:
+        msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+            job_id=s.job_id, grace_s=s.grace_s, reason=s.why))
+        for n in s.nodes:
+            ctl.agents.send(n, msg)
+    if any(s.ended for s in stops):
+        ctl.wake_scheduler()
+        ctl.jobs_changed()
 
 
 def send_cleanup(ctl: Controller, job_id: int, nodes: tuple[str, ...], grace_s: float,

@@ -55,35 +55,15 @@ shares), made by the agent and owned by the job's user; and
 from __future__ import annotations
 
 import logging
-import os
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import batch, errors, restarts
+from lingjund.service.restarts import requeue_fields
 from lingjund.service.context import Controller
-from lingjund.service.jobctl import requeue_fields
-from lingjund.service.jobs import terminate_on_nodes
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.faulttol")
-
-CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
-HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
-HEARTBEAT_NAME = ".lingjun-heartbeat"
-
-
-# -- checkpoints -----------------------------------------------------------------
-def checkpoint_dir(ctl: Controller, job: JobRecord) -> str:
-    root = ctl.config.faulttol.checkpoint_root or os.path.join(
-        ctl.config.controller.state_dir, "checkpoints")
-    return os.path.join(root, str(job.job_id))
-
-
-def job_env(ctl: Controller, job: JobRecord) -> dict[str, str]:
-    """What a batch script sees in addition to Slurm's variables."""
-    d = checkpoint_dir(ctl, job)
-    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
-
 
 # -- node loss ---------------------------------------------------------------------
 def handle_lost_nodes(ctl: Controller) -> None:
@@ -107,7 +87,7 @@ def handle_lost_nodes(ctl: Controller) -> None:
 def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: float) -> None:
     lost_txt = slurm.compress_hostlist(lost)
     cleanup: tuple[str, ...] = ()
-    stop_batch_host = False
+    stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
         cur = st.job(job.job_id)
         if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == restarts.NODE_LOST:
@@ -132,8 +112,7 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
                                               slurm.REASON_NODE_DOWN, now, exit_signal=9)
         elif batch_alive:
             # The script still runs: stop it; its result ends the run (batch.py).
-            st.update_job(cur.job_id, kill_reason=restarts.NODE_LOST)
-            stop_batch_host = True
+            stop = batch.stop_running(ctl, st, cur, restarts.NODE_LOST, now, "node failure")
         else:
             cleanup = alive
             delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)
@@ -152,8 +131,8 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
                 start_time=cur.start_time, end_time=now))
     log.warning("job=%d node=%s: node lost (%s), stopping the job on %s", job.job_id, lost_txt,
                 why, slurm.compress_hostlist(list(alive)) or "no node")
-    if stop_batch_host:
-        terminate_on_nodes(ctl, cur, "node failure")
+    if stop is not None:
+        batch.send_stops(ctl, [stop])
     else:
         batch.send_cleanup(ctl, cur.job_id, cleanup, min(2.0, ctl.config.controller.kill_wait_s),
                            "node failure")
@@ -201,16 +180,16 @@ def check_hangs(ctl: Controller) -> None:
             hung.append((job, now - last))
     if not hung:
         return
+    stops = []
     with ctl.store.transaction() as st:
         for job, idle in hung:
-            st.update_job(job.job_id, kill_reason=restarts.HANG)
+            stops.append(batch.stop_running(ctl, st, job, restarts.HANG, now, "hang"))
             restarts.record_job_event(
                 st, job.job_id, restarts.EV_HANG,
                 f"hang detected: no output or heartbeat for {idle:.0f} s "
                 f"(--hang-timeout {job.spec.hang_timeout_s} s) on "
                 f"{slurm.compress_hostlist(list(job.nodes))}", now)
-    for job, _ in hung:
-        terminate_on_nodes(ctl, job, "hang")
+    batch.send_stops(ctl, stops)
 
 
 # -- starts and history ----------------------------------------------------------------

@@ -42,10 +42,12 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.service import batch, errors
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 
@@ -114,7 +116,6 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
 def clock_reply(conn: Connection, hb: agent_pb2.Heartbeat) -> None:
     """Answer a heartbeat with our time: the agent's clock probe takes its offset,
     and its lease is renewed from the heartbeat's send (echo_seq)."""
-    import time
     conn.send(agent_pb2.ControllerMessage(sanity_clock=agent_pb2.SanityClock(
         echo_sent_at=hb.sent_at, controller_time=time.time(), echo_seq=hb.seq)))
 
@@ -189,12 +190,11 @@ def check_prologs(ctl: Controller) -> None:
 
 
 def _launch(ctl: Controller, job_id: int) -> None:
-    from lingjund.service.scheduling import launch_message
     job = ctl.store.job(job_id)
     if job is None or job.state != slurm.RUNNING or job.kill_reason or job.launched:
         return
     log.info("job=%d: prolog passed on every node, starting its script", job_id)
-    ctl.agents.send(job.batch_host, launch_message(ctl, job))
+    ctl.agents.send(job.batch_host, batch.launch_message(ctl, job))
 
 
 def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: bool,
@@ -228,7 +228,6 @@ def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: b
 
 # -- visibility -------------------------------------------------------------------
 def sanity_results(ctl: Controller, req: api_pb2.GetSanityResultsRequest) -> api_pb2.GetSanityResultsResponse:
-    from lingjund.service import errors
     names = ctl.known_nodes()
     if req.names:
         if not set(req.names) & set(names):

@@ -21,37 +21,15 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, errors
+from lingjund.service import authz, batch, errors
 from lingjund.service.context import Controller
-from lingjund.service.jobs import _validate, terminate_on_nodes, validate_dependency
+from lingjund.service.jobs import _validate, validate_dependency
+from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobctl")
 
-# kill_reason of a running job being requeued (stopped, then pending again)
-REQUEUE = "REQUEUE"
-REQUEUE_HOLD = "REQUEUE_HOLD"
-
 ROOT = 0
-
-
-def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
-                   release_nodes: bool = True) -> dict:
-    """The job row of a job put back in the queue (same id, one more restart).
-
-    ``release_nodes`` False keeps the last run's nodes listed while they still
-    clean up (batch.job_cleaned lets go of them), so nothing else lands there
-    before they are clean.
-    """
-    fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
-                  eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
-                  exit_signal=0, kill_reason="", launched=False, cancelled_by="")
-    if release_nodes:
-        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
-                      tasks_per_node=(), batch_host="")
-    if hold:
-        fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
-    return fields
 
 
 def _owned(ctl: Controller, job: JobRecord, uid: int) -> None:
@@ -180,6 +158,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
 def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.JobControlResponse:
     results = []
     stopping: list[JobRecord] = []
+    stops: list[batch.Stop] = []
     now = ctl.clock()
     delay = ctl.config.controller.requeue_delay_s
     with ctl.store.transaction() as st:
@@ -200,7 +179,9 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
                 if job.completing or job.kill_reason:
                     raise errors.AlreadyDone()
                 if job.state == slurm.RUNNING:
-                    st.update_job(job_id, kill_reason=REQUEUE_HOLD if req.hold else REQUEUE)
+                    stops.append(batch.stop_running(ctl, st, job,
+                                                    REQUEUE_HOLD if req.hold else REQUEUE, now,
+                                                    "requeued"))
                     stopping.append(job)
                 else:
                     st.update_job(job_id, **requeue_fields(job, now, delay, req.hold))
@@ -209,7 +190,7 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
     for job in stopping:
         log.info("job=%d requeued by uid %d: stopping it", job.job_id, req.requester_uid)
-        terminate_on_nodes(ctl, job, "requeued")
+    batch.send_stops(ctl, stops)
     if any(r.ok for r in results):
         ctl.wake_scheduler()
     return api_pb2.JobControlResponse(results=results)

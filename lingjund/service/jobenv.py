@@ -7,8 +7,28 @@ SLURM_TASKS_PER_NODE=2(x2), SLURM_NODEID=1, SLURM_PROCID=3, SLURM_LOCALID=1.
 """
 from __future__ import annotations
 
+import os
+
 from lingjun import launchers, slurm
+from lingjun.config import Config
 from lingjund.store.store import JobRecord
+
+CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
+HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
+HEARTBEAT_NAME = ".lingjun-heartbeat"
+
+
+def checkpoint_dir(config: Config, job: JobRecord) -> str:
+    """The job's checkpoint directory, the same for every run (service/faulttol.py)."""
+    root = config.faulttol.checkpoint_root or os.path.join(
+        config.controller.state_dir, "checkpoints")
+    return os.path.join(root, str(job.job_id))
+
+
+def checkpoint_env(config: Config, job: JobRecord) -> dict[str, str]:
+    """What a batch script sees in addition to Slurm's variables."""
+    d = checkpoint_dir(config, job)
+    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
 
 
 def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, errors, preemption
+from lingjund.service import authz, batch, errors, faulttol, preemption
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -314,13 +314,6 @@ def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJob
         test_partition=part.name)
 
 
-def terminate_on_nodes(ctl: Controller, job: JobRecord, reason: str) -> None:
-    msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
-        job_id=job.job_id, grace_s=ctl.config.controller.kill_wait_s, reason=reason))
-    for node in job.nodes:
-        ctl.agents.send(node, msg)
-
-
 def _matches(job: JobRecord, req: api_pb2.CancelJobsRequest) -> bool:
     if req.user and job.user != req.user:
         return False
@@ -340,8 +333,6 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
     pending task named alone ("scancel 12_2") is split off the array into a
     row of its own and recorded CANCELLED, as Slurm does; the rest stay pending.
     """
-    # batch imports jobctl, which imports this module: import it when cancelling.
-    from lingjund.service import batch
     results: list[api_pb2.CancelResult] = []
     if req.signal and req.signal not in signals.valid_signals():
         raise errors.InvalidRequest(f"Invalid signal {req.signal}")
@@ -359,10 +350,9 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             raise errors.InvalidRequest("No job identification provided")
         targets = [j for j in ctl.store.jobs(states=slurm.ACTIVE_STATES) if _matches(j, req)]
     now = ctl.clock()
-    to_terminate: list[JobRecord] = []
+    stops: list[batch.Stop] = []
     to_signal: list[JobRecord] = []
     done: set[int] = set()
-    ended_allocations: list[tuple[int, tuple[str, ...]]] = []
 
     def cancel_row(st, job: JobRecord) -> None:
         if job.job_id in done:      # "scancel 12 12_1" answers once per job
@@ -386,20 +376,14 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         elif job.state == slurm.RUNNING and req.signal:
             to_signal.append(job)
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-        elif job.state == slurm.RUNNING and not job.spec.batch:
-            # No batch script will report this job's end: it ends now, and its
-            # srun/salloc learns it from the allocation stream.
-            st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
-                          cancelled_by=str(req.requester_uid))
-            ended_allocations.append((job.job_id, batch.finish_allocation(
-                ctl, st, job, slurm.CANCELLED, slurm.REASON_NONE, now,
-                exit_signal=int(signals.SIGTERM))))
-            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
         elif job.state == slurm.RUNNING:
             if not job.kill_reason or job.kill_reason == slurm.PREEMPTED:  # scancel beats preemption
-                st.update_job(job.job_id, kill_reason=slurm.CANCELLED,
-                              cancelled_by=str(req.requester_uid))
-            to_terminate.append(job)
+                stops.append(batch.stop_running(ctl, st, job, slurm.CANCELLED, now, "cancelled",
+                                                exit_signal=int(signals.SIGTERM),
+                                                cancelled_by=str(req.requester_uid)))
+            else:   # already being stopped: tell its nodes again
+                stops.append(batch.Stop(job.job_id, tuple(job.nodes),
+                                        ctl.config.controller.kill_wait_s, "cancelled"))
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
         else:
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
@@ -411,12 +395,10 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         for sel in req.array_tasks:
             _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row,
                                 ctl.config.authz)
-    for job in to_terminate:
-        log.info("job=%d cancelled by uid %d", job.job_id, req.requester_uid)
-        terminate_on_nodes(ctl, job, "cancelled")
-    for job_id, nodes in ended_allocations:
-        log.info("job=%d (allocation) cancelled by uid %d", job_id, req.requester_uid)
-        batch.send_cleanup(ctl, job_id, nodes, ctl.config.controller.kill_wait_s, "cancelled")
+    for s in stops:
+        log.info("job=%d%s cancelled by uid %d", s.job_id, " (allocation)" if s.ended else "",
+                 req.requester_uid)
+    batch.send_stops(ctl, stops)
     for job in to_signal:
         msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
             job_id=job.job_id, signal=req.signal, batch_only=req.batch_only, step_id=-1))
@@ -604,8 +586,7 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     steps = st.steps([j.job_id for j in jobs]) if (req.with_steps or accounting) else {}
     infos = [job_info(ctl, j, steps.get(j.job_id), now) for j in jobs]
     if accounting:      # earlier runs, for sacct -D
-        from lingjund.service.faulttol import attempt_msgs
         runs = st.attempts([j.job_id for j in jobs if j.restarts])
         for info in infos:
-            info.attempts.extend(attempt_msgs(runs.get(info.job_id, [])))
+            info.attempts.extend(faulttol.attempt_msgs(runs.get(info.job_id, [])))
     return api_pb2.GetJobsResponse(jobs=infos, now=int(now))

@@ -13,9 +13,10 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import authz, batch, errors, faulttol, health, restarts, steps
 from lingjund.service.agents import Connection
+from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
-from lingjund.service.scheduling import allocations, launch_message
+from lingjund.service.scheduling import allocations
 
 log = logging.getLogger("lingjund.nodes")
 

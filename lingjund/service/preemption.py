@@ -35,7 +35,7 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
 from lingjund.sched.snapshot import Preemption
-from lingjund.service import restarts
+from lingjund.service import batch, restarts
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -130,26 +130,17 @@ def _grace_over(ctl: Controller, job: JobRecord, now: float) -> bool:
 
 def enforce_grace(ctl: Controller, now: float) -> None:
     """Kill the victims whose grace time is over (once each)."""
-    from lingjund.service import batch    # batch imports scheduling, which imports us
-    from lingjund.service.jobs import terminate_on_nodes
     due = [j for j in ctl.store.jobs(states=[slurm.RUNNING]) if _grace_over(ctl, j, now)]
     if not due:
         return
-    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
-        for job in due:
-            st.update_job(job.job_id, preempt_killed=True)
-            if not job.spec.batch:      # no script will report the end: it ends here
-                ended.append((job, batch.finish_allocation(
-                    ctl, st, job, slurm.PREEMPTED, slurm.REASON_NONE, now,
-                    exit_signal=int(signals.SIGTERM))))
+        stops = [batch.stop_running(ctl, st, job, slurm.PREEMPTED, now, "preempted",
+                                    exit_signal=int(signals.SIGTERM), preempt_killed=True)
+                 for job in due]
     for job in due:
         log.info("job=%d: grace time over, stopping it (preempted by job %d)",
                  job.job_id, job.preempted_by)
-        if job.spec.batch:
-            terminate_on_nodes(ctl, job, "preempted")
-    for job, nodes in ended:
-        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "preempted")
+    batch.send_stops(ctl, stops)
 
 
 def deadlines(ctl: Controller, running: list[JobRecord]) -> list[float]:

@@ -38,6 +38,9 @@ log = logging.getLogger("lingjund.restarts")
 
 HANG = "HANG"            # kill_reason of a run stopped by hang detection
 NODE_LOST = slurm.NODE_FAIL   # kill_reason of a run stopped because a node of it was lost
+# kill_reason of a running job being requeued (stopped, then pending again)
+REQUEUE = "REQUEUE"
+REQUEUE_HOLD = "REQUEUE_HOLD"
 DEFAULT_MAX_RESTARTS = 5  # Slurm's MAX_BATCH_REQUEUE, for requeueable jobs without --max-restarts
 
 # event kinds (lingjun events prints them)
@@ -49,6 +52,25 @@ EV_REQUEUED = "requeued"
 EV_RESTARTED = "restarted"
 EV_GAVE_UP = "gave_up"
 EV_PREEMPTED = "preempted"
+
+
+def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
+                   release_nodes: bool = True) -> dict:
+    """The job row of a job put back in the queue (same id, one more restart).
+
+    ``release_nodes`` False keeps the last run's nodes listed while they still
+    clean up (batch.job_cleaned lets go of them), so nothing else lands there
+    before they are clean.
+    """
+    fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
+                  eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
+                  exit_signal=0, kill_reason="", launched=False, cancelled_by="")
+    if release_nodes:
+        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
+                      tasks_per_node=(), batch_host="")
+    if hold:
+        fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
+    return fields
 
 
 def fence_wait_s(ctl: Controller, st, job: JobRecord, now: float) -> float:

@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 
 from lingjun import slurm
-from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, Plan,
                                      RunningJob, Snapshot, Start)
-from lingjund.service import batch, dependencies, faulttol, health, jobenv, preemption
+from lingjund.service import batch, dependencies, faulttol, health, preemption
 from lingjund.service.context import Controller
 from lingjund.service.jobs import (gpus_per_node, node_capacity, node_features, node_gpu_type,
-                                   split_task, terminate_on_nodes)
+                                   split_task)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.sched")
@@ -131,32 +130,6 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         array_tasks=array_tasks, array_slots=array_slots)
 
 
-def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
-    spec = job.spec
-    node = job.batch_host
-    subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=node,
-                 node_index=0, task_id=0, array_job_id=job.array_job_id,
-                 array_task_id=job.array_task_id if job.array_task_id >= 0 else None)
-    out_pat = spec.stdout_pattern or default_stdout(bool(job.array_job_id))
-    stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
-    stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
-        if spec.stderr_pattern else ""
-    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
-    env.update(faulttol.job_env(ctl, job))     # checkpoint dir, heartbeat file
-    return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
-        job_id=job.job_id, script=spec.script, argv=list(spec.argv),
-        environment=env,
-        work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
-        stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
-        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
-
-
-def node_address(ctl: Controller, node: str) -> str:
-    """The address the node's agent registered: what other nodes reach it at."""
-    rec = ctl.store.node(node)
-    return (rec.inventory.address if rec is not None else "") or "127.0.0.1"
-
-
 def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
     end = now + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
     return dict(state=slurm.RUNNING, reason=slurm.REASON_NONE,
@@ -210,7 +183,7 @@ def run_pass(ctl: Controller) -> int:
         if health.wants_prolog(ctl, job):
             health.start_prolog(ctl, job)       # the script follows the prolog
         elif job.spec.batch:
-            ctl.agents.send(job.batch_host, launch_message(ctl, job))
+            ctl.agents.send(job.batch_host, batch.launch_message(ctl, job))
         # an allocation (srun/salloc) has no script: its client runs steps once told
     if started:
         faulttol.after_starts(ctl, started)
@@ -223,19 +196,11 @@ def enforce_time_limits(ctl: Controller, now: float) -> None:
             if j.time_limit_min > 0 and not j.kill_reason and j.end_time and now >= j.end_time]
     if not over:
         return
-    ended: list[tuple[JobRecord, tuple[str, ...]]] = []
     with ctl.store.transaction() as st:
-        for job in over:
-            st.update_job(job.job_id, kill_reason=slurm.TIMEOUT)
-            if not job.spec.batch:  # no script will report the end: it ends here
-                ended.append((job, batch.finish_allocation(
-                    ctl, st, job, slurm.TIMEOUT, slurm.REASON_TIME_LIMIT, now)))
+        stops = [batch.stop_running(ctl, st, job, slurm.TIMEOUT, now, "time limit") for job in over]
     for job in over:
         log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
-        if job.spec.batch:
-            terminate_on_nodes(ctl, job, "time limit")
-    for job, nodes in ended:
-        batch.send_cleanup(ctl, job.job_id, nodes, ctl.config.controller.kill_wait_s, "time limit")
+    batch.send_stops(ctl, stops)
 
 
 def warning_time(job: JobRecord) -> float | None:
@@ -285,13 +250,15 @@ def enforce_deadlines(ctl: Controller, now: float) -> None:
             if cur.state == slurm.PENDING:
                 st.update_job(job.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
                               start_time=now, end_time=now)
-        for job in late_running:
-            st.update_job(job.job_id, kill_reason=slurm.DEADLINE)
+        stops = [batch.stop_running(ctl, st, job, slurm.DEADLINE, now, "deadline")
+                 for job in late_running]
     for job in late_pending:
         log.info("job=%d cannot end by its deadline; ended DEADLINE", job.job_id)
     for job in late_running:
         log.info("job=%d reached its deadline", job.job_id)
-        terminate_on_nodes(ctl, job, "deadline")
+    batch.send_stops(ctl, stops)
+    if late_pending:
+        ctl.jobs_changed()
 
 
 def next_deadline(ctl: Controller) -> float | None:

@@ -350,3 +350,26 @@ def test_salloc_keeps_its_allocation_across_a_controller_restart(cluster):
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out) == (0, "node1\n"), err
     cluster.wait_state(jid, "COMPLETED", timeout=20)
+
+
+def node_state(cluster, node: str) -> str:
+    return cluster.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], check=True).stdout.strip()
+
+
+def test_an_srun_past_its_deadline_ends_deadline_and_gives_its_node_back(cluster):
+    """Slurm ends a running job that reaches its --deadline in state DEADLINE
+    (reason DeadLine); an allocation has no script to report that end, so the
+    controller ends it, and its srun is told."""
+    proc = popen(cluster, ["srun", "-N1", "-J", "past-deadline", "sleep", "60"])
+    jid = wait_job_state(cluster, "past-deadline", "RUNNING")
+    node = cluster.squeue(jid, "%N")
+    cluster.run(["scontrol", "update", f"JobId={jid}", "Deadline=now+2"], check=True)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert f"srun: Force Terminated job {jid}" in err.splitlines(), err
+    assert cluster.squeue(jid, "%T %r") == "DEADLINE DeadLine"
+    deadline = time.time() + 20
+    while node_state(cluster, node) != "idle" and time.time() < deadline:
+        time.sleep(0.2)
+    assert node_state(cluster, node) == "idle"
+    assert cluster.job_processes(jid) == [], "want the step's tasks killed with the allocation"

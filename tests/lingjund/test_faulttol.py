@@ -134,7 +134,7 @@ def test_a_requeued_job_starts_again_on_nodes_that_are_up(ctl):
     assert job.state == "RUNNING" and "node1" not in job.nodes, job.nodes
     assert ctl.store.job_events(jid)[-1].text == \
         f"attempt 2 started on {slurm.compress_hostlist(list(job.nodes))}"
-    launch = scheduling.launch_message(ctl, job).launch_batch
+    launch = batch.launch_message(ctl, job).launch_batch
     jobs_env = dict(launch.environment)
     assert jobs_env["SLURM_RESTART_COUNT"] == "1"
     assert jobs_env["LINGJUN_CHECKPOINT_DIR"] == f"{ctl.config.controller.state_dir}/checkpoints/{jid}"
