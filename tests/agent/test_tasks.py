@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from lingjun_agent.launcher.procs import job_processes
-from lingjun_agent.launcher.tasks import TaskResult, run_task
+from tests.agent.taskrun import TaskResult, run_task
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -15,7 +15,7 @@ import pytest
 from lingjun_agent.launcher import usage
 from lingjun_agent.launcher.batch import BatchSpec, start_batch
 from lingjun_agent.launcher.procs import job_processes
-from lingjun_agent.launcher.tasks import run_task
+from tests.agent.taskrun import run_task
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 MIB = 1024

@@ -1,4 +1,7 @@
-"""One task of an ``srun`` step, run under the step supervisor, its output streamed.
+"""One task of an ``srun`` step, run under the step supervisor, its output
+streamed: a test driver. The agent runs steps through ``steps.StepHandle``
+(runner.py); this drives the same path for one task so the tests can check
+what a user sees of it.
 
 ``run_task`` is a step of one task on this node (launcher/steps.py) seen as
 one coroutine: it starts the supervisor (``taskd``) in a scratch state
