@@ -56,9 +56,10 @@ def _stale(ctl: Controller, plan: Plan) -> set[int]:
     return stale
 
 
-def apply_plan(ctl: Controller, plan: Plan, now: float) -> list[JobRecord]:
+def apply_plan(ctl: Controller, plan: Plan, now: float,
+               stale: set[int] = frozenset()) -> list[JobRecord]:
+    """Commit the plan's starts (but those of ``stale``) and pending reasons."""
     started: list[JobRecord] = []
-    stale = _stale(ctl, plan)
     with ctl.store.transaction() as st:
         for s in plan.starts:
             job = st.job(s.job_id)
@@ -115,12 +116,12 @@ async def run_pass_off_loop(ctl: Controller) -> int:
             return 0
         snap, now = prepared
         plan = await asyncio.to_thread(schedule, snap, now, preemption.profile(ctl))
-        return commit_pass(ctl, plan, now)
+        return commit_pass(ctl, plan, now, _stale(ctl, plan))
 
 
-def commit_pass(ctl: Controller, plan: Plan, now: float) -> int:
+def commit_pass(ctl: Controller, plan: Plan, now: float, stale: set[int] = frozenset()) -> int:
     """Commit the core's plan, then tell the agents."""
-    started = apply_plan(ctl, plan, now)
+    started = apply_plan(ctl, plan, now, stale)
     if preemption.preempt(ctl, plan.preemptions, now):
         preemption.enforce_grace(ctl, now)     # GraceTime=0: stop them now
     for job in started:
