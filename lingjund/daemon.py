@@ -25,7 +25,7 @@ from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import allocations, faulttol, health, nodes, scheduling, steps
+from lingjund.service import accounting, allocations, faulttol, health, nodes, scheduling, steps
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
@@ -93,11 +93,13 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
         loop.add_signal_handler(sig, stop.set)
     notify("READY=1")
     sched = asyncio.create_task(scheduler_loop(ctl))
+    purger = asyncio.create_task(accounting.purge_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
+    purger.cancel()
     ctl.agents.close_all()
     await server.stop(grace=2)
     if creds is not None:
