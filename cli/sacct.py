@@ -210,11 +210,15 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                                           with_steps=not allocs)
         out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
         return 0
-    text = formats.sacct_table(keep, fields, header=header, parsable=parsable,
-                               allocations_only=allocs)
-    if parsable and delimiter != "|":
-        text = "\n".join(line.replace("|", delimiter) for line in text.split("\n"))
-    out.write(text)
+    lines = formats.sacct_lines(keep, fields, header=header, parsable=parsable,
+                                allocations_only=allocs)
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line.replace("|", delimiter) if parsable and delimiter != "|" else line)
+        if len(chunk) >= 10_000:
+            out.write("".join(chunk))
+            chunk.clear()
+    out.write("".join(chunk))
     return 0
 
 

@@ -69,6 +69,10 @@ async def scheduler_loop(ctl: Controller) -> None:
 async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
     """Serve until SIGTERM; the caller holds the state directory's lock (statedir.acquire)."""
     cc = cfg.controller
+    # History reads (sacct) build their pages in a worker thread; the event
+    # loop waits for the GIL at most this long each time it wakes (CPython's
+    # default is 5 ms, several of which a single RPC may pay).
+    sys.setswitchinterval(0.001)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous)
     ctl = Controller(config=cfg, store=store)
     ctl.started_at = ctl.clock()
