@@ -122,11 +122,23 @@ class RssPeak(threading.Thread):
                 return
 
 
-def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float) -> dict:
+def latencies(samples: list[float | None]) -> str:
+    ok = sorted(lat for lat in samples if lat is not None)
+    if not ok:
+        return f"no answer ({len(samples)} pings failed)"
+    return (f"p50 {1000 * statistics.median(ok):.1f} ms, "
+            f"p99 {1000 * ok[min(len(ok) - 1, int(len(ok) * 0.99))]:.1f} ms, "
+            f"max {1000 * ok[-1]:.1f} ms, {len(samples) - len(ok)} of {len(samples)} failed")
+
+
+def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
+              baseline_s: float = 5.0) -> dict:
+    """sacct ARGS with pings meanwhile, after ``baseline_s`` of pings without it
+    (on a shared machine, what the load of others costs a ping)."""
     env = dict(ctl.env, PYTHONPATH=str(repo))
     pinger = Pinger(ctl)
     pinger.start()
-    time.sleep(0.5)                     # a baseline before sacct starts
+    time.sleep(baseline_s)
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen([sys.executable, "-m", "cli.sacct", *args], stdout=out,
@@ -142,14 +154,11 @@ def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float) -> 
     pinger.stop.set()
     pinger.join()
     pinger.api.close()
+    before = [lat for t, lat in pinger.samples if t < t0]
     during = [lat for t, lat in pinger.samples if t0 <= t <= t0 + wall]
-    ok = sorted(lat for lat in during if lat is not None)
     return {"args": " ".join(args), "rc": p.returncode, "wall_s": wall, "rows": rows,
             "err": err.decode(errors="replace").strip()[-300:],
-            "pings": len(during), "ping_failed": sum(1 for lat in during if lat is None),
-            "p50_ms": 1000 * statistics.median(ok) if ok else float("nan"),
-            "p99_ms": 1000 * ok[min(len(ok) - 1, int(len(ok) * 0.99))] if ok else float("nan"),
-            "max_ms": 1000 * ok[-1] if ok else float("nan")}
+            "before": latencies(before), "during": latencies(during)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,9 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             rss.stop.set()
             rss.join()
             print(f"sacct {r['args']}: rc {r['rc']}, {r['rows']} lines in {r['wall_s']:.1f} s; "
-                  f"ping during it: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
-                  f"max {r['max_ms']:.1f} ms, {r['ping_failed']} of {r['pings']} failed; "
-                  f"controller peak RSS {rss.peak / 2**20:.0f} MiB", flush=True)
+                  f"controller peak RSS {rss.peak / 2**20:.0f} MiB\n"
+                  f"  ping before it: {r['before']}\n  ping during it: {r['during']}", flush=True)
             if r["rc"]:
                 print(f"  sacct's stderr: {r['err']}", flush=True)
     finally:

@@ -183,9 +183,9 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
         job_ids=job_ids, users=users, states=sorted(states), partitions=partitions,
         names=names, accounts=accounts, all_states=True, with_steps=not allocs)
     if start is not None:
-        request.window_start = start
+        request.window_start = max(0, start)      # before 1970: from the first job
     if end is not None:
-        request.window_end = end
+        request.window_end = max(0, end)
     try:
         api = api or make_api()
         jobs = fetch(api, request)

@@ -3,6 +3,7 @@ a real gRPC stream, sacct's window as Slurm's, and the purge rule."""
 from __future__ import annotations
 
 import asyncio
+import pwd
 import random
 
 import grpc
@@ -19,7 +20,8 @@ from tests.lingjund.inproc import serve
 
 DAY = 86400.0
 NOW = 1_000 * DAY
-USERS = ["alice", "bob", "carol", "dave"]
+# accounts this machine has, so that sacct -u resolves them
+USERS = sorted(p.pw_name for p in pwd.getpwall())[:4]
 ENDED = ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"]
 
 
@@ -110,19 +112,19 @@ def big(tmp_path_factory):
 WEEK_AGO, TWO_WEEKS_AGO = NOW - 7 * DAY, NOW - 14 * DAY
 QUERIES = [
     (history.HistoryQuery(window=(WEEK_AGO, NOW)), "jobs_end"),
-    (history.HistoryQuery(users=("bob",), window=(TWO_WEEKS_AGO, WEEK_AGO)), "jobs_user_end"),
+    (history.HistoryQuery(users=(USERS[1],), window=(TWO_WEEKS_AGO, WEEK_AGO)), "jobs_user_end"),
     (history.HistoryQuery(names=("job3",), window=(0, NOW)), "jobs_name"),
     (history.HistoryQuery(states=("FAILED", "TIMEOUT"), window=(TWO_WEEKS_AGO, WEEK_AGO)),
      "jobs_state_end"),
     (history.HistoryQuery(job_ids=(5, 11, 2999)), "PRIMARY KEY"),
     (history.HistoryQuery(states=("RUNNING", "PENDING"), window=(WEEK_AGO, WEEK_AGO + DAY)), None),
-    (history.HistoryQuery(users=("alice", "carol"), partitions=("gpu",), states=("COMPLETED",)),
+    (history.HistoryQuery(users=(USERS[0], USERS[2]), partitions=("gpu",), states=("COMPLETED",)),
      "jobs_user_end"),
     (history.HistoryQuery(job_ids=(11,), states=("CANCELLED",), window=(0, NOW)), None),
 ]
-IDS = ["-S a week ago: eligible or running in the window", "-u bob -S/-E", "--name job3",
+IDS = ["-S a week ago: eligible or running in the window", "-u U -S/-E", "--name job3",
        "-s F,TO during a week", "-j 5,11,2999 (11 heads an array)", "-s R,PD during one day",
-       "-u alice,carol -r gpu -s CD, no window (-j form)", "-j 11 -s CA -S 0"]
+       "-u U,V -r gpu -s CD, no window (-j form)", "-j 11 -s CA -S 0"]
 
 
 @pytest.mark.parametrize("q,index", QUERIES, ids=IDS)
@@ -215,6 +217,7 @@ def test_sacct_a_over_more_than_one_page_prints_every_job_once_in_order(served):
 
 
 def test_sacct_filters_against_the_controller_match_the_rules(served):
+    """-S/-E, -s, --name, -r and -u through sacct, answered by the controller."""
     s, rows = served
     fmt = ["-n", "-P", "-X", "-o", "JobIDRaw"]
     day = lambda t: __import__("datetime").datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S")
@@ -227,6 +230,11 @@ def test_sacct_filters_against_the_controller_match_the_rules(served):
          history.HistoryQuery(names=("job2",), window=(int(NOW - 5 * DAY), NOW))),
         (["-a", "-r", "gpu", "-S", day(NOW - 1 * DAY)],
          history.HistoryQuery(partitions=("gpu",), window=(int(NOW - DAY), NOW))),
+        (["-u", USERS[2], "-S", day(NOW - 4 * DAY), "-E", day(NOW - 1 * DAY)],
+         history.HistoryQuery(users=(USERS[2],), window=(int(NOW - 4 * DAY), int(NOW - DAY)))),
+        (["-u", USERS[1], "-s", "CA,TO", "-S", day(NOW - 20 * DAY), "-E", day(NOW - 3 * DAY)],
+         history.HistoryQuery(users=(USERS[1],), states=("CANCELLED", "TIMEOUT"),
+                              window=(int(NOW - 20 * DAY), int(NOW - 3 * DAY)))),
     ]
     for argv, q in cases:
         rc, out, err = run_sacct(s.stub, [*argv, *fmt])
