@@ -87,13 +87,15 @@ def build_db(repo: Path, path: Path, jobs: int, now: float) -> float:
 
 
 class Pinger(threading.Thread):
-    """Ping every ``interval`` s; each latency (None: failed) with its time."""
+    """Ping every ``interval`` s: (when sent, seconds until answered or
+    failed, answered?). A ping needs a token from the controller's
+    credential socket first (cached for its TTL), as every command does."""
 
     def __init__(self, ctl: SimController, interval: float = 0.02):
         super().__init__(daemon=True)
         self.api = ctl.api()
         self.interval = interval
-        self.samples: list[tuple[float, float | None]] = []
+        self.samples: list[tuple[float, float, bool]] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -101,9 +103,10 @@ class Pinger(threading.Thread):
             t0 = time.monotonic()
             try:
                 self.api.call("Ping", api_pb2.PingRequest(), timeout=30)
-                self.samples.append((t0, time.monotonic() - t0))
+                ok = True
             except (ControllerUnreachable, Exception):
-                self.samples.append((t0, None))
+                ok = False
+            self.samples.append((t0, time.monotonic() - t0, ok))
             self.stop.wait(max(0.0, self.interval - (time.monotonic() - t0)))
 
 
@@ -122,13 +125,16 @@ class RssPeak(threading.Thread):
                 return
 
 
-def latencies(samples: list[float | None]) -> str:
-    ok = sorted(lat for lat in samples if lat is not None)
-    if not ok:
-        return f"no answer ({len(samples)} pings failed)"
-    return (f"p50 {1000 * statistics.median(ok):.1f} ms, "
-            f"p99 {1000 * ok[min(len(ok) - 1, int(len(ok) * 0.99))]:.1f} ms, "
-            f"max {1000 * ok[-1]:.1f} ms, {len(samples) - len(ok)} of {len(samples)} failed")
+def latencies(samples: list[tuple[float, bool]]) -> str:
+    """p50/p99/max over every ping, a failed one counted with the time it took to fail."""
+    lat = sorted(t for t, _ in samples)
+    if not lat:
+        return "no pings"
+    failed = [t for t, ok in samples if not ok]
+    return (f"p50 {1000 * statistics.median(lat):.1f} ms, "
+            f"p99 {1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]:.1f} ms, "
+            f"max {1000 * lat[-1]:.1f} ms over {len(lat)} pings"
+            + (f"; {len(failed)} failed (after up to {max(failed):.1f} s)" if failed else ""))
 
 
 def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
@@ -154,8 +160,8 @@ def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
     pinger.stop.set()
     pinger.join()
     pinger.api.close()
-    before = [lat for t, lat in pinger.samples if t < t0]
-    during = [lat for t, lat in pinger.samples if t0 <= t <= t0 + wall]
+    before = [(lat, ok) for t, lat, ok in pinger.samples if t < t0]
+    during = [(lat, ok) for t, lat, ok in pinger.samples if t0 <= t <= t0 + wall]
     return {"args": " ".join(args), "rc": p.returncode, "wall_s": wall, "rows": rows,
             "err": err.decode(errors="replace").strip()[-300:],
             "before": latencies(before), "during": latencies(during)}

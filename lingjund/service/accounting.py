@@ -139,7 +139,9 @@ async def purge(ctl: Controller, now: float | None = None) -> int:
     after = cfg.purge_after_s
     if after is None:
         return 0
-    cutoff = (ctl.clock() if now is None else now) - after
+    now = ctl.clock() if now is None else now
+    # never a job squeue may still show (MinJobAge): the live state may hold it
+    cutoff = min(now - after, now - ctl.config.controller.min_job_age_s)
     conn = await _off_loop(history.connect_writer, ctl.store.path)
     total = 0
     try:
