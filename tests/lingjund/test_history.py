@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from cli import sacct
-from lingjun import config, slurm
+from lingjun import config
 from lingjun.v1 import api_pb2
 from lingjund.service import accounting
 from lingjund.service.context import Controller
