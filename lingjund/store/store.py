@@ -399,6 +399,16 @@ class Store:
         return [_job_from_row(r) for r in self.db.query(
             "SELECT * FROM jobs WHERE state = 'RUNNING' OR completing != '[]' ORDER BY job_id")]
 
+    def jobs_on_node(self, name: str) -> list[JobRecord]:
+        """The holding jobs (``holding_jobs``) that hold ``name`` or are completing
+        on it. For now a text match on the JSON node lists (the name with its
+        quotes, as json.dumps writes it, so node1 does not match node10)."""
+        quoted = json.dumps(name)
+        return [_job_from_row(r) for r in self.db.query(
+            "SELECT * FROM jobs WHERE (state = 'RUNNING' OR completing != '[]')"
+            " AND (instr(nodes, ?) > 0 OR instr(completing, ?) > 0) ORDER BY job_id",
+            [quoted, quoted])]
+
     # -- steps ------------------------------------------------------------------
     def put_step(self, step: StepRecord) -> None:
         row = dataclasses.asdict(step)
@@ -447,7 +457,14 @@ class Store:
             elif isinstance(v, bool):
                 v = int(v)
             row[k] = v
-        self.db["nodes"].upsert(row, pk="name")
+        # One statement: sqlite_utils' upsert ran about twenty (it reads the
+        # table's columns each time), most of a registration's cost.
+        cols = list(row)
+        update = ", ".join(f"{c} = excluded.{c}" for c in cols[1:])
+        self.db.execute(
+            f"INSERT INTO nodes ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            + (f" ON CONFLICT(name) DO UPDATE SET {update}" if update else " ON CONFLICT(name) DO NOTHING"),
+            list(row.values()))
 
     def nodes(self) -> dict[str, NodeRecord]:
         return {r["name"]: _node_from_row(r) for r in self.db.query("SELECT * FROM nodes")}
