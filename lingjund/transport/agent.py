@@ -109,7 +109,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                          reg.node_name)
             return
         conn = Connection(reg.node_name)
-        reply, follow = nodes.register(ctl, conn, reg)
+        reply, follow = await nodes.register_batched(ctl, conn, reg)
         yield agent_pb2.ControllerMessage(register_reply=reply)
         if not reply.accepted:
             log.warning("refused agent %r: %s", reg.node_name, reply.message)
@@ -117,13 +117,19 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         ctl.agents.attach(conn)
         for msg in follow:
             conn.send(msg)
-        reader = asyncio.create_task(self._read(conn, it))
+        # From here on both this generator (the commands queued for the node) and
+        # the reader (the answer to each heartbeat, written at once rather than
+        # queued: a queue hop and a task switch less per heartbeat, about a third
+        # of its cost) write to the stream, one at a time.
+        writing = asyncio.Lock()
+        reader = asyncio.create_task(self._read(conn, it, context, writing))
         try:
             while True:
                 msg = await conn.outbox.get()
                 if msg is None:
                     break
-                yield msg
+                if not await self._write(context, writing, msg):
+                    break
         finally:
             reader.cancel()
             # Steps on the node keep running under their supervisors: the agent
@@ -131,7 +137,20 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             # found DOWN and its tasks lost (steps._end_lost_tasks).
             nodes.disconnected(ctl, conn)
 
-    async def _read(self, conn: Connection, it) -> None:
+    @staticmethod
+    async def _write(context, writing: asyncio.Lock, msg: agent_pb2.ControllerMessage) -> bool:
+        """Send ``msg`` on the stream; False once the stream is gone."""
+        try:
+            async with writing:
+                await context.write(msg)
+            return True
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:      # noqa: BLE001 - the stream ended under us
+            log.debug("write to agent stream failed: %s", e)
+            return False
+
+    async def _read(self, conn: Connection, it, context, writing: asyncio.Lock) -> None:
         ctl = self.ctl
         try:
             async for msg in it:
@@ -139,7 +158,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 try:
                     if kind == "heartbeat":
                         nodes.heartbeat(ctl, conn, msg.heartbeat)
-                        health.clock_reply(conn, msg.heartbeat)
+                        if not await self._write(context, writing, health.clock_reply(msg.heartbeat)):
+                            break
                     elif kind == "batch_started":
                         batch.batch_started(ctl, conn.node, msg.batch_started)
                     elif kind == "batch_finished":
