@@ -347,6 +347,7 @@ class Fleet:
         self.nodes = {n: SimNode(self, n, i) for i, n in enumerate(names)}
         self.stats = FleetStats()
         self.heartbeat_s = 5.0
+        self.beating = True         # False: the streams stay open and say nothing
         self.stopping = False
         self._channels: list[grpc.aio.Channel] = []
         self._stubs: list[agent_pb2_grpc.AgentServiceStub] = []
@@ -384,8 +385,9 @@ class Fleet:
                 # the default (which alone could outlast a short timeout).
                 step = self.heartbeat_s / slices
                 t0 = time.monotonic()
-                for node in nodes[s::slices]:
-                    node.heartbeat()
+                if self.beating:
+                    for node in nodes[s::slices]:
+                        node.heartbeat()
                 await asyncio.sleep(max(0.0, step - (time.monotonic() - t0)))
 
     def registered(self) -> int:
