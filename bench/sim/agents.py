@@ -163,7 +163,7 @@ class SimNode:
                 raise
             except grpc.aio.AioRpcError as e:
                 why = f"{e.code().name} {e.details()} at {self.stage}"[:80]
-                if not self.registered:
+                if not self.registered and not fl.stopping:     # not our own stop's cancel
                     fl.stats.failed_connects += 1
                     fl.stats.failures[why] += 1
                 log.debug("node=%s stream: %s", self.name, why)

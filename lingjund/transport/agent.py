@@ -33,7 +33,9 @@ log = logging.getLogger("lingjund.agent_channel")
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    HANDSHAKE_TIMEOUT_S = 10.0
+    # Long enough that a loop busy for seconds (a scheduling pass over 10,000
+    # nodes) does not refuse agents whose proof is already waiting.
+    HANDSHAKE_TIMEOUT_S = 30.0
 
     def __init__(self, ctl: Controller, auth_: ServerAuth):
         self.ctl = ctl

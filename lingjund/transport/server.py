@@ -46,10 +46,12 @@ def build_server(ctl: Controller, listen: str,
         # 1,000; hard limit 3,000) core cancels them, and a cluster's agents
         # reconnecting at once (a controller restart) came back CANCELLED by
         # the thousand before the handshake. Let them queue: each is one
-        # stream of one agent, and the handshake timeout bounds its wait.
+        # stream of one agent. Core also cancels a call left waiting longer
+        # than max_unrequested_time (default 30 s): a loop busy with a long
+        # pass while thousands connect takes them more slowly than that.
         ("grpc.server.max_pending_requests", PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
-        ("grpc.server_max_unrequested_time_in_server", 120),
+        ("grpc.server_max_unrequested_time_in_server", 300),
     ])
     api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
