@@ -26,9 +26,10 @@ over the interval (so 10,000 nodes do not wake 10,000 sleeping tasks);
 writes go through a per-node deque drained by a task that exists only while
 something is queued. Each node has its own channel (one TCP connection, as
 a real agent) unless ``per_channel`` > 1 puts that many streams on one:
-cheaper, but a burst of thousands of new streams on few connections gets
-some of them CANCELLED at the handshake by the transport (seen against a
-stand-in controller too, ``stub.py``), and the agents then retry.
+cheaper, but not what a controller sees in a real cluster. (Bursts of
+streams CANCELLED at the handshake were gRPC core's limit on calls the
+server has not yet taken, 1,000 to 3,000, and its 30 s limit on their wait;
+the controller raises both, ``lingjund/transport/server.py``.)
 
 Faults on purpose: ``silence(node)`` makes a node stop heartbeating and
 answering, and keeps it from reconnecting once the controller ends its
