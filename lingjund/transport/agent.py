@@ -9,9 +9,11 @@ that fails is logged with its peer and reason and ends UNAUTHENTICATED
 without the node ever being registered. An agent that hangs up instead of
 proving has refused our proof: it holds another key. Then the next message must be
 Register, for the node the proof named; nothing else is sent to a stream
-before its registration has been accepted. Then a reader task dispatches what the agent
-says to the service layer while this generator yields the commands queued
-for the node.
+before its registration has been accepted (registrations arriving together
+are committed together, nodes.register_batched). Then a reader task
+dispatches what the agent says to the service layer and answers each
+heartbeat itself, while this generator writes the commands queued for the
+node; a lock keeps their writes apart.
 """
 from __future__ import annotations
 
