@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lingjun.config import Config, PartitionConfig
+from lingjund.service import catalog as catalogmod
 from lingjund.service.agents import AgentRegistry
 from lingjund.store.store import Store
 
@@ -37,6 +38,7 @@ class Controller:
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False
     _wake: asyncio.Event | None = None
+    _catalog: catalogmod.Catalog | None = None
     _jobs_changed: asyncio.Event | None = None
 
     @property
@@ -88,12 +90,20 @@ class Controller:
         parts = self.partitions()
         return next((p for p in parts if p.default), parts[0])
 
+    def catalog(self) -> catalogmod.Catalog:
+        """The nodes as configured and registered, summarised (service/catalog.py)."""
+        c = self._catalog
+        if c is None or c.config is not self.config:
+            c = self._catalog = catalogmod.build(self.config, self.store.nodes())
+        return c
+
+    def nodes_changed(self) -> None:
+        """A node appeared or reported a new inventory: rebuild the catalog on next use."""
+        self._catalog = None
+
     def known_nodes(self) -> list[str]:
         """Configured nodes, plus any that registered without being configured."""
-        from lingjun import slurm
-        names = {n.name for n in self.config.nodes}
-        names.update(self.store.nodes())
-        return sorted(names, key=slurm.natural_key)
+        return list(self.catalog().names)
 
     def partition_nodes(self, part: PartitionConfig) -> list[str]:
         if part.nodes is None:

@@ -15,7 +15,7 @@ from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, batch, errors, faulttol, preemption
+from lingjund.service import authz, batch, catalog, errors, faulttol, preemption
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -28,15 +28,8 @@ PRIORITY_BASE = 4294901760
 
 def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
     """(cpus, memory_mb, gpus) of a node: configured values, else what it reported."""
-    cfg = ctl.config.node(name)
     rec = ctl.store.node(name)
-    inv = rec.inventory if rec else None
-    cpus = (cfg.cpus if cfg and cfg.cpus else 0) or (inv.cpus if inv else 0)
-    mem = (cfg.memory_mb if cfg and cfg.memory_mb else 0) or (inv.real_memory_mb if inv else 0)
-    gpus = (cfg.gpus if cfg else 0) or (inv.gpus if inv else 0)
-    if not cpus:
-        return None
-    return cpus, mem, gpus
+    return catalog.capacity(ctl.config.node(name), rec.inventory if rec else None)
 
 
 def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
@@ -53,7 +46,7 @@ def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
     if cfg and cfg.gpu_type:
         return cfg.gpu_type
     rec = rec or ctl.store.node(name)
-    return rec.inventory.gpu_type if rec else ""
+    return catalog.gpu_type(cfg, rec.inventory if rec else None)
 
 
 def _hostlist(expr: str) -> list[str]:
@@ -63,11 +56,21 @@ def _hostlist(expr: str) -> list[str]:
         raise errors.InvalidNodeName() from None
 
 
-def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, nodes: list[str]) -> list[str]:
-    """The partition's nodes this job may use at all (-w/-x/-C/GPU type), refusing
-    what no node of the cluster can give in Slurm's words (an unknown node, a
-    feature or GPU type no node has), and what this partition cannot."""
-    known = set(ctl.known_nodes())
+def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, part) -> catalog.Shapes:
+    """The partition's nodes this job may use at all (-w/-x/-C/GPU type), by shape,
+    refusing what no node of the cluster can give in Slurm's words (an unknown
+    node, a feature or GPU type no node has), and what this partition cannot.
+
+    Without -w/-x/-C/GPU type that is the whole partition, summarised once in the
+    catalog: a submission costs the same at 10 nodes and at 10,000."""
+    cat = ctl.catalog()
+    nodes = cat.partition_nodes.get(part.name)
+    if nodes is None:
+        nodes = tuple(ctl.partition_nodes(part))
+    if not (spec.req_nodes or spec.exc_nodes or spec.constraint or spec.gpu_type):
+        shapes = cat.partition_shapes.get(part.name)
+        return shapes if shapes is not None else cat.shapes(nodes)
+    known = cat.capacity        # every configured or registered node has an entry
     required = _hostlist(spec.req_nodes) if spec.req_nodes else []
     excluded = set(_hostlist(spec.exc_nodes)) if spec.exc_nodes else set()
     if any(n not in known for n in required) or any(n not in known for n in excluded):
@@ -77,20 +80,20 @@ def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, nodes: list[str]) -
             wanted = slurm.constraint_features(spec.constraint)
         except ValueError:
             raise errors.InvalidFeature() from None
-        have = {f for n in known for f in node_features(ctl, n)}
-        if any(f not in have for f in wanted):
+        if any(f not in cat.all_features for f in wanted):
             raise errors.InvalidFeature()
-    if spec.gpu_type and not any(node_gpu_type(ctl, n) == spec.gpu_type for n in known):
+    if spec.gpu_type and spec.gpu_type not in cat.gpu_types:
         raise errors.InvalidGres()
-    if any(n not in nodes or n in excluded for n in required):
+    members = set(nodes)
+    if any(n not in members or n in excluded for n in required):
         raise errors.NodeConfigUnavailable()
     usable = [n for n in nodes if n not in excluded
               and (not spec.constraint or slurm.constraint_matches(spec.constraint,
-                                                                   node_features(ctl, n)))
-              and (not spec.gpu_type or node_gpu_type(ctl, n) == spec.gpu_type)]
-    if any(n not in usable for n in required):
+                                                                   cat.features.get(n, ())))
+              and (not spec.gpu_type or cat.gpu_type.get(n, "") == spec.gpu_type)]
+    if required and not set(required) <= set(usable):
         raise errors.NodeConfigUnavailable()
-    return usable
+    return cat.shapes(usable)
 
 
 def _validate(ctl: Controller, spec: api_pb2.JobSpec):
@@ -108,18 +111,17 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
             raise errors.InvalidRequest(f"Invalid {field} value {value}")
     if spec.time_limit_min < -1:
         raise errors.InvalidTimeLimit()
-    nodes = _placement_nodes(ctl, spec, ctl.partition_nodes(part))
+    nodes = _placement_nodes(ctl, spec, part)
     # -w nodes count toward -N, as in Slurm.
     min_nodes = max(spec.min_nodes or 1, len(_hostlist(spec.req_nodes)) if spec.req_nodes else 0)
     if spec.num_tasks and not spec.min_nodes and spec.ntasks_per_node:
         min_nodes = max(min_nodes, math.ceil(spec.num_tasks / spec.ntasks_per_node))
     if spec.max_nodes and spec.max_nodes < min_nodes:
         raise errors.NodeConfigUnavailable()
-    caps = [c for c in (node_capacity(ctl, n) for n in nodes) if c]
-    over = _over_partition_limits(spec, part, min_nodes, nodes, caps)
+    over = _over_partition_limits(spec, part, min_nodes, nodes)
     if over is not None and ctl.config.controller.enforce_part_limits != "NO":
         raise over
-    if caps:
+    if nodes.counts:
         # The shape of one node's share must exist somewhere: that no amount of
         # waiting cures, whatever EnforcePartLimits says. How many such nodes
         # the partition has is a partition limit (above).
@@ -134,15 +136,15 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         else:
             per_node_tasks = 1
         mem_per_cpu = spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else 0
-        fitting = [c for c in caps
-                   if per_node_tasks * cpt <= c[0]
-                   and (not spec.HasField("mem_per_node_mb") or spec.mem_per_node_mb <= c[1])
-                   and per_node_tasks * cpt * mem_per_cpu <= c[1]
-                   and gpus_per_node(spec, min_nodes) <= c[2]]
-        if len(fitting) < min(min_nodes, len(caps)):
+        has_mem = spec.HasField("mem_per_node_mb")
+        gpn = gpus_per_node(spec, min_nodes)
+        fitting = nodes.where(lambda c: per_node_tasks * cpt <= c[0]
+                              and (not has_mem or spec.mem_per_node_mb <= c[1])
+                              and per_node_tasks * cpt * mem_per_cpu <= c[1]
+                              and gpn <= c[2])
+        if fitting.nodes < min(min_nodes, nodes.with_capacity):
             raise errors.NodeConfigUnavailable()
-        if over is None and spec.num_tasks and \
-                spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
+        if over is None and spec.num_tasks and spec.num_tasks * cpt > fitting.top_cpus(max_nodes):
             raise errors.NodeConfigUnavailable()
     return part, min_nodes
 
@@ -154,8 +156,8 @@ def gpus_per_node(spec: api_pb2.JobSpec, nodes: int) -> int:
     return math.ceil(spec.gpus / max(1, nodes))
 
 
-def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int, nodes: list[str],
-                           caps: list[tuple[int, int, int]]) -> errors.SlurmError | None:
+def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int,
+                           nodes: catalog.Shapes) -> errors.SlurmError | None:
     """The partition limit ``spec`` breaks, as the error EnforcePartLimits=ANY/ALL raises.
 
     With Slurm's default NO the job is accepted and pends; the scheduling core
@@ -164,10 +166,10 @@ def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int, nodes: l
     PartitionTimeLimit for time.
     """
     cpus = (spec.num_tasks or 1) * (spec.cpus_per_task or 1)
-    if caps and cpus > sum(c[0] for c in caps):
+    if nodes.counts and cpus > nodes.total_cpus:
         return errors.TooManyCpus()
-    most = len(nodes) if part.max_nodes == -1 else min(len(nodes), part.max_nodes)
-    if nodes and min_nodes > most:
+    most = nodes.nodes if part.max_nodes == -1 else min(nodes.nodes, part.max_nodes)
+    if nodes.nodes and min_nodes > most:
         return errors.InvalidNodeCount()
     if spec.max_nodes and spec.max_nodes < part.min_nodes:
         return errors.InvalidNodeCount()
@@ -469,9 +471,8 @@ def _pending_node_count(ctl: Controller, job: JobRecord) -> int:
     spec = job.spec
     if spec.min_nodes or not spec.num_tasks:
         return spec.min_nodes or 1
-    part = ctl.partition(job.partition)
-    caps = [c for c in (node_capacity(ctl, n) for n in ctl.partition_nodes(part))] if part else []
-    biggest = max((c[0] for c in caps if c), default=0)
+    shapes = ctl.catalog().partition_shapes.get(job.partition)
+    biggest = shapes.biggest_cpus if shapes is not None else 0
     if not biggest:
         return 1
     return max(1, math.ceil(spec.num_tasks * (spec.cpus_per_task or 1) / biggest))
