@@ -34,6 +34,24 @@ from lingjund.transport.server import build_server
 log = logging.getLogger("lingjund")
 
 
+# A wake is followed by more in a storm (a batch of submissions, jobs ending
+# together): the pass waits until none came for SETTLE_QUIET_S, at most
+# SETTLE_MAX_S after the first, so a storm makes a few passes, not one each.
+SETTLE_QUIET_S = 0.01
+SETTLE_MAX_S = 0.05
+
+
+async def _settle(wake: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    until = loop.time() + SETTLE_MAX_S
+    while (left := until - loop.time()) > 0:
+        wake.clear()
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=min(SETTLE_QUIET_S, left))
+        except asyncio.TimeoutError:
+            return
+
+
 async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
     started_at = ctl.clock()
@@ -46,6 +64,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:
             await asyncio.wait_for(wake.wait(), timeout=timeout)
+            await _settle(wake)
         except asyncio.TimeoutError:
             pass
         wake.clear()

@@ -7,11 +7,14 @@ returns the first job instead of a second one.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import signal as signals
+from dataclasses import dataclass
 
 from lingjun import slurm
+from lingjun.config import PartitionConfig
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
@@ -245,7 +248,22 @@ def initial_eligible_time(spec: api_pb2.JobSpec, dep_text: str, now: float) -> f
     return 0.0 if (spec.hold or dep_text) else now
 
 
-def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
+@dataclass(frozen=True)
+class Submission:
+    """A submission that passed every check made outside the store, ready to be
+    written (``commit``); the ones made inside it (a client token seen before,
+    MaxSubmitJobs) run in the transaction that writes it."""
+    spec: api_pb2.JobSpec
+    token: str | None
+    part: PartitionConfig
+    min_nodes: int
+    array: slurm.ArraySpec | None
+    dep_text: str
+
+
+def prepare(ctl: Controller, request: api_pb2.SubmitJobRequest) -> Submission | api_pb2.SubmitJobResponse:
+    """Check a submission (raising Slurm's error); the answer itself when there is
+    nothing to write (a retried client token, --test-only)."""
     spec = request.spec
     token = request.client_token or None
     if token:
@@ -261,40 +279,129 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
         raise errors.InvalidTimeValue()
     if request.test_only:
         return _will_run(ctl, spec, part)
-    now = ctl.clock()
+    return Submission(spec, token, part, min_nodes, array, dep_text)
+
+
+def _write(ctl: Controller, st, sub: Submission, now: float) -> api_pb2.SubmitJobResponse:
+    """Write one submission inside the caller's transaction; a SlurmError is
+    raised before anything of it is written."""
+    spec, token, part, array = sub.spec, sub.token, sub.part, sub.array
+    earlier = st.job_by_token(token) if token else None
+    if earlier is not None:
+        return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
+    authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)
     name = spec.name or "sbatch"
-    with ctl.store.transaction() as st:
-        earlier = st.job_by_token(token) if token else None
-        if earlier is not None:
-            return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
-        authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)
-        job_id = st.insert_job(
-            client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
-            partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
-            submit_time=now, eligible_time=initial_eligible_time(spec, dep_text, now),
-            time_limit_min=effective_time_limit(spec, part),
-            exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=dep_text,
-            deadline=float(spec.deadline))
-        array_fields = {}
-        if array is not None:
-            # One row for the whole array (Slurm's meta record): the tasks are
-            # split off into rows of their own only as they start. A lone task
-            # is that task from the start.
-            lone = len(array.indices) == 1
-            array_fields = dict(
-                array_job_id=job_id, array_task_id=array.indices[0] if lone else -1,
-                array_task_str="" if lone else slurm.fold_indices(array.indices),
-                array_max_running=array.max_running)
-        st.update_job(job_id, priority=max(PRIORITY_BASE - job_id, 1),
-                      reason=slurm.REASON_HELD_USER if spec.hold else slurm.REASON_NONE,
-                      **output_paths(spec, job_id, name, array_fields.get("array_job_id", 0),
-                                     array_fields.get("array_task_id", -1)),
-                      **array_fields)
-    log.info("job=%d submitted by %s: %s, %d node(s), partition %s%s",
-             job_id, spec.user, name, min_nodes, part.name,
-             f", array {spec.array}" if array is not None else "")
-    ctl.wake_scheduler()
+    job_id = st.insert_job(
+        client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,
+        partition=part.name, state=slurm.PENDING, reason=slurm.REASON_NONE, priority=0,
+        submit_time=now, eligible_time=initial_eligible_time(spec, sub.dep_text, now),
+        time_limit_min=effective_time_limit(spec, part),
+        exclusive=spec.exclusive, held=spec.hold, spec=spec, dependency=sub.dep_text,
+        deadline=float(spec.deadline))
+    array_fields = {}
+    if array is not None:
+        # One row for the whole array (Slurm's meta record): the tasks are
+        # split off into rows of their own only as they start. A lone task
+        # is that task from the start.
+        lone = len(array.indices) == 1
+        array_fields = dict(
+            array_job_id=job_id, array_task_id=array.indices[0] if lone else -1,
+            array_task_str="" if lone else slurm.fold_indices(array.indices),
+            array_max_running=array.max_running)
+    st.update_job(job_id, priority=max(PRIORITY_BASE - job_id, 1),
+                  reason=slurm.REASON_HELD_USER if spec.hold else slurm.REASON_NONE,
+                  **output_paths(spec, job_id, name, array_fields.get("array_job_id", 0),
+                                 array_fields.get("array_task_id", -1)),
+                  **array_fields)
     return api_pb2.SubmitJobResponse(job_id=job_id, cluster=ctl.cluster)
+
+
+def commit(ctl: Controller, subs: list[Submission]) -> list[api_pb2.SubmitJobResponse | Exception]:
+    """Write submissions in one transaction (one fsync): each one's answer, or the
+    error that refused it alone (MaxSubmitJobs). Nothing is answered before the
+    commit. Should the transaction itself fail, each is tried again in one of
+    its own, so that one bad submission cannot take the others down with it."""
+    now = ctl.clock()
+    results: list = []
+    try:
+        with ctl.store.transaction() as st:
+            for sub in subs:
+                try:
+                    results.append(_write(ctl, st, sub, now))
+                except errors.SlurmError as e:
+                    results.append(e)
+    except Exception as e:
+        if len(subs) == 1:
+            results = [e]
+        else:
+            log.warning("%d submissions written together failed (%s); writing them one by one",
+                        len(subs), e)
+            results = [commit(ctl, [sub])[0] for sub in subs]
+    for sub, r in zip(subs, results):
+        if isinstance(r, api_pb2.SubmitJobResponse) and not r.duplicate:
+            log.info("job=%d submitted by %s: %s, %d node(s), partition %s%s",
+                     r.job_id, sub.spec.user, sub.spec.name or "sbatch", sub.min_nodes,
+                     sub.part.name, f", array {sub.spec.array}" if sub.array is not None else "")
+    if any(isinstance(r, api_pb2.SubmitJobResponse) and not r.duplicate for r in results):
+        ctl.wake_scheduler()
+    return results
+
+
+def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
+    """One submission, checked, committed, then answered."""
+    sub = prepare(ctl, request)
+    if isinstance(sub, api_pb2.SubmitJobResponse):
+        return sub
+    result = commit(ctl, [sub])[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+class GroupCommit:
+    """Submissions that arrive together are written together.
+
+    Each RPC checks its submission, queues it and waits; the first to queue
+    asks the event loop to write everything queued once the handlers that are
+    ready have run, in one transaction. While that commit waits on the disk,
+    the requests that arrive meanwhile queue up for the next one, so the number
+    written per fsync grows with the load by itself, with no timer. Each caller
+    is answered only after the commit that holds its job (``commit``).
+    """
+
+    def __init__(self, ctl: Controller):
+        self.ctl = ctl
+        self._queue: list[tuple[Submission, asyncio.Future]] = []
+        self._flush_pending = False
+
+    async def submit(self, request: api_pb2.SubmitJobRequest) -> api_pb2.SubmitJobResponse:
+        sub = prepare(self.ctl, request)
+        if isinstance(sub, api_pb2.SubmitJobResponse):
+            return sub
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._queue.append((sub, done))
+        if not self._flush_pending:
+            self._flush_pending = True
+            loop.call_soon(self._flush)
+        return await done
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        batch, self._queue = self._queue, []
+        try:
+            results = commit(self.ctl, [sub for sub, _ in batch])
+        except Exception as e:     # a bug: every caller hears of it, none waits forever
+            results = [e] * len(batch)
+        if len(batch) > 1:
+            log.debug("%d submissions in one commit", len(batch))
+        for (_, done), r in zip(batch, results):
+            if done.done():         # the caller went away; its job stands
+                continue
+            if isinstance(r, Exception):
+                done.set_exception(r)
+            else:
+                done.set_result(r)
 
 
 def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:

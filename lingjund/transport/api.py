@@ -7,6 +7,7 @@ traceback and answered INTERNAL without taking the server down.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import socket
 
@@ -49,7 +50,10 @@ def unary(fn):
     async def wrapper(self, request, context):
         try:
             validate.check(request, self.ctl.config.authz)     # every field bounded
-            return fn(self, request, context)
+            reply = fn(self, request, context)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            return reply
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
         except grpc.aio.AbortError:
@@ -74,11 +78,12 @@ async def _no_space(context, what: str, e: BaseException) -> None:
 class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def __init__(self, ctl: Controller):
         self.ctl = ctl
+        self.submissions = jobs.GroupCommit(ctl)
 
     @unary
     def SubmitJob(self, request, context):
         _check_submit(request)
-        return jobs.submit(self.ctl, request)
+        return self.submissions.submit(request)    # answered once its commit is done
 
     @unary
     def GetJobs(self, request, context):
