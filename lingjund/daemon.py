@@ -37,11 +37,15 @@ log = logging.getLogger("lingjund")
 # A wake is followed by more in a storm (a batch of submissions, jobs ending
 # together): the pass waits until none came for SETTLE_QUIET_S, at most
 # SETTLE_MAX_S after the first, so a storm makes a few passes, not one each.
+# And a pass that a wake asks for starts no sooner after the last one ended
+# than that one took (at most BUSY_GAP_MAX_S): passes run on this loop, and
+# back to back they would leave it no time to take the submissions in.
 SETTLE_QUIET_S = 0.01
 SETTLE_MAX_S = 0.05
+BUSY_GAP_MAX_S = 1.0
 
 
-async def _settle(wake: asyncio.Event) -> None:
+async def _settle(wake: asyncio.Event, not_before: float) -> None:
     loop = asyncio.get_running_loop()
     until = loop.time() + SETTLE_MAX_S
     while (left := until - loop.time()) > 0:
@@ -49,13 +53,17 @@ async def _settle(wake: asyncio.Event) -> None:
         try:
             await asyncio.wait_for(wake.wait(), timeout=min(SETTLE_QUIET_S, left))
         except asyncio.TimeoutError:
-            return
+            break
+    if (gap := not_before - loop.time()) > 0:
+        await asyncio.sleep(gap)
 
 
 async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
     started_at = ctl.clock()
     interval = ctl.config.controller.scheduler_interval_s
+    loop = asyncio.get_running_loop()
+    not_before = 0.0        # loop time: the last pass's end + its length
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
         deadline = min((t for t in (scheduling.next_deadline(ctl), faulttol.next_check(ctl))
@@ -64,10 +72,11 @@ async def scheduler_loop(ctl: Controller) -> None:
             timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:
             await asyncio.wait_for(wake.wait(), timeout=timeout)
-            await _settle(wake)
+            await _settle(wake, not_before)
         except asyncio.TimeoutError:
             pass
         wake.clear()
+        began = loop.time()
         try:
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
@@ -76,6 +85,8 @@ async def scheduler_loop(ctl: Controller) -> None:
             allocations.sweep_orphans(ctl, started_at)
             steps.sweep_unfollowed(ctl, started_at)
             scheduling.run_pass(ctl)
+            ended = loop.time()
+            not_before = ended + min(ended - began, BUSY_GAP_MAX_S)
         except StoreFull as e:
             # Said once a pass, without a traceback: the log may share the full disk.
             log.error("scheduling pass wrote nothing: no space left for the state store (%s)", e)

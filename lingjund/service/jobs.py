@@ -30,7 +30,11 @@ PRIORITY_BASE = 4294901760
 
 
 def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
-    """(cpus, memory_mb, gpus) of a node: configured values, else what it reported."""
+    """(cpus, memory_mb, gpus) of a node: configured values, else what it reported
+    (from the catalog: no store read per node of a pass)."""
+    cap = ctl.catalog().capacity
+    if name in cap:
+        return cap[name]
     rec = ctl.store.node(name)
     return catalog.capacity(ctl.config.node(name), rec.inventory if rec else None)
 
@@ -48,7 +52,11 @@ def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
     cfg = ctl.config.node(name)
     if cfg and cfg.gpu_type:
         return cfg.gpu_type
-    rec = rec or ctl.store.node(name)
+    if rec is None:
+        types = ctl.catalog().gpu_type
+        if name in types:
+            return types[name]
+        rec = ctl.store.node(name)
     return catalog.gpu_type(cfg, rec.inventory if rec else None)
 
 
@@ -362,12 +370,14 @@ class GroupCommit:
     """Submissions that arrive together are written together.
 
     Each RPC checks its submission, queues it and waits; the first to queue
-    asks the event loop to write everything queued once the handlers that are
-    ready have run, in one transaction. While that commit waits on the disk,
-    the requests that arrive meanwhile queue up for the next one, so the number
-    written per fsync grows with the load by itself, with no timer. Each caller
-    is answered only after the commit that holds its job (``commit``).
+    asks the event loop to write everything queued GATHER_S later, in one
+    transaction (a request takes several turns of the loop from the socket
+    to its handler, so "the next turn" would gather only one). A lone
+    submission waits GATHER_S more; a storm of them shares its fsyncs. Each
+    caller is answered only after the commit that holds its job (``commit``).
     """
+
+    GATHER_S = 0.002
 
     def __init__(self, ctl: Controller):
         self.ctl = ctl
@@ -383,8 +393,38 @@ class GroupCommit:
         self._queue.append((sub, done))
         if not self._flush_pending:
             self._flush_pending = True
-            loop.call_soon(self._flush)
+            loop.call_later(self.GATHER_S, self._flush)
         return await done
+
+    async def submit_many(self, requests) -> list[api_pb2.SubmitJobResponse | Exception]:
+        """Several submissions of one caller: each checked alone, all written in the
+        next group commit; each one's answer or the error that refused it alone."""
+        loop = asyncio.get_running_loop()
+        answers: list = []
+        for request in requests:
+            try:
+                sub = prepare(self.ctl, request)
+            except errors.SlurmError as e:
+                answers.append(e)
+                continue
+            if isinstance(sub, api_pb2.SubmitJobResponse):
+                answers.append(sub)
+                continue
+            done = loop.create_future()
+            self._queue.append((sub, done))
+            answers.append(done)
+        if any(isinstance(a, asyncio.Future) for a in answers) and not self._flush_pending:
+            self._flush_pending = True
+            loop.call_later(self.GATHER_S, self._flush)
+        out = []
+        for a in answers:
+            if isinstance(a, asyncio.Future):
+                try:
+                    a = await a
+                except Exception as e:      # refused alone, or its commit failed
+                    a = e
+            out.append(a)
+        return out
 
     def _flush(self) -> None:
         self._flush_pending = False
