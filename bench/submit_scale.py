@@ -8,21 +8,29 @@ jobs, with NODES (10,000) nodes configured and none registered: no job can
 start, and every new job stays pending. Then:
 
   * for each number of concurrent clients C (``--clients``, default 1 8 32):
-    M (``--count``, 2,000) ``SubmitJob`` calls spread over C threads in
-    ceil(C/8) client processes (sbatch's own request, a fresh client token
-    each): jobs per second, and the controller's CPU milliseconds per
-    submission (user+system time of the lingjund process over the phase);
-  * batched: one ``sbatch --array=1-M`` (one submission of M jobs), timed the
-    same way: jobs per second;
+    M (``--count``, 2,000) held jobs (``sbatch -H``'s request, a fresh client
+    token each), one ``SubmitJob`` call each, spread over C threads in
+    ceil(C/8) client processes: jobs per second, and the controller's CPU
+    milliseconds per job (user+system time of the lingjund process over the
+    phase); a phase stops after ``--limit`` seconds, its rate over what it did;
+  * batched: the same M jobs in ``SubmitJobs`` calls of ``--batch`` (100)
+    from each of ``--batch-clients`` (1 4) clients; and one
+    ``sbatch --array=1-M`` (one submission of M jobs);
   * ``squeue`` as a user runs it (the command, default format, output to a
-    pipe), with the queue now holding Q + what was submitted: wall seconds
-    and the lines it printed. Also ``squeue -t all`` when ``--all-states``.
+    pipe), with the queue now holding Q + what was submitted: the median
+    wall seconds of 3 runs a second apart, and the lines it printed. Also
+    ``squeue -t all`` when ``--all-states``.
+
+``--code DIR`` runs lingjund and the commands from another checkout (the
+"before" figures: ``--code /work/main``; it has no SubmitJobs, so its batched
+phase fails and says so). ``--profile FILE`` runs lingjund under cProfile.
 
 Prints one line per figure, ``Q=<queued> NAME VALUE UNIT``, then a table.
 
     python bench/submit_scale.py                                  # the full grid
     python bench/submit_scale.py --queued 0 --clients 1 8 --count 500   # quick
-    python bench/submit_scale.py --queued 100000 --nodes 10000 --count 5000
+    python bench/submit_scale.py --queued 100000 --count 5000
+    python bench/submit_scale.py --code /work/main --limit 60     # before
 """
 from __future__ import annotations
 
@@ -53,21 +61,22 @@ from cli import sbatch
 from lingjun.client import Api
 from lingjun.v1 import api_pb2
 
-threads, count, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+threads, count, batch, limit = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 api = Api()
-base = sbatch.parse_args(["-o", "/dev/null", "-J", "bench", "--wrap", "true"],
+base = sbatch.parse_args(["-H", "-o", "/dev/null", "-J", "bench", "--wrap", "true"],
                          None, os.environ, os.getcwd()).request
 api.call("Ping", api_pb2.PingRequest())
 lock = threading.Lock()
 left = [count]
 ok, errors = [0], []
+stop_at = [float("inf")]
 go = threading.Barrier(threads + 1)
 
 def run():
     go.wait()
     while True:
         with lock:
-            if left[0] <= 0:
+            if left[0] <= 0 or time.perf_counter() > stop_at[0]:
                 return
             n = min(left[0], max(batch, 1))
             left[0] -= n
@@ -97,6 +106,7 @@ for t in ts:
 print("ready", flush=True)
 sys.stdin.readline()
 a = time.perf_counter()
+stop_at[0] = a + limit
 go.wait()
 for t in ts:
     t.join()
@@ -113,7 +123,8 @@ def _free_port() -> int:
 class Controller:
     """A lingjund over a fresh state directory holding ``queued`` held jobs."""
 
-    def __init__(self, work: Path, nodes: int, queued: int, max_array: int, profile: str = ""):
+    def __init__(self, work: Path, nodes: int, queued: int, max_array: int, profile: str = "",
+                 code: str = str(ROOT)):
         self.work = work
         state = work / "state"
         state.mkdir(parents=True)
@@ -140,7 +151,7 @@ default = true
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LINGJUN_")}
         self.env.update(LINGJUN_CONF=str(self.conf), LINGJUN_HOME=str(work / "home"),
                         PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-                        PYTHONPATH=str(ROOT))
+                        PYTHONPATH=code)
         if queued:
             _prefill(state / "lingjund.db", queued)
         self.log = open(work / "lingjund.log", "ab")
@@ -204,13 +215,15 @@ def _prefill(db: str, queued: int) -> None:
     st.close()
 
 
-def submit_phase(ctl: Controller, clients: int, count: int, batch: int = 0) -> tuple[float, float, str]:
+def submit_phase(ctl: Controller, clients: int, count: int, batch: int = 0,
+                 limit: float = 120.0) -> tuple[float, float, str]:
     """(jobs/s, controller CPU ms per job, note) for ``count`` jobs over ``clients`` threads:
     one SubmitJob each, or (``batch``) SubmitJobs of ``batch`` jobs."""
     nproc = max(1, -(-clients // 8))
     per = [clients // nproc + (1 if i < clients % nproc else 0) for i in range(nproc)]
     counts = [count // nproc + (1 if i < count % nproc else 0) for i in range(nproc)]
-    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, str(t), str(n), str(batch)], env=ctl.env,
+    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, str(t), str(n), str(batch), str(limit)],
+                              env=ctl.env,
                               cwd=ctl.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True) for t, n in zip(per, counts)]
     for p in procs:
@@ -226,7 +239,9 @@ def submit_phase(ctl: Controller, clients: int, count: int, batch: int = 0) -> t
         p.wait()
     ok = sum(o["ok"] for o in outs)
     errors = [e for o in outs for e in o["errors"]]
-    note = f"{count - ok} failed: {errors[0]}" if errors else ""
+    note = f"{len(errors)} failed: {errors[0]}" if errors else ""
+    if not errors and ok < count:
+        note = f"stopped after {limit:.0f} s: {ok} of {count}"
     return ok / wall, cpu * 1000 / max(ok, 1), note
 
 
@@ -240,13 +255,19 @@ def array_phase(ctl: Controller, count: int) -> tuple[float, float, str]:
     return count / wall, cpu * 1000 / count, ""
 
 
-def squeue_phase(ctl: Controller, *args: str) -> tuple[float, int, str]:
-    t0 = time.perf_counter()
-    p = ctl.run("squeue", *args)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        return wall, 0, p.stderr.strip()[:200]
-    return wall, p.stdout.count("\n"), ""
+def squeue_phase(ctl: Controller, *args: str, runs: int = 3) -> tuple[float, int, str]:
+    """The median wall time of ``runs`` squeue commands, a second apart."""
+    walls = []
+    for _ in range(runs):
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        p = ctl.run("squeue", *args)
+        walls.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            return walls[-1], 0, p.stderr.strip()[:200]
+    walls.sort()
+    return walls[len(walls) // 2], p.stdout.count("\n"), \
+        f"min {walls[0]:.2f} max {walls[-1]:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=100, help="jobs per SubmitJobs call (batched)")
     ap.add_argument("--batch-clients", type=int, nargs="*", default=[1, 4],
                     help="concurrent clients of the batched phases")
+    ap.add_argument("--limit", type=float, default=120.0,
+                    help="seconds after which a submission phase stops (its rate is over what it did)")
+    ap.add_argument("--code", default=str(ROOT),
+                    help="the checkout whose lingjund and commands run (e.g. main's, for a before)")
     ap.add_argument("--all-states", action="store_true", help="also time squeue -t all")
     ap.add_argument("--keep", action="store_true", help="keep the work folders")
     ap.add_argument("--profile", default="", metavar="FILE",
@@ -268,19 +293,19 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=f"lingjun-scale-{q}-"))
         t0 = time.perf_counter()
         ctl = Controller(work, o.nodes, q, max_array=max(1001, o.count + 1),
-                         profile=f"{o.profile}.{q}" if o.profile else "")
+                         profile=f"{o.profile}.{q}" if o.profile else "", code=o.code)
         print(f"# Q={q}: {o.nodes} nodes, {q} held jobs, controller up in "
               f"{time.perf_counter() - t0:.1f} s (pid {ctl.proc.pid})", flush=True)
         figures = {}
         try:
             for c in o.clients:
-                rate, cpu_ms, note = submit_phase(ctl, c, o.count)
+                rate, cpu_ms, note = submit_phase(ctl, c, o.count, limit=o.limit)
                 figures[f"submit_{c}_clients"] = (rate, "jobs/s", note)
                 figures[f"cpu_per_submit_{c}_clients"] = (cpu_ms, "ms", "")
                 print(f"Q={q} submit_{c}_clients {rate:.1f} jobs/s  cpu {cpu_ms:.2f} ms/job"
                       + (f"  # {note}" if note else ""), flush=True)
             for c in o.batch_clients:
-                rate, cpu_ms, note = submit_phase(ctl, c, o.count, o.batch)
+                rate, cpu_ms, note = submit_phase(ctl, c, o.count, o.batch, limit=o.limit)
                 figures[f"batched_{o.batch}_{c}_clients"] = (rate, "jobs/s", note)
                 figures[f"cpu_per_job_batched_{c}_clients"] = (cpu_ms, "ms", "")
                 print(f"Q={q} batched_{o.batch}_{c}_clients {rate:.1f} jobs/s  cpu {cpu_ms:.2f} ms/job"
@@ -290,12 +315,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Q={q} submit_array_{o.count} {rate:.1f} jobs/s  cpu {cpu_ms:.3f} ms/job"
                   + (f"  # {note}" if note else ""), flush=True)
             wall, lines, note = squeue_phase(ctl)
-            figures["squeue"] = (wall, "s", note or f"{lines} lines")
-            print(f"Q={q} squeue {wall:.2f} s  # {note or f'{lines} lines'}", flush=True)
+            figures["squeue"] = (wall, "s", f"{lines} lines; {note}")
+            print(f"Q={q} squeue {wall:.2f} s  # {lines} lines; {note}", flush=True)
             if o.all_states:
                 wall, lines, note = squeue_phase(ctl, "-t", "all")
-                figures["squeue_t_all"] = (wall, "s", note or f"{lines} lines")
-                print(f"Q={q} squeue_t_all {wall:.2f} s  # {note or f'{lines} lines'}", flush=True)
+                figures["squeue_t_all"] = (wall, "s", f"{lines} lines; {note}")
+                print(f"Q={q} squeue_t_all {wall:.2f} s  # {lines} lines; {note}", flush=True)
         finally:
             ctl.stop()
             if o.keep:

@@ -716,8 +716,13 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     elif accounting or req.all_states or req.states:
         jobs = st.jobs() if accounting else st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
     else:
-        jobs = st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
-        jobs = [j for j in jobs if j.state in slurm.ACTIVE_STATES or j.completing]
+        # squeue without -t: the unfinished jobs, and finished ones still completing
+        # (the store answers both without reading the history).
+        jobs = st.jobs(states=slurm.ACTIVE_STATES)
+        ids = {j.job_id for j in jobs}
+        ending = [j for j in st.holding_jobs() if j.completing and j.job_id not in ids]
+        if ending:
+            jobs = sorted(jobs + ending, key=lambda j: j.job_id)
     def keep(j: JobRecord) -> bool:
         if req.users and j.user not in req.users and str(j.uid) not in req.users:
             return False
