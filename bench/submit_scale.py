@@ -65,7 +65,14 @@ threads, count, batch, limit = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[
 api = Api()
 base = sbatch.parse_args(["-H", "-o", "/dev/null", "-J", "bench", "--wrap", "true"],
                          None, os.environ, os.getcwd()).request
-api.call("Ping", api_pb2.PingRequest())
+for attempt in range(60):     # a controller busy with a long pass answers late
+    try:
+        api.call("Ping", api_pb2.PingRequest(), timeout=60)
+        break
+    except Exception as e:
+        if attempt == 59:
+            raise
+        time.sleep(1)
 lock = threading.Lock()
 left = [count]
 ok, errors = [0], []
@@ -228,7 +235,10 @@ def submit_phase(ctl: Controller, clients: int, count: int, batch: int = 0,
                               text=True) for t, n in zip(per, counts)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
-            raise SystemExit("a client did not start")
+            for q in procs:
+                q.kill()
+                q.wait()
+            return 0.0, 0.0, "a client could not reach the controller within 60 s"
     cpu0, t0 = ctl.cpu_s(), time.perf_counter()
     for p in procs:
         p.stdin.write("\n")
