@@ -10,9 +10,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from lingjun import slurm
 from lingjun.config import Config, PartitionConfig
 from lingjund.service import catalog as catalogmod
 from lingjund.service.agents import AgentRegistry
+from lingjund.service.views import Views
 from lingjund.store.store import Store
 
 
@@ -37,6 +39,11 @@ class Controller:
     prologs: dict = field(default_factory=dict)
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False
+    # the scheduling core's views of live records, kept between passes
+    views: Views = field(default_factory=Views)
+    _layout: "NodeLayout | None" = None
+    # held by a scheduling pass while its core runs off the event loop
+    pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _wake: asyncio.Event | None = None
     _catalog: catalogmod.Catalog | None = None
     _jobs_changed: asyncio.Event | None = None
@@ -91,10 +98,10 @@ class Controller:
         return next((p for p in parts if p.default), parts[0])
 
     def catalog(self) -> catalogmod.Catalog:
-        """The nodes as configured and registered, summarised (service/catalog.py)."""
+        """What the nodes can give, summarised for submissions (service/catalog.py)."""
         c = self._catalog
-        if c is None or c.config is not self.config:
-            c = self._catalog = catalogmod.build(self.config, self.store.nodes())
+        if c is None or c.config is not self.config or c.registered != len(self.store.live.nodes):
+            c = self._catalog = catalogmod.build(self)
         return c
 
     def nodes_changed(self) -> None:
@@ -103,9 +110,40 @@ class Controller:
 
     def known_nodes(self) -> list[str]:
         """Configured nodes, plus any that registered without being configured."""
-        return list(self.catalog().names)
+        return list(self.node_layout().names)
 
     def partition_nodes(self, part: PartitionConfig) -> list[str]:
         if part.nodes is None:
             return self.known_nodes()
         return list(part.nodes)
+
+    def node_layout(self) -> "NodeLayout":
+        """Every known node in natural order and which partitions hold it; kept
+        until the configuration or the set of nodes changes (sorting 10,000
+        names and testing each against each partition's node list cost a
+        pass more than its scheduling)."""
+        lay = self._layout
+        nodes = self.store.live.nodes
+        if lay is None or lay.config is not self.config or lay.registered != len(nodes):
+            lay = self._layout = NodeLayout.of(self.config, nodes)
+        return lay
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    config: Config
+    registered: int                          # how many node records it was built with
+    names: tuple[str, ...]                   # configured and registered, natural order
+    nodes_of: dict[str, tuple[str, ...]]     # partition -> its nodes
+    partitions_of: dict[str, tuple[str, ...]]   # node -> the partitions holding it
+
+    @classmethod
+    def of(cls, config: Config, records: dict) -> "NodeLayout":
+        names = {n.name for n in config.nodes}
+        names.update(records)
+        ordered = tuple(sorted(names, key=slurm.natural_key))
+        nodes_of = {p.name: ordered if p.nodes is None else tuple(p.nodes)
+                    for p in config.effective_partitions()}
+        members = {p: set(ns) for p, ns in nodes_of.items()}
+        partitions_of = {n: tuple(p for p in nodes_of if n in members[p]) for n in ordered}
+        return cls(config, len(records), ordered, nodes_of, partitions_of)

@@ -20,6 +20,8 @@ from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
 from lingjund.service import authz, batch, catalog, errors, faulttol, preemption
 from lingjund.service.context import Controller
+from lingjund.service.views import (build_snapshot, gpus_per_node, job_request,  # noqa: F401
+                                    node_capacity, node_features, node_gpu_type)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobs")
@@ -27,37 +29,6 @@ log = logging.getLogger("lingjund.jobs")
 # priority/basic: the first job gets the highest priority, each later one one less
 # (Slurm prints 4294901759 for job 1).
 PRIORITY_BASE = 4294901760
-
-
-def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
-    """(cpus, memory_mb, gpus) of a node: configured values, else what it reported
-    (from the catalog: no store read per node of a pass)."""
-    cap = ctl.catalog().capacity
-    if name in cap:
-        return cap[name]
-    rec = ctl.store.node(name)
-    return catalog.capacity(ctl.config.node(name), rec.inventory if rec else None)
-
-
-def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
-    """A node's features (config [[nodes]] features): sinfo %f, -C."""
-    cfg = ctl.config.node(name)
-    return cfg.features if cfg else ()
-
-
-def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
-    """A node's GPU type: configured, else what its agent reported ("" = untyped).
-
-    ``rec`` is the node's store record when the caller already has it."""
-    cfg = ctl.config.node(name)
-    if cfg and cfg.gpu_type:
-        return cfg.gpu_type
-    if rec is None:
-        types = ctl.catalog().gpu_type
-        if name in types:
-            return types[name]
-        rec = ctl.store.node(name)
-    return catalog.gpu_type(cfg, rec.inventory if rec else None)
 
 
 def _hostlist(expr: str) -> list[str]:
@@ -75,7 +46,7 @@ def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, part) -> catalog.Sh
     Without -w/-x/-C/GPU type that is the whole partition, summarised once in the
     catalog: a submission costs the same at 10 nodes and at 10,000."""
     cat = ctl.catalog()
-    nodes = cat.partition_nodes.get(part.name)
+    nodes = ctl.node_layout().nodes_of.get(part.name)
     if nodes is None:
         nodes = tuple(ctl.partition_nodes(part))
     if not (spec.req_nodes or spec.exc_nodes or spec.constraint or spec.gpu_type):
@@ -158,13 +129,6 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         if over is None and spec.num_tasks and spec.num_tasks * cpt > fitting.top_cpus(max_nodes):
             raise errors.NodeConfigUnavailable()
     return part, min_nodes
-
-
-def gpus_per_node(spec: api_pb2.JobSpec, nodes: int) -> int:
-    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the nodes."""
-    if spec.gpus_per_node or not spec.gpus:
-        return spec.gpus_per_node
-    return math.ceil(spec.gpus / max(1, nodes))
 
 
 def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int,
@@ -447,7 +411,6 @@ class GroupCommit:
 def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:
     """--test-only: where and when the scheduling core would start this job; submits nothing."""
     from lingjund.sched.estimate import estimate_start
-    from lingjund.service.scheduling import build_snapshot, job_request
     now = ctl.clock()
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,
@@ -716,13 +679,8 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
     elif accounting or req.all_states or req.states:
         jobs = st.jobs() if accounting else st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
     else:
-        # squeue without -t: the unfinished jobs, and finished ones still completing
-        # (the store answers both without reading the history).
-        jobs = st.jobs(states=slurm.ACTIVE_STATES)
-        ids = {j.job_id for j in jobs}
-        ending = [j for j in st.holding_jobs() if j.completing and j.job_id not in ids]
-        if ending:
-            jobs = sorted(jobs + ending, key=lambda j: j.job_id)
+        jobs = st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
+        jobs = [j for j in jobs if j.state in slurm.ACTIVE_STATES or j.completing]
     def keep(j: JobRecord) -> bool:
         if req.users and j.user not in req.users and str(j.uid) not in req.users:
             return False
