@@ -44,6 +44,9 @@ class Controller:
     _layout: "NodeLayout | None" = None
     # held by a scheduling pass while its core runs off the event loop
     pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # job_id -> (record, config, catalog, its JobInfo encoded): kept while the
+    # record is unchanged (jobs._fill_infos)
+    job_infos: dict = field(default_factory=dict)
     _wake: asyncio.Event | None = None
     _catalog: catalogmod.Catalog | None = None
     _jobs_changed: asyncio.Event | None = None
