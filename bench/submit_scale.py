@@ -31,6 +31,7 @@ Prints one line per figure, ``Q=<queued> NAME VALUE UNIT``, then a table.
     python bench/submit_scale.py --queued 0 --clients 1 8 --count 500   # quick
     python bench/submit_scale.py --queued 100000 --count 5000
     python bench/submit_scale.py --code /work/main --limit 60     # before
+    python bench/submit_scale.py --queued 100000 --clients --batch-clients --count 0  # squeue only
 """
 from __future__ import annotations
 
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queued", type=int, nargs="+", default=[0, 10000, 100000])
     ap.add_argument("--nodes", type=int, default=10000)
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--clients", type=int, nargs="*", default=[1, 8, 32])
     ap.add_argument("--count", type=int, default=2000, help="submissions per phase")
     ap.add_argument("--batch", type=int, default=100, help="jobs per SubmitJobs call (batched)")
     ap.add_argument("--batch-clients", type=int, nargs="*", default=[1, 4],
@@ -320,10 +321,11 @@ def main(argv: list[str] | None = None) -> int:
                 figures[f"cpu_per_job_batched_{c}_clients"] = (cpu_ms, "ms", "")
                 print(f"Q={q} batched_{o.batch}_{c}_clients {rate:.1f} jobs/s  cpu {cpu_ms:.2f} ms/job"
                       + (f"  # {note}" if note else ""), flush=True)
-            rate, cpu_ms, note = array_phase(ctl, o.count)
-            figures["submit_array"] = (rate, "jobs/s", note)
-            print(f"Q={q} submit_array_{o.count} {rate:.1f} jobs/s  cpu {cpu_ms:.3f} ms/job"
-                  + (f"  # {note}" if note else ""), flush=True)
+            if o.count:
+                rate, cpu_ms, note = array_phase(ctl, o.count)
+                figures["submit_array"] = (rate, "jobs/s", note)
+                print(f"Q={q} submit_array_{o.count} {rate:.1f} jobs/s  cpu {cpu_ms:.3f} ms/job"
+                      + (f"  # {note}" if note else ""), flush=True)
             wall, lines, note = squeue_phase(ctl)
             figures["squeue"] = (wall, "s", f"{lines} lines; {note}")
             print(f"Q={q} squeue {wall:.2f} s  # {lines} lines; {note}", flush=True)
