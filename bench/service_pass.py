@@ -36,7 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lingjun import config, slurm  # noqa: E402
 from lingjun.v1 import agent_pb2, api_pb2  # noqa: E402
-from lingjund.sched import cycle  # noqa: E402
 from lingjund.daemon import tune_gc  # noqa: E402
 from lingjund.service import scheduling  # noqa: E402
 from lingjund.service.agents import Connection  # noqa: E402

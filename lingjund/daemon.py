@@ -5,7 +5,10 @@
 Runs the gRPC server and the scheduler loop on one asyncio loop. The
 scheduler runs when something changed (a submission, a job's end, a node
 registering) and on a timer, never once per event in a storm: wake-ups that
-arrive during a pass coalesce into the next one.
+arrive during a pass coalesce into the next one. The pure core of a pass
+runs in a worker thread (``scheduling.run_pass_off_loop``), so heartbeats and
+commands are served while it decides; the live state it was given is a
+frozen snapshot, and what changed meanwhile is caught at commit.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from lingjund.sched.snapshot import Plan, Snapshot, Start
 from lingjund.service import batch, dependencies, faulttol, health, preemption
 from lingjund.service.context import Controller
 from lingjund.service.jobs import split_task
-from lingjund.service.views import allocations, build_snapshot, job_request  # noqa: F401
+from lingjund.service.views import build_snapshot
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.sched")

@@ -127,6 +127,30 @@ class JobEvent:
 
 
 @dataclass(frozen=True)
+class ProbeResult:
+    """A node's last result of one SanityCheck probe."""
+    node: str
+    name: str                         # "disk", "gpu", "dropin:check_fs"...
+    severity: str                     # "drain" | "warn"
+    ok: bool
+    reason: str = ""
+    duration_s: float = 0.0
+    time: float = 0.0
+    phase: str = ""                   # "register" | "periodic" | "prolog"
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node's health transition (drain, resume, flapping, prolog_fail)."""
+    time: float
+    node: str
+    event: str
+    reason: str = ""
+    job_id: int = 0
+    by: str = ""                      # the person who did it ("" = a probe)
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One ended run of a job that ran again (sacct -D)."""
     job_id: int

@@ -27,10 +27,10 @@ from typing import Iterable, Iterator
 import sqlite_utils
 
 from lingjun import slurm
-from lingjun.v1 import api_pb2
 from lingjund.store.live import Live, is_live
 from lingjund.store.records import (  # noqa: F401  (re-exported: the store's records)
-    _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeRecord, RunningStepRecord, StepRecord,
+    _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeEvent, NodeRecord, ProbeResult,
+    RunningStepRecord, StepRecord,
     _job_from_row, _job_to_row, _node_from_row, _step_from_row)
 from lingjund.store.schema import MIGRATIONS
 
@@ -427,7 +427,7 @@ class Store:
         return out
 
     # -- probe results and node events ---------------------------------
-    def put_probe_results(self, node: str, results: Iterable[api_pb2.SanityResult]) -> None:
+    def put_probe_results(self, node: str, results: Iterable[ProbeResult]) -> None:
         rows = [dict(node=node, name=r.name, severity=r.severity, ok=int(r.ok), reason=r.reason,
                      duration_s=r.duration_s, time=r.time, phase=r.phase) for r in results]
         if rows:
@@ -440,14 +440,16 @@ class Store:
         self.db.execute(f"DELETE FROM probe_results WHERE node = ? AND name LIKE ? "
                         f"AND name NOT IN ({marks})", [node, prefix + "%", *keep])
 
-    def probe_results(self, nodes: Iterable[str] | None = None) -> dict[str, list[api_pb2.SanityResult]]:
-        out: dict[str, list[api_pb2.SanityResult]] = {}
+    def probe_results(self, nodes: Iterable[str] | None = None) -> dict[str, list[ProbeResult]]:
+        """Each node's last probe results, by node (``nodes``: only those)."""
+        wanted = None if nodes is None else set(nodes)
+        out: dict[str, list[ProbeResult]] = {}
         for r in self.db.query("SELECT * FROM probe_results ORDER BY node, name"):
-            if nodes is not None and r["node"] not in nodes:
+            if wanted is not None and r["node"] not in wanted:
                 continue
-            out.setdefault(r["node"], []).append(api_pb2.SanityResult(
-                name=r["name"], severity=r["severity"], ok=bool(r["ok"]), reason=r["reason"],
-                duration_s=r["duration_s"], time=r["time"], phase=r["phase"]))
+            out.setdefault(r["node"], []).append(ProbeResult(
+                node=r["node"], name=r["name"], severity=r["severity"], ok=bool(r["ok"]),
+                reason=r["reason"], duration_s=r["duration_s"], time=r["time"], phase=r["phase"]))
         return out
 
     def add_node_event(self, node: str, time: float, event: str, reason: str = "",
@@ -456,7 +458,7 @@ class Store:
                         "VALUES (?, ?, ?, ?, ?, ?)", [time, node, event, reason, job_id, by])
 
     def node_events(self, node: str, since: float = 0.0, event: str | None = None,
-                    limit: int = 0, by_probe: bool = False) -> list[api_pb2.SanityEvent]:
+                    limit: int = 0, by_probe: bool = False) -> list[NodeEvent]:
         """The node's events from ``since`` on, newest first (``by_probe``: only
         the probes' own, not what people did)."""
         sql = "SELECT * FROM node_events WHERE node = ? AND time >= ?"
@@ -467,8 +469,8 @@ class Store:
         if by_probe:
             sql += " AND by = ''"
         sql += " ORDER BY id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return [api_pb2.SanityEvent(time=r["time"], node=r["node"], event=r["event"],
-                                    reason=r["reason"], job_id=r["job_id"], by=r["by"])
+        return [NodeEvent(time=r["time"], node=r["node"], event=r["event"], reason=r["reason"],
+                          job_id=r["job_id"], by=r["by"])
                 for r in self.db.query(sql, args)]
 
     def last_person_event_time(self, node: str) -> float:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lingjun import config, slurm
+from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.service import jobs, scheduling
 from lingjund.service.agents import Connection
-from lingjund.service.context import Controller
 from lingjund.store.records import _job_from_row
 from lingjund.store.store import Store
 
