@@ -14,7 +14,9 @@ checked against golden Slurm output with hand-built messages.
 """
 from __future__ import annotations
 
+import functools
 import re
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -79,26 +81,39 @@ def pad(value: str, width: int, right: bool) -> str:
 def render_rows(fields: list[Field], trailer: str, rows: Iterable[dict[str, str]],
                 headers: dict[str, str] | None, widths: dict[str, int] | None = None) -> str:
     """Lay out rows (letter -> text) under an optional header row."""
-    widths = widths or {}
-    lines = []
+    plan, end = _row_plan(fields, trailer, widths or {})
+    lines = [_render_row(plan, end, headers.get)] if headers is not None else []
+    lines.extend(_render_row(plan, end, r.get) for r in rows)
+    return "".join(lines)
 
-    def one(values: dict[str, str]) -> str:
-        out = []
-        for f in fields:
-            out.append(f.prefix)
-            if f.letter == "%":
-                out.append("%")
-                continue
-            w = widths.get(f.letter, f.width) if f.computed else f.width
-            out.append(pad(values.get(f.letter, ""), w, f.right))
-            out.append(f.suffix)
-        out.append(trailer)
-        return "".join(out)
 
-    if headers is not None:
-        lines.append(one(headers))
-    lines.extend(one(r) for r in rows)
-    return "".join(line + "\n" for line in lines)
+def _row_plan(fields: list[Field], trailer: str, widths: dict[str, int]):
+    """Each field as (literal before, letter or None, width, justify or None), settled
+    once for all rows; and the text that ends each row."""
+    plan = []
+    for f in fields:
+        if f.letter == "%":
+            plan.append((f.prefix + "%", None, 0, None))
+            continue
+        w = widths.get(f.letter, f.width) if f.computed else f.width
+        plan.append((f.prefix, f.letter, w,
+                     None if w <= 0 else (str.rjust if f.right else str.ljust)))
+        if f.suffix:
+            plan.append((f.suffix, None, 0, None))
+    return plan, trailer + "\n"
+
+
+def _render_row(plan, end: str, value: Callable[[str], str | None]) -> str:
+    """One row: ``value(letter)`` is the field's text (None: empty); pad() inlined."""
+    out = []
+    for prefix, letter, w, justify in plan:
+        out.append(prefix)
+        if letter is None:
+            continue
+        v = value(letter) or ""
+        out.append(v if justify is None else justify(v[:w], w))
+    out.append(end)
+    return "".join(out)
 
 
 # --- jobs: squeue -------------------------------------------------------------
@@ -150,6 +165,13 @@ def _min_cpus(job: api_pb2.JobInfo) -> int:
 
 
 def _opt_time(ts: int) -> str:
+    # Cached: a queue's jobs share few distinct seconds, and strftime is slow.
+    # The zone is part of the key (time.tzset may change it).
+    return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname)
+
+
+@functools.lru_cache(maxsize=65536)
+def _local_time(ts: int, *zone) -> str:
     return slurm.format_timestamp(ts, unknown="N/A")
 
 
@@ -174,40 +196,76 @@ def _array_task_field(job: api_pb2.JobInfo) -> str:
     return job.array_task_str or str(job.array_task_id)
 
 
-def squeue_values(job: api_pb2.JobInfo, now: int | None = None) -> dict[str, str]:
-    """Every squeue % letter's text for one job."""
-    state = job.state or slurm.PENDING
-    reason = job.reason or slurm.REASON_NONE
-    used = job_used_seconds(job, now)
-    if job.time_limit_min < 0:
-        left = "UNLIMITED"
-    else:
-        left = slurm.format_elapsed(max(0, job.time_limit_min * 60 - used))
-    mem = job.mem_per_node_mb
-    return {
-        "i": array_job_text(job), "A": str(job.job_id), "j": job.name, "u": job.user,
-        "U": str(job.uid), "g": job.group, "G": str(job.gid),
-        "t": slurm.job_state_code(state), "T": state,
-        "M": slurm.format_elapsed(used), "D": str(job.num_nodes),
-        "R": f"({reason})" if state in _REASON_STATES else job.nodes,
-        "r": reason, "N": job.nodes, "P": job.partition,
-        "l": slurm.format_time_limit(job.time_limit_min), "L": left,
-        "S": _opt_time(job.start_time), "V": _opt_time(job.submit_time),
-        "e": _opt_time(job.end_time), "C": str(job.num_cpus),
-        "c": str(_min_cpus(job)),
-        "m": slurm.format_size_mb(mem) if mem > 0 else "0",
-        "b": _tres_per_node(job), "n": job.req_nodes, "a": job.account or "(null)",
-        "q": job.qos or "(null)",
-        "p": f"{job.priority / 4294967295:.14f}" if job.priority else "0.00000000000000",
-        "Q": str(job.priority), "y": str(job.nice), "Z": job.work_dir,
-        "k": job.comment or "(null)", "o": job.command or "(null)",
-        "h": "NO" if job.exclusive else "OK", "B": job.batch_host or "n/a",
-        "E": job.dependency or "(null)", "f": job.features or "(null)", "F": str(job.array_job_id or job.job_id),
-        "K": _array_task_field(job), "O": "0",
-        "x": job.exc_nodes, "z": "*:*:*", "w": "(null)", "v": "(null)", "d": "0",
-        "H": "*", "I": "*", "J": "*", "s": "(null)", "W": "(null)", "X": "N/A",
-        "Y": "(null)",
-    }
+class _JobRow:
+    """One job as squeue's letters see it; what several letters share is computed once."""
+    __slots__ = ("job", "now", "state", "reason", "_used")
+
+    def __init__(self, job: api_pb2.JobInfo, now: int | None):
+        self.job, self.now = job, now
+        self.state = job.state or slurm.PENDING
+        self.reason = job.reason or slurm.REASON_NONE
+        self._used: int | None = None
+
+    @property
+    def used(self) -> int:
+        if self._used is None:
+            self._used = job_used_seconds(self.job, self.now)
+        return self._used
+
+
+def _time_left(r: _JobRow) -> str:
+    if r.job.time_limit_min < 0:
+        return "UNLIMITED"
+    return slurm.format_elapsed(max(0, r.job.time_limit_min * 60 - r.used))
+
+
+def _min_memory(r: _JobRow) -> str:
+    mem = r.job.mem_per_node_mb
+    return slurm.format_size_mb(mem) if mem > 0 else "0"
+
+
+# Every squeue % letter: its text for one job. A table, so that a format
+# computes only its own letters (100,000 jobs times every letter was most of
+# squeue's time).
+_SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
+    "i": lambda r: array_job_text(r.job), "A": lambda r: str(r.job.job_id),
+    "j": lambda r: r.job.name, "u": lambda r: r.job.user,
+    "U": lambda r: str(r.job.uid), "g": lambda r: r.job.group, "G": lambda r: str(r.job.gid),
+    "t": lambda r: slurm.job_state_code(r.state), "T": lambda r: r.state,
+    "M": lambda r: slurm.format_elapsed(r.used), "D": lambda r: str(r.job.num_nodes),
+    "R": lambda r: f"({r.reason})" if r.state in _REASON_STATES else r.job.nodes,
+    "r": lambda r: r.reason, "N": lambda r: r.job.nodes, "P": lambda r: r.job.partition,
+    "l": lambda r: slurm.format_time_limit(r.job.time_limit_min), "L": _time_left,
+    "S": lambda r: _opt_time(r.job.start_time), "V": lambda r: _opt_time(r.job.submit_time),
+    "e": lambda r: _opt_time(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
+    "c": lambda r: str(_min_cpus(r.job)),
+    "m": _min_memory,
+    "b": lambda r: _tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
+    "a": lambda r: r.job.account or "(null)",
+    "q": lambda r: r.job.qos or "(null)",
+    "p": lambda r: f"{r.job.priority / 4294967295:.14f}" if r.job.priority else "0.00000000000000",
+    "Q": lambda r: str(r.job.priority), "y": lambda r: str(r.job.nice),
+    "Z": lambda r: r.job.work_dir,
+    "k": lambda r: r.job.comment or "(null)", "o": lambda r: r.job.command or "(null)",
+    "h": lambda r: "NO" if r.job.exclusive else "OK", "B": lambda r: r.job.batch_host or "n/a",
+    "E": lambda r: r.job.dependency or "(null)", "f": lambda r: r.job.features or "(null)",
+    "F": lambda r: str(r.job.array_job_id or r.job.job_id),
+    "K": lambda r: _array_task_field(r.job), "O": lambda r: "0",
+    "x": lambda r: r.job.exc_nodes, "z": lambda r: "*:*:*", "w": lambda r: "(null)",
+    "v": lambda r: "(null)", "d": lambda r: "0",
+    "H": lambda r: "*", "I": lambda r: "*", "J": lambda r: "*", "s": lambda r: "(null)",
+    "W": lambda r: "(null)", "X": lambda r: "N/A",
+    "Y": lambda r: "(null)",
+}
+
+
+def squeue_values(job: api_pb2.JobInfo, now: int | None = None,
+                  letters: Iterable[str] | None = None) -> dict[str, str]:
+    """squeue % letters' text for one job: every letter, or only ``letters``."""
+    r = _JobRow(job, now)
+    if letters is None:
+        return {k: f(r) for k, f in _SQUEUE_LETTERS.items()}
+    return {k: _SQUEUE_LETTERS[k](r) for k in letters if k in _SQUEUE_LETTERS}
 
 
 def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
@@ -226,8 +284,13 @@ def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORM
                  header: bool = True, now: int | None = None, sort: bool = True) -> str:
     """squeue with a %-format (-o); jobs sorted as Slurm sorts them."""
     fields, trailer = parse_format(fmt)
-    rows = [squeue_values(j, now) for j in (sort_jobs(jobs) if sort else jobs)]
-    return render_rows(fields, trailer, rows, SQUEUE_HEADERS if header else None)
+    plan, end = _row_plan(fields, trailer, {})
+    lines = [_render_row(plan, end, SQUEUE_HEADERS.get)] if header else []
+    letters = _SQUEUE_LETTERS
+    for j in (sort_jobs(jobs) if sort else jobs):
+        r = _JobRow(j, now)     # each letter's text straight into the row, no dict between
+        lines.append(_render_row(plan, end, lambda k: letters[k](r) if k in letters else ""))
+    return "".join(lines)
 
 
 def squeue_long_header(now: int) -> str:
@@ -394,8 +457,9 @@ def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = Tr
     lines = []
     if header:
         lines.append("".join(pad(h, w, r) + sfx for h, w, r, _, sfx in cols))
+    letters = {src for _, _, _, src, _ in cols if isinstance(src, str)}
     for job in sort_jobs(jobs):
-        vals = squeue_values(job, now)
+        vals = squeue_values(job, now, letters)
         cells = []
         for _, w, r, src, sfx in cols:
             text = vals[src] if isinstance(src, str) else src(job)

@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from grpc_health.v1 import health_pb2
@@ -36,6 +37,32 @@ from lingjund.transport.authn import ServerAuth
 from lingjund.transport.server import build_server
 
 log = logging.getLogger("lingjund")
+
+
+# A wake is followed by more in a storm (a batch of submissions, jobs ending
+# together): the pass waits until none came for SETTLE_QUIET_S, at most
+# SETTLE_MAX_S after the first, so a storm makes a few passes, not one each.
+# And a pass that a wake asks for starts no sooner after the last one ended
+# than the CPU time that one took on this loop's thread (at most
+# BUSY_GAP_MAX_S): a pass builds its snapshot and applies its plan here, and
+# back to back, passes would leave the loop little time to take the
+# submissions in. Small passes leave no gap to speak of.
+SETTLE_QUIET_S = 0.01
+SETTLE_MAX_S = 0.05
+BUSY_GAP_MAX_S = 1.0
+
+
+async def _settle(wake: asyncio.Event, not_before: float) -> None:
+    loop = asyncio.get_running_loop()
+    until = loop.time() + SETTLE_MAX_S
+    while (left := until - loop.time()) > 0:
+        wake.clear()
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=min(SETTLE_QUIET_S, left))
+        except asyncio.TimeoutError:
+            break
+    if (gap := not_before - loop.time()) > 0:
+        await asyncio.sleep(gap)
 
 
 # The collector's thresholds once the state is loaded: Python's default runs a
@@ -56,6 +83,8 @@ async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
     started_at = ctl.clock()
     interval = ctl.config.controller.scheduler_interval_s
+    loop = asyncio.get_running_loop()
+    not_before = 0.0        # loop time: the last pass's end + the loop CPU it took
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
         deadline = min((t for t in (scheduling.next_deadline(ctl), faulttol.next_check(ctl))
@@ -64,9 +93,11 @@ async def scheduler_loop(ctl: Controller) -> None:
             timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:
             await asyncio.wait_for(wake.wait(), timeout=timeout)
+            await _settle(wake, not_before)
         except asyncio.TimeoutError:
             pass
         wake.clear()
+        began = time.thread_time()      # this thread's CPU: the loop's, not the core's
         try:
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
@@ -75,6 +106,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             allocations.sweep_orphans(ctl, started_at)
             steps.sweep_unfollowed(ctl, started_at)
             await scheduling.run_pass_off_loop(ctl)
+            not_before = loop.time() + min(time.thread_time() - began, BUSY_GAP_MAX_S)
         except StoreFull as e:
             # Said once a pass, without a traceback: the log may share the full disk.
             log.error("scheduling pass wrote nothing: no space left for the state store (%s)", e)

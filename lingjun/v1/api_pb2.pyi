@@ -152,6 +152,26 @@ class SubmitJobResponse(_message.Message):
     test_partition: str
     def __init__(self, job_id: _Optional[int] = ..., duplicate: _Optional[bool] = ..., cluster: _Optional[str] = ..., test_start_time: _Optional[int] = ..., test_cpus: _Optional[int] = ..., test_nodes: _Optional[str] = ..., test_partition: _Optional[str] = ...) -> None: ...
 
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[SubmitJobRequest]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: SubmitJobResponse
+    error: str
+    def __init__(self, job: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class SubmitJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SubmitJobsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobsResult, _Mapping]]] = ...) -> None: ...
+
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb", "ave_rss_kb", "max_rss_node", "max_rss_task", "user_cpu_ms", "system_cpu_ms")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
+        self.SubmitJobs = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/SubmitJobs',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.SubmitJobsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.SubmitJobsResponse.FromString,
+                _registered_method=True)
         self.GetJobs = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/GetJobs',
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetJobsRequest.SerializeToString,
@@ -130,6 +135,12 @@ class SlurmApiServicer:
     """Missing associated documentation comment in .proto file."""
 
     def SubmitJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitJobs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -246,6 +257,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.SubmitJobRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.SubmitJobResponse.SerializeToString,
             ),
+            'SubmitJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJobs,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.SubmitJobsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.SubmitJobsResponse.SerializeToString,
+            ),
             'GetJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJobs,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetJobsRequest.FromString,
@@ -359,6 +375,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/SubmitJob',
             lingjun_dot_v1_dot_api__pb2.SubmitJobRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.SubmitJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/SubmitJobs',
+            lingjun_dot_v1_dot_api__pb2.SubmitJobsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.SubmitJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

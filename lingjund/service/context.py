@@ -12,6 +12,7 @@ from typing import Callable
 
 from lingjun import slurm
 from lingjun.config import Config, PartitionConfig
+from lingjund.service import catalog as catalogmod
 from lingjund.service.agents import AgentRegistry
 from lingjund.service.views import Views
 from lingjund.store.store import Store
@@ -43,7 +44,11 @@ class Controller:
     _layout: "NodeLayout | None" = None
     # held by a scheduling pass while its core runs off the event loop
     pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # job_id -> (record, config, catalog, its JobInfo encoded): kept while the
+    # record is unchanged (jobs._fill_infos)
+    job_infos: dict = field(default_factory=dict)
     _wake: asyncio.Event | None = None
+    _catalog: catalogmod.Catalog | None = None
     _jobs_changed: asyncio.Event | None = None
 
     @property
@@ -94,6 +99,17 @@ class Controller:
     def default_partition(self) -> PartitionConfig:
         parts = self.partitions()
         return next((p for p in parts if p.default), parts[0])
+
+    def catalog(self) -> catalogmod.Catalog:
+        """What the nodes can give, summarised for submissions (service/catalog.py)."""
+        c = self._catalog
+        if c is None or c.config is not self.config or c.registered != len(self.store.live.nodes):
+            c = self._catalog = catalogmod.build(self)
+        return c
+
+    def nodes_changed(self) -> None:
+        """A node appeared or reported a new inventory: rebuild the catalog on next use."""
+        self._catalog = None
 
     def known_nodes(self) -> list[str]:
         """Configured nodes, plus any that registered without being configured."""

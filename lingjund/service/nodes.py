@@ -44,6 +44,8 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
             log.info("node=%s: responding again, returned to service", name)
         st.put_node(name, registered=True, inventory=reg.inventory,
                     agent_start_time=reg.agent_start_time, last_seen=now, **back)
+    if rec is None or rec.inventory != reg.inventory:
+        ctl.nodes_changed()     # a new node, or new capacity: submissions check against it
     conn.last_heartbeat = now
     running_there = set(reg.running_job_ids)
     expected, follow = [], []

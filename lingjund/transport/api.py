@@ -7,6 +7,7 @@ traceback and answered INTERNAL without taking the server down.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import socket
 
@@ -49,7 +50,10 @@ def unary(fn):
     async def wrapper(self, request, context):
         try:
             validate.check(request, self.ctl.config.authz)     # every field bounded
-            return fn(self, request, context)
+            reply = fn(self, request, context)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            return reply
         except errors.SlurmError as e:
             await context.abort(e.code, str(e))
         except grpc.aio.AbortError:
@@ -71,14 +75,44 @@ async def _no_space(context, what: str, e: BaseException) -> None:
     await context.abort(err.code, str(err))
 
 
+def _error_text(what: str, e: Exception) -> str:
+    """One refused job of a batch, in the words its own call would have got."""
+    if isinstance(e, errors.SlurmError):
+        return str(e)
+    if store.is_full(e):
+        log.error("%s: a job refused: no space left for the state store (%s)", what, e)
+        return str(errors.NoSpace())
+    log.error("%s: a job failed", what, exc_info=e)
+    return "Unexpected error in lingjund (see its log)"
+
+
 class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def __init__(self, ctl: Controller):
         self.ctl = ctl
+        self.submissions = jobs.GroupCommit(ctl)
 
     @unary
     def SubmitJob(self, request, context):
         _check_submit(request)
-        return jobs.submit(self.ctl, request)
+        return self.submissions.submit(request)    # answered once its commit is done
+
+    @unary
+    async def SubmitJobs(self, request, context):
+        """Each job checked and answered alone; one refused never fails the others."""
+        results = [None] * len(request.jobs)
+        accepted = []
+        for i, job in enumerate(request.jobs):
+            try:
+                _check_submit(job)
+            except errors.SlurmError as e:
+                results[i] = api_pb2.SubmitJobsResult(error=str(e))
+                continue
+            accepted.append(i)
+        answers = await self.submissions.submit_many([request.jobs[i] for i in accepted])
+        for i, a in zip(accepted, answers):
+            results[i] = (api_pb2.SubmitJobsResult(job=a) if isinstance(a, api_pb2.SubmitJobResponse)
+                          else api_pb2.SubmitJobsResult(error=_error_text("SubmitJobs", a)))
+        return api_pb2.SubmitJobsResponse(results=results)
 
     @unary
     def GetJobs(self, request, context):

@@ -128,3 +128,20 @@ def test_cancelling_a_pending_job_ends_it_at_once(api):
     assert [(x.job_id, x.ok, x.error) for x in r.results] == [
         (999, False, "Invalid job id specified"), (jid, True, "")]
     assert store.job(jid).state == "CANCELLED"
+
+
+def test_submitting_several_jobs_in_one_call_answers_each_and_refuses_a_bad_one_alone(api):
+    stub, store = api
+    jobs = [api_pb2.SubmitJobRequest(spec=spec(name="a"), client_token="many-1"),
+            api_pb2.SubmitJobRequest(spec=spec(name="b", partition="nosuch")),
+            api_pb2.SubmitJobRequest(spec=spec(name="c", work_dir="relative/dir")),
+            api_pb2.SubmitJobRequest(spec=spec(name="d")),
+            api_pb2.SubmitJobRequest(spec=spec(name="e"), client_token="many-1")]
+    got = stub.SubmitJobs(api_pb2.SubmitJobsRequest(jobs=jobs)).results
+    assert [r.error for r in got] == ["", "Invalid partition name specified",
+                                      "The working directory must be an absolute path", "", ""]
+    a, d, e = got[0].job, got[3].job, got[4].job
+    assert d.job_id == a.job_id + 1 and not a.duplicate and not d.duplicate
+    assert (e.job_id, e.duplicate) == (a.job_id, True)     # the same token, within one call
+    names = {j["job_id"]: j["name"] for j in store.dump()["jobs"]}
+    assert names == {a.job_id: "a", d.job_id: "d"}
