@@ -343,14 +343,19 @@ def prologs(view: View, now: float) -> list[Change]:
             if now - p.started > view.limits.prolog_timeout_s]
 
 
+def orphaned(job: JobRecord) -> bool:
+    """An srun/salloc allocation (listed in ``View.orphans``: no client holds it)
+    that nothing is stopping yet."""
+    return (job.state in (slurm.PENDING, slurm.RUNNING) and not job.spec.batch
+            and not job.kill_reason)
+
+
 def orphans(view: View, now: float) -> list[Change]:
     """After a restart, allocations whose client did not take the lease back
     within the heartbeat timeout end (service/allocations.py)."""
     if now - view.limits.started_at < view.limits.heartbeat_timeout_s:
         return []
-    return [Abandon(j.job_id) for j in view.orphans
-            if j.state in (slurm.PENDING, slurm.RUNNING) and not j.spec.batch
-            and not j.kill_reason]
+    return [Abandon(j.job_id) for j in view.orphans if orphaned(j)]
 
 
 def job_timers(view: View, now: float, skip: frozenset[int] = frozenset()) -> list[Change]:
@@ -425,7 +430,7 @@ def next_deadline(view: View, now: float) -> float | None:
                 for r in view.nodes.values()
                 if r.registered and not r.down and r.name not in view.streams]
     moments += [p.started + lim.prolog_timeout_s + SLACK for p in view.prologs]
-    if any(not j.spec.batch and not j.kill_reason for j in view.orphans):
+    if any(orphaned(j) for j in view.orphans):
         moments.append(lim.started_at + lim.heartbeat_timeout_s)
     if view.next_begin is not None:
         moments.append(view.next_begin)
