@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import signal as signals
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Union
 
 from lingjun import slurm
@@ -113,7 +114,7 @@ class View:
     next_begin: float | None = None               # the next pending job's begin time
     limits: Limits = field(default_factory=Limits)
 
-    @property
+    @cached_property
     def running(self) -> tuple[JobRecord, ...]:
         return tuple(j for j in self.holding if j.state == slurm.RUNNING)
 
@@ -361,36 +362,38 @@ def orphans(view: View, now: float) -> list[Change]:
 def job_timers(view: View, now: float, skip: frozenset[int] = frozenset()) -> list[Change]:
     """Time limits, then --signal warnings, then deadlines, then grace times: a
     job reaching two at once is stopped for the first."""
-    out: list[Change] = []
-    stopped = set(skip)
+    limits: list[Change] = []
+    warnings: list[Change] = []
+    deadlines: list[Change] = []
+    graces: list[Change] = []
     for job in view.running:
+        if job.job_id in skip:
+            continue
         t = time_limit_due(job)
-        if t is not None and now >= t and job.job_id not in stopped:
-            out.append(Stop(job.job_id, slurm.TIMEOUT, "time limit"))
-            stopped.add(job.job_id)
-    for job in view.running:
+        if t is not None and now >= t:
+            limits.append(Stop(job.job_id, slurm.TIMEOUT, "time limit"))
+            continue
         t = warning_due(job)
-        if t is not None and now >= t and job.job_id not in stopped:
+        if t is not None and now >= t:
             spec = job.spec
             batch_only = spec.signal_flags == "B"
-            out.append(Signal(job.job_id, spec.signal, batch_only,
-                              (job.batch_host,) if batch_only else tuple(job.nodes),
-                              spec.signal_time_s))
+            warnings.append(Signal(job.job_id, spec.signal, batch_only,
+                                   (job.batch_host,) if batch_only else tuple(job.nodes),
+                                   spec.signal_time_s))
+        t = deadline_due(job)
+        if t is not None and now >= t:
+            deadlines.append(Stop(job.job_id, slurm.DEADLINE, "deadline"))
+            continue
+        t = grace_due(job, view.limits.grace_s)
+        if t is not None and now >= t:
+            graces.append(Stop(job.job_id, slurm.PREEMPTED, "preempted",
+                               exit_signal=int(signals.SIGTERM)))
+    expired: list[Change] = []
     for job in view.deadline_pending:
         t = deadline_due(job)
         if t is not None and now >= t:
-            out.append(Expire(job.job_id))
-    for job in view.running:
-        t = deadline_due(job)
-        if t is not None and now >= t and job.job_id not in stopped:
-            out.append(Stop(job.job_id, slurm.DEADLINE, "deadline"))
-            stopped.add(job.job_id)
-    for job in view.running:
-        t = grace_due(job, view.limits.grace_s)
-        if t is not None and now >= t and job.job_id not in stopped:
-            out.append(Stop(job.job_id, slurm.PREEMPTED, "preempted",
-                            exit_signal=int(signals.SIGTERM)))
-    return out
+            expired.append(Expire(job.job_id))
+    return limits + warnings + expired + deadlines + graces
 
 
 def decide(view: View, now: float) -> list[Change]:

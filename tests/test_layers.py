@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVICE = sorted((ROOT / "lingjund" / "service").glob("*.py"))
 LIFECYCLE = ROOT / "lingjund" / "lifecycle.py"
 # what the lifecycle may import: the vocabulary, plain records, the standard library
-LIFECYCLE_ALLOWED = {"__future__", "dataclasses", "signal", "typing", "lingjun", "lingjun.slurm",
-                     "lingjund.store.store"}
+LIFECYCLE_ALLOWED = {"__future__", "dataclasses", "functools", "signal", "typing",
+                     "lingjun", "lingjun.slurm", "lingjund.store.store"}
 
 
 def imports(path: Path) -> set[str]:

@@ -71,7 +71,7 @@ log = logging.getLogger("lingjund.faulttol")
 def handle_lost_nodes(ctl: Controller) -> None:
     """Stop (and requeue or fail) every running job that holds a DOWN node."""
     now = ctl.clock()
-    v = timers.view(ctl, now, nodes=True)
+    v = timers.view(ctl, now, deadlines=False, nodes=True)
     for c in lifecycle.node_loss(v, now):
         if isinstance(c, lifecycle.NodeLost):
             _node_lost(ctl, c.job_id, c.lost, c.why, now)
@@ -147,7 +147,7 @@ def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
 def check_hangs(ctl: Controller) -> None:
     """Stop the jobs silent past their --hang-timeout (lifecycle.hangs)."""
     now = ctl.clock()
-    v = timers.view(ctl, now)
+    v = timers.view(ctl, now, deadlines=False)
     live = {j.job_id for j in v.running}
     for jid in [j for j in ctl.activity if j not in live]:
         del ctl.activity[jid]

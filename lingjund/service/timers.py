@@ -37,16 +37,17 @@ def limits(ctl: Controller) -> lifecycle.Limits:
         grace_s={p.name: p.grace_time_s for p in ctl.partitions()})
 
 
-def view(ctl: Controller, now: float, *, jobs: bool = True, nodes: bool = False,
-         prologs: bool = False, orphans: bool = False, begin: bool = False) -> lifecycle.View:
-    """What the lifecycle's decisions look at; only the parts asked for are read."""
+def view(ctl: Controller, now: float, *, jobs: bool = True, deadlines: bool = True,
+         nodes: bool = False, prologs: bool = False, orphans: bool = False,
+         begin: bool = False) -> lifecycle.View:
+    """What the lifecycle's decisions look at; only the parts asked for are read
+    (``deadlines``: the pending jobs with a --deadline, with ``jobs``)."""
     parts: dict = {}
     if jobs:
-        parts.update(
-            holding=tuple(ctl.store.holding_jobs()),
-            deadline_pending=tuple(j for j in ctl.store.deadline_jobs()
-                                   if j.state == slurm.PENDING),
-            activity=dict(ctl.activity))
+        parts.update(holding=tuple(ctl.store.holding_jobs()), activity=dict(ctl.activity))
+        if deadlines:
+            parts["deadline_pending"] = tuple(j for j in ctl.store.deadline_jobs()
+                                              if j.state == slurm.PENDING)
     if nodes:
         streams = {}
         for name in ctl.agents.nodes():
