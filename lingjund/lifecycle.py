@@ -30,8 +30,9 @@ at it is sure to find the change due. The others act at their moment.
 "Stop a running job for reason X" is one change, ``Stop``, and one rule of
 who may still be stopped (``may_stop``): a running job nothing else is
 stopping, or, for the end of a preemption grace time, a victim not yet killed.
-Restart backoff, the restart limit and the job row of a requeued job are
-here too (``restart_backoff_s``, ``restart_limit``, ``requeue_fields``).
+How a stopped run ends (``end_state``: the kill reason decides, else the
+exit), restart backoff, the restart limit and the job row of a requeued job
+are here too (``restart_backoff_s``, ``restart_limit``, ``requeue_fields``).
 
 ``decide(view, now)`` is every decision in the order the service applies
 them (a node silent now is DOWN for the node-loss check of the same moment,
@@ -47,7 +48,7 @@ Worked example. Job 7 starts at t=1000 with ``--time=10`` (end_time 1600),
     1500   1500            [Stop(7, DEADLINE, "deadline")]
            then the service commits kill_reason DEADLINE: from now on no timer
            of job 7 is due (the deadline came first; no warning, no TIMEOUT),
-           and its BatchFinished ends it DEADLINE (batch.final_state).
+           and its BatchFinished ends it DEADLINE (end_state).
 
 The same job without ``--deadline``:
 
@@ -247,6 +248,15 @@ def grace_due(job: JobRecord, grace_s: Mapping[str, float]) -> float | None:
     return None
 
 
+def preempt_eligible_time(job: JobRecord, preemptable: bool, exempt_s: float) -> float:
+    """Slurm's PreemptEligibleTime: start + PreemptExemptTime; 0 when the job
+    cannot be preempted (not started, or ``preemptable`` False: preemption off,
+    or its partition's mode is OFF)."""
+    if not job.start_time or not preemptable:
+        return 0.0
+    return job.start_time + exempt_s
+
+
 def last_sign_of_life(job: JobRecord, activity: Mapping[int, float]) -> float:
     return max(activity.get(job.job_id, 0.0), job.start_time)
 
@@ -438,6 +448,37 @@ def next_deadline(view: View, now: float) -> float | None:
     if view.next_begin is not None:
         moments.append(view.next_begin)
     return min(moments) if moments else None
+
+
+# -- how a run ends ------------------------------------------------------------------
+# The error of a batch result whose node's lease ran out and whose supervisor
+# stopped it (lingjun_agent/launcher/stepd.py): the node was lost to the job,
+# though the controller may have been the silent one (a paused controller).
+FENCED = "fenced:"
+
+
+def end_state(kill_reason: str, *, exit_code: int = 0, signal: int = 0, error: str = "",
+              lost: bool = False) -> tuple[str, str]:
+    """The state and reason a run ends in: what stopped it (``kill_reason``)
+    decides; otherwise its script's exit. ``lost``: its node was lost with it."""
+    fenced = error.startswith(FENCED) and not kill_reason
+    if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
+        return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
+    if kill_reason == slurm.CANCELLED:
+        return slurm.CANCELLED, slurm.REASON_NONE
+    if kill_reason == HANG:                # stopped as hung, whatever its exit
+        return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
+    if kill_reason == slurm.TIMEOUT:
+        return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
+    if kill_reason == slurm.DEADLINE:
+        return slurm.DEADLINE, slurm.REASON_DEADLINE
+    if kill_reason == slurm.PREEMPTED:     # PreemptMode=CANCEL (REQUEUE requeues)
+        return slurm.PREEMPTED, slurm.REASON_NONE
+    if error:
+        return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
+    if exit_code == 0 and signal == 0:
+        return slurm.COMPLETED, slurm.REASON_NONE
+    return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
 
 
 # -- restarts and requeue -------------------------------------------------------------

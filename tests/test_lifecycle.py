@@ -196,6 +196,31 @@ def test_allocations_nobody_took_back_end_one_heartbeat_timeout_after_the_start(
     assert decide(v, 1003.0) == [Abandon(7)]
 
 
+# -- how a run ends -------------------------------------------------------------------------
+@pytest.mark.parametrize("kill_reason,exit,want", [
+    ("", dict(), (slurm.COMPLETED, slurm.REASON_NONE)),
+    ("", dict(exit_code=2), (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT)),
+    ("", dict(error="cannot open /x"), (slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE)),
+    ("", dict(signal=9, error="fenced: lease lapsed"), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+    ("", dict(lost=True), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+    (slurm.TIMEOUT, dict(signal=15), (slurm.TIMEOUT, slurm.REASON_TIME_LIMIT)),
+    (slurm.TIMEOUT, dict(), (slurm.TIMEOUT, slurm.REASON_TIME_LIMIT)),   # its trap exited 0
+    (slurm.DEADLINE, dict(signal=15), (slurm.DEADLINE, slurm.REASON_DEADLINE)),
+    (slurm.PREEMPTED, dict(signal=15), (slurm.PREEMPTED, slurm.REASON_NONE)),
+    (slurm.CANCELLED, dict(error="fenced: x"), (slurm.CANCELLED, slurm.REASON_NONE)),
+    (lc.HANG, dict(), (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT)),
+    (lc.NODE_LOST, dict(), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+])
+def test_what_stopped_a_run_decides_how_it_ends_else_its_exit(kill_reason, exit, want):
+    assert lc.end_state(kill_reason, **exit) == want
+
+
+def test_preempt_eligible_time_is_start_plus_exempt_time_when_preemptable():
+    assert lc.preempt_eligible_time(job(start=1000.0), True, 60.0) == 1060.0
+    assert lc.preempt_eligible_time(job(start=1000.0), False, 60.0) == 0.0
+    assert lc.preempt_eligible_time(job(state=slurm.PENDING), True, 60.0) == 0.0
+
+
 # -- restarts -----------------------------------------------------------------------------
 def test_restart_backoff_doubles_and_is_capped():
     assert [lc.restart_backoff_s(n, 10.0, 60.0) for n in range(4)] == [10.0, 20.0, 40.0, 60.0]

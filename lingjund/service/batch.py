@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from lingjun import launchers, slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
+from lingjund import lifecycle
 from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
 from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
@@ -93,31 +94,10 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
              slurm.compress_hostlist(list(others)), addr, port)
 
 
-# The error of a batch result whose node's lease ran out and whose supervisor
-# stopped it (lingjun_agent/launcher/stepd.py): the node was lost to the job,
-# though the controller may have been the silent one (a paused controller).
-FENCED = "fenced:"
-
-
 def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    fenced = res.error.startswith(FENCED) and not kill_reason
-    if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
-        return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
-    if kill_reason == slurm.CANCELLED:
-        return slurm.CANCELLED, slurm.REASON_NONE
-    if kill_reason == restarts.HANG:     # stopped as hung, whatever its exit
-        return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
-    if kill_reason == slurm.TIMEOUT:
-        return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
-    if kill_reason == slurm.DEADLINE:
-        return slurm.DEADLINE, slurm.REASON_DEADLINE
-    if kill_reason == slurm.PREEMPTED:      # PreemptMode=CANCEL (REQUEUE requeues)
-        return slurm.PREEMPTED, slurm.REASON_NONE
-    if res.error:
-        return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
-    if res.exit_code == 0 and res.signal == 0:
-        return slurm.COMPLETED, slurm.REASON_NONE
-    return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
+    """How the run a BatchFinished reports ended (``lifecycle.end_state``)."""
+    return lifecycle.end_state(kill_reason, exit_code=res.exit_code, signal=res.signal,
+                               error=res.error, lost=lost)
 
 
 def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinished,

@@ -34,6 +34,7 @@ import signal as signals
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2
+from lingjund import lifecycle
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
 from lingjund.sched.snapshot import Preemption
 from lingjund.service import restarts
@@ -67,11 +68,9 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 
 
 def eligible_time(ctl: Controller, job: JobRecord) -> float:
-    """Slurm's PreemptEligibleTime: start + PreemptExemptTime; 0 when the job
-    cannot be preempted (not started, or its partition's mode is OFF)."""
-    if not job.start_time or not ctl.config.preempt.enabled or mode_of(ctl, job) == OFF:
-        return 0.0
-    return job.start_time + ctl.config.preempt.exempt_time_s
+    """Slurm's PreemptEligibleTime (lifecycle.preempt_eligible_time)."""
+    preemptable = ctl.config.preempt.enabled and mode_of(ctl, job) != OFF
+    return lifecycle.preempt_eligible_time(job, preemptable, ctl.config.preempt.exempt_time_s)
 
 
 def note_preempted(ctl: Controller, job: JobRecord, by: int, requeue: bool, now: float) -> None:
