@@ -204,7 +204,7 @@ def stop_running(ctl: Controller, st, job: JobRecord, kill_reason: str, now: flo
     grace = ctl.config.controller.kill_wait_s if grace_s is None else grace_s
     if job.spec.batch:
         return Stop(job.job_id, tuple(job.nodes), grace, why)
-    state, reason = final_state(kill_reason, agent_pb2.BatchFinished(signal=exit_signal), False)
+    state, reason = lifecycle.end_state(kill_reason, signal=exit_signal)
     nodes = finish_allocation(ctl, st, job, state, reason, now, exit_signal=exit_signal)
     return Stop(job.job_id, nodes, grace, why, ended=True)
 

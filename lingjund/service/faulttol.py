@@ -99,8 +99,7 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
             return      # already being stopped (cancel, time limit...): its result ends it
         if outcome == "end_stopped":
             # Being stopped, and its script is gone with the node: end it as asked.
-            state, reason = batch.final_state(cur.kill_reason, agent_pb2.BatchFinished(signal=9),
-                                              lost=False)
+            state, reason = lifecycle.end_state(cur.kill_reason, signal=9)
             cleanup = alive
             st.update_job(cur.job_id, state=state, reason=reason, end_time=now, exit_signal=9,
                           completing=alive)
