@@ -8,7 +8,7 @@
 Every stop of a running job (time limit, deadline, preemption, scancel,
 hang, requeue, a lost node) is one call, ``stop_running``: it records why
 (kill_reason), and the script's BatchFinished then ends the run as that
-reason says (``final_state``). A job without a batch script (an srun or
+reason says (``lifecycle.end_state``). A job without a batch script (an srun or
 salloc allocation) has no script to report its end: ``stop_running`` ends it
 at once, in the same state; ``finish_allocation`` also ends it when its
 client releases it.
@@ -94,12 +94,6 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
              slurm.compress_hostlist(list(others)), addr, port)
 
 
-def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    """How the run a BatchFinished reports ended (``lifecycle.end_state``)."""
-    return lifecycle.end_state(kill_reason, exit_code=res.exit_code, signal=res.signal,
-                               error=res.error, lost=lost)
-
-
 def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinished,
                           lost: bool = False) -> bool:
     """Record a batch script's end; False when it was already recorded."""
@@ -108,7 +102,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         job = st.job(res.job_id)
         if job is None or job.state != slurm.RUNNING or job.batch_host != node:
             return False
-        state, reason = final_state(job.kill_reason, res, lost)
+        state, reason = lifecycle.end_state(job.kill_reason, exit_code=res.exit_code,
+                                            signal=res.signal, error=res.error, lost=lost)
         # Nodes whose agents are gone clean up when they reconcile at registration.
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
         requeue = (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
@@ -192,7 +187,7 @@ def stop_running(ctl: Controller, st, job: JobRecord, kill_reason: str, now: flo
     transition of every stopper (time limit, deadline, the end of preemption's
     grace time, scancel, hang, requeue, a lost node, an srun/salloc gone away).
 
-    ``kill_reason`` says why and decides how the run ends (``final_state``).
+    ``kill_reason`` says why and decides how the run ends (``lifecycle.end_state``).
     A batch job's script is killed and its BatchFinished ends the run
     (``record_batch_finished``). An allocation (srun/salloc) has no script to
     report its end: it ends here, in the state the same kill_reason gives a

@@ -109,7 +109,8 @@ def check_heartbeats(ctl: Controller) -> None:
     ends at the latest then (lingjun_agent/launcher/lease.py).
 
     What becomes of the jobs of a node that went DOWN is the fault-tolerance
-    layer's business; here the node only stops taking new work.
+    layer's business; here the node only stops taking new work. The decision
+    is ``lifecycle.heartbeats``; this carries it out.
     """
     now = ctl.clock()
     changes = lifecycle.heartbeats(timers.view(ctl, now, jobs=False, nodes=True), now)
