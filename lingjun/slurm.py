@@ -433,6 +433,22 @@ def unfold_indices(text: str) -> list[int]:
     return list(parse_array_spec(text, max_array_size=2 ** 31).indices)
 
 
+def count_indices(text: str) -> int:
+    """How many indices "1-3,5" names (4), without unfolding them: an array's
+    pending remainder of 100,000 tasks is counted in a few steps."""
+    text = text.partition("%")[0].strip()
+    n = 0
+    for item in filter(None, text.split(",")):
+        m = _ARRAY_ITEM_RE.fullmatch(item.strip())
+        if not m:
+            raise ValueError(f"invalid array index {item!r}")
+        low = int(m.group(1))
+        high = int(m.group(2)) if m.group(2) is not None else low
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        n += len(range(low, high + 1, step))
+    return n
+
+
 def array_task_text(task_str: str, max_running: int = 0) -> str:
     """The pending remainder as squeue shows it inside A_[...]: "4-9" or "4-9%2"."""
     return f"{task_str}%{max_running}" if max_running else task_str

@@ -3,12 +3,12 @@
     python -m bench.sim.probe -c lingjun.toml      (the same arguments as lingjund)
 
 The controller is the real one (``lingjund.daemon.main``); before it starts
-this wraps ``lingjund.service.scheduling.run_pass`` to log each pass's wall
+this wraps ``lingjund.service.scheduling.run_pass_off_loop`` to log each pass's wall
 time, and runs a task on its event loop that logs how late the loop wakes
 (its lag, what a heartbeat or a command waits behind a long handler). The
 lines (``sim-probe pass ...``, ``sim-probe lag ...``) go to the
 controller's log, where ``report.py`` reads them. Where the controller one
-day logs its own pass times, read those instead; if ``run_pass`` moves,
+day logs its own pass times, read those instead; if ``run_pass_off_loop`` moves,
 passes go unmeasured and the report says so.
 """
 from __future__ import annotations
@@ -27,16 +27,16 @@ LAG_WINDOW_S = 5.0
 
 
 def _time_passes() -> None:
-    run_pass = getattr(scheduling, "run_pass", None)
+    run_pass = getattr(scheduling, "run_pass_off_loop", None)
     if run_pass is None:
         return
 
-    def timed(ctl, *args, **kwargs):
+    async def timed(ctl, *args, **kwargs):
         t0 = time.perf_counter()
-        started = run_pass(ctl, *args, **kwargs)
+        started = await run_pass(ctl, *args, **kwargs)
         log.info("sim-probe pass %.4f s started %s", time.perf_counter() - t0, started)
         return started
-    scheduling.run_pass = timed
+    scheduling.run_pass_off_loop = timed
 
 
 async def _lag_monitor() -> None:

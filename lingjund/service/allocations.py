@@ -76,7 +76,7 @@ async def allocate(ctl: Controller, requests):
         job_id = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=first.spec)).job_id
         # Slurm tries to place an allocation as it is made; only one that cannot
         # start now is "queued and waiting for resources".
-        scheduling.run_pass(ctl)
+        await scheduling.run_pass_off_loop(ctl)
     elif kind == "attach_job_id":
         job_id = first.attach_job_id
         job = ctl.store.job(job_id)

@@ -10,8 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from lingjun import slurm
 from lingjun.config import Config, PartitionConfig
 from lingjund.service.agents import AgentRegistry
+from lingjund.service.views import Views
 from lingjund.store.store import Store
 
 
@@ -36,6 +38,11 @@ class Controller:
     prologs: dict = field(default_factory=dict)
     # set while the daemon stops: streams then break without their clients' fault
     stopping: bool = False
+    # the scheduling core's views of live records, kept between passes
+    views: Views = field(default_factory=Views)
+    _layout: "NodeLayout | None" = None
+    # held by a scheduling pass while its core runs off the event loop
+    pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _wake: asyncio.Event | None = None
     _jobs_changed: asyncio.Event | None = None
 
@@ -90,12 +97,40 @@ class Controller:
 
     def known_nodes(self) -> list[str]:
         """Configured nodes, plus any that registered without being configured."""
-        from lingjun import slurm
-        names = {n.name for n in self.config.nodes}
-        names.update(self.store.nodes())
-        return sorted(names, key=slurm.natural_key)
+        return list(self.node_layout().names)
 
     def partition_nodes(self, part: PartitionConfig) -> list[str]:
         if part.nodes is None:
             return self.known_nodes()
         return list(part.nodes)
+
+    def node_layout(self) -> "NodeLayout":
+        """Every known node in natural order and which partitions hold it; kept
+        until the configuration or the set of nodes changes (sorting 10,000
+        names and testing each against each partition's node list cost a
+        pass more than its scheduling)."""
+        lay = self._layout
+        nodes = self.store.live.nodes
+        if lay is None or lay.config is not self.config or lay.registered != len(nodes):
+            lay = self._layout = NodeLayout.of(self.config, nodes)
+        return lay
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    config: Config
+    registered: int                          # how many node records it was built with
+    names: tuple[str, ...]                   # configured and registered, natural order
+    nodes_of: dict[str, tuple[str, ...]]     # partition -> its nodes
+    partitions_of: dict[str, tuple[str, ...]]   # node -> the partitions holding it
+
+    @classmethod
+    def of(cls, config: Config, records: dict) -> "NodeLayout":
+        names = {n.name for n in config.nodes}
+        names.update(records)
+        ordered = tuple(sorted(names, key=slurm.natural_key))
+        nodes_of = {p.name: ordered if p.nodes is None else tuple(p.nodes)
+                    for p in config.effective_partitions()}
+        members = {p: set(ns) for p, ns in nodes_of.items()}
+        partitions_of = {n: tuple(p for p in nodes_of if n in members[p]) for n in ordered}
+        return cls(config, len(records), ordered, nodes_of, partitions_of)

@@ -51,11 +51,27 @@ from lingjund import lifecycle
 from lingjund.service import batch, errors, timers
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
+from lingjund.store.records import NodeEvent, ProbeResult
 
 log = logging.getLogger("lingjund.health")
 
 PROBE_USER = "root"             # who a probe's drain is shown as (NHC runs as root)
 DRAIN, RESUME, FLAPPING, PROLOG_FAIL = "drain", "resume", "flapping", "prolog_fail"
+
+
+def probe_record(node: str, r: api_pb2.SanityResult) -> ProbeResult:
+    return ProbeResult(node=node, name=r.name, severity=r.severity, ok=r.ok, reason=r.reason,
+                       duration_s=r.duration_s, time=r.time, phase=r.phase)
+
+
+def probe_msg(r: ProbeResult) -> api_pb2.SanityResult:
+    return api_pb2.SanityResult(name=r.name, severity=r.severity, ok=r.ok, reason=r.reason,
+                                duration_s=r.duration_s, time=r.time, phase=r.phase)
+
+
+def event_msg(e: NodeEvent) -> api_pb2.SanityEvent:
+    return api_pb2.SanityEvent(time=e.time, node=e.node, event=e.event, reason=e.reason,
+                               job_id=e.job_id, by=e.by)
 
 
 def failing(results) -> list[api_pb2.SanityResult]:
@@ -77,7 +93,7 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
     now = ctl.clock()
     bad = failing(results)
     with ctl.store.transaction() as st:
-        st.put_probe_results(node, results)
+        st.put_probe_results(node, [probe_record(node, r) for r in results])
         if phase in ("register", "periodic"):
             st.forget_probe_results(node, "dropin:", [r.name for r in results])
         rec = st.node(node)
@@ -242,6 +258,7 @@ def sanity_results(ctl: Controller, req: api_pb2.GetSanityResultsRequest) -> api
         rec = records.get(n)
         out.append(api_pb2.SanityNode(
             name=n, drain_by_probe=bool(rec and rec.drain and rec.drain_by_probe),
-            results=results.get(n, []),
-            events=ctl.store.node_events(n, limit=req.events) if req.events else []))
+            results=[probe_msg(r) for r in results.get(n, [])],
+            events=[event_msg(e) for e in ctl.store.node_events(n, limit=req.events)]
+            if req.events else []))
     return api_pb2.GetSanityResultsResponse(nodes=out)

@@ -17,6 +17,8 @@ from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
 from lingjund.service import authz, batch, errors, faulttol, preemption
 from lingjund.service.context import Controller
+from lingjund.service.views import (build_snapshot, gpus_per_node, job_request,  # noqa: F401
+                                    node_capacity, node_features, node_gpu_type)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobs")
@@ -24,36 +26,6 @@ log = logging.getLogger("lingjund.jobs")
 # priority/basic: the first job gets the highest priority, each later one one less
 # (Slurm prints 4294901759 for job 1).
 PRIORITY_BASE = 4294901760
-
-
-def node_capacity(ctl: Controller, name: str) -> tuple[int, int, int] | None:
-    """(cpus, memory_mb, gpus) of a node: configured values, else what it reported."""
-    cfg = ctl.config.node(name)
-    rec = ctl.store.node(name)
-    inv = rec.inventory if rec else None
-    cpus = (cfg.cpus if cfg and cfg.cpus else 0) or (inv.cpus if inv else 0)
-    mem = (cfg.memory_mb if cfg and cfg.memory_mb else 0) or (inv.real_memory_mb if inv else 0)
-    gpus = (cfg.gpus if cfg else 0) or (inv.gpus if inv else 0)
-    if not cpus:
-        return None
-    return cpus, mem, gpus
-
-
-def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
-    """A node's features (config [[nodes]] features): sinfo %f, -C."""
-    cfg = ctl.config.node(name)
-    return cfg.features if cfg else ()
-
-
-def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
-    """A node's GPU type: configured, else what its agent reported ("" = untyped).
-
-    ``rec`` is the node's store record when the caller already has it."""
-    cfg = ctl.config.node(name)
-    if cfg and cfg.gpu_type:
-        return cfg.gpu_type
-    rec = rec or ctl.store.node(name)
-    return rec.inventory.gpu_type if rec else ""
 
 
 def _hostlist(expr: str) -> list[str]:
@@ -145,13 +117,6 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
                 spec.num_tasks * cpt > sum(sorted((c[0] for c in fitting), reverse=True)[:max_nodes]):
             raise errors.NodeConfigUnavailable()
     return part, min_nodes
-
-
-def gpus_per_node(spec: api_pb2.JobSpec, nodes: int) -> int:
-    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the nodes."""
-    if spec.gpus_per_node or not spec.gpus:
-        return spec.gpus_per_node
-    return math.ceil(spec.gpus / max(1, nodes))
 
 
 def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int, nodes: list[str],
@@ -298,7 +263,6 @@ def submit(ctl: Controller, request: api_pb2.SubmitJobRequest) -> api_pb2.Submit
 def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:
     """--test-only: where and when the scheduling core would start this job; submits nothing."""
     from lingjund.sched.estimate import estimate_start
-    from lingjund.service.scheduling import build_snapshot, job_request
     now = ctl.clock()
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,

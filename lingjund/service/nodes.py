@@ -17,7 +17,7 @@ from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
-from lingjund.service.scheduling import allocations
+from lingjund.service.views import allocations
 
 log = logging.getLogger("lingjund.nodes")
 
@@ -180,18 +180,18 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
     holding = ctl.store.holding_jobs()
     alloc = allocations(holding)
     completing = {n for j in holding for n in j.completing}
-    parts = ctl.partitions()
     names = ctl.known_nodes()
     if req.names:
-        unknown = [n for n in req.names if n not in names]
-        if unknown and len(unknown) == len(req.names):
+        wanted = set(req.names)
+        if not wanted & set(names):
             raise errors.InvalidNodeName()
-        names = [n for n in names if n in req.names]
+        names = [n for n in names if n in wanted]
     probed = ctl.store.probe_results(names)
+    layout = ctl.node_layout()
     out = []
     for name in names:
         rec = records.get(name)
-        node_parts = [p.name for p in parts if p.nodes is None or name in p.nodes]
+        node_parts = layout.partitions_of.get(name, ())
         if req.partitions and not set(req.partitions) & set(node_parts):
             continue
         cap = node_capacity(ctl, name) or (0, 0, 0)
@@ -223,7 +223,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
             job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
             features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
-            net_status=rec.net_status if rec else None, sanity_results=probed.get(name, [])))
+            net_status=rec.net_status if rec else None, sanity_results=[health.probe_msg(r) for r in probed.get(name, [])]))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

@@ -21,12 +21,17 @@ import errno
 import json
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+import time
 from typing import Iterable, Iterator
 
 import sqlite_utils
 
-from lingjun.v1 import api_pb2, agent_pb2
+from lingjun import slurm
+from lingjund.store.live import Live, is_live
+from lingjund.store.records import (  # noqa: F401  (re-exported: the store's records)
+    _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeEvent, NodeRecord, ProbeResult,
+    RunningStepRecord, StepRecord,
+    _job_from_row, _job_to_row, _node_from_row, _step_from_row)
 from lingjund.store.schema import MIGRATIONS
 
 class StoreFull(Exception):
@@ -43,183 +48,40 @@ def is_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno == errno.ENOSPC
 
 
-_JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
-                 "tasks_per_node", "completing")
+_BOOL_FIELDS = frozenset({"exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
+                          "preempt_killed", "preempt_requeue", "registered", "drain", "down",
+                          "drain_by_probe"})
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    job_id: int
-    name: str
-    user: str
-    uid: int
-    partition: str
-    state: str
-    reason: str
-    priority: int
-    submit_time: float
-    time_limit_min: int
-    spec: api_pb2.JobSpec
-    client_token: str | None = None
-    eligible_time: float = 0.0
-    start_time: float = 0.0
-    end_time: float = 0.0
-    nodes: tuple[str, ...] = ()
-    cpus_per_node: tuple[int, ...] = ()
-    mem_per_node: tuple[int, ...] = ()
-    gpus_per_node: tuple[int, ...] = ()
-    tasks_per_node: tuple[int, ...] = ()
-    exclusive: bool = False
-    batch_host: str = ""
-    launched: bool = False
-    kill_reason: str = ""
-    completing: tuple[str, ...] = ()
-    exit_code: int = 0
-    exit_signal: int = 0
-    cancelled_by: str = ""
-    restarts: int = 0
-    held: bool = False
-    next_step_id: int = 0
-    stdout_path: str = ""
-    stderr_path: str = ""
-    array_job_id: int = 0             # 0 = not part of an array
-    array_task_id: int = -1           # -1 = a plain job, or the array's meta record
-    array_task_str: str = ""          # meta record: the tasks still pending ("4-9,12")
-    array_max_running: int = 0        # meta record: the %N throttle (0 = none)
-    warn_signal_sent: bool = False    # --signal's warning went out for this run
-    dependency: str = ""              # what is left to wait for ("afterok:7(unfulfilled)"); "" = none
-    hold_admin: bool = False          # held by an operator (JobHeldAdmin); only with held
-    deadline: float = 0.0             # --deadline, Unix seconds; 0 = none
-    # the last preemption (service/preemption.py); 0 = never
-    preempted_by: int = 0
-    preempt_time: float = 0.0
-    preempt_killed: bool = False      # its grace time ran out: the kill was sent
-    preempt_requeue: bool = False     # PreemptMode=REQUEUE: back to the queue when it ends
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    job_id: int
-    step_id: str
-    name: str
-    state: str
-    exit_code: int = 0
-    exit_signal: int = 0
-    nodes: tuple[str, ...] = ()
-    num_tasks: int = 1
-    num_cpus: int = 1
-    start_time: float = 0.0
-    end_time: float = 0.0
-    max_rss_kb: int = 0
-    ave_rss_kb: int = 0               # mean over tasks of each task's mean sampled RSS
-    max_rss_node: str = ""            # node of the task with the highest peak
-    max_rss_task: int = 0             # that task's rank
-    user_cpu_ms: int = 0              # summed over tasks
-    system_cpu_ms: int = 0
-
-
-@dataclass(frozen=True)
-class RunningStepRecord:
-    """An srun step while it runs: what a restarted controller needs to follow it."""
-    job_id: int
-    step_id: int
-    name: str
-    nodes: tuple[str, ...]
-    rank_node: dict[int, str]
-    cpus: dict[str, int]
-    num_tasks: int
-    num_cpus: int
-    start_time: float
-    kill_on_bad_exit: bool = False
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    name: str
-    registered: bool = False
-    drain: bool = False
-    down: bool = False
-    reason: str = ""
-    reason_user: str = ""
-    reason_time: float = 0.0
-    inventory: agent_pb2.Inventory = field(default_factory=agent_pb2.Inventory)
-    agent_start_time: float = 0.0
-    last_seen: float = 0.0
-    last_busy_time: float = 0.0
-    net_status: api_pb2.NetStatusReport | None = None   # None = no report yet
-    drain_by_probe: bool = False      # the DRAIN was a probe's, not a person's
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """One thing that happened to a job (lingjun events)."""
-    job_id: int
-    time: float
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One ended run of a job that ran again (sacct -D)."""
-    job_id: int
-    attempt: int                      # 1 = the first run
-    state: str                        # how it ended
-    nodes: tuple[str, ...] = ()
-    start_time: float = 0.0
-    end_time: float = 0.0
-    exit_code: int = 0
-    exit_signal: int = 0
-
-
-def _job_from_row(row: dict) -> JobRecord:
-    row = dict(row)
-    spec = api_pb2.JobSpec()
-    spec.ParseFromString(row.pop("spec"))
-    for c in _JSON_COLUMNS:
-        row[c] = tuple(json.loads(row[c]))
-    for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
-              "preempt_killed", "preempt_requeue"):
-        row[c] = bool(row[c])
-    return JobRecord(spec=spec, **row)
-
-
-def _job_to_row(fields: dict) -> dict:
+def _record_fields(fields: dict) -> dict:
+    """Values as a record read back from SQL holds them: tuples, bools, and
+    protobufs of our own (the caller's object stays the caller's)."""
     out = {}
     for k, v in fields.items():
         if k in _JSON_COLUMNS:
-            v = json.dumps(list(v))
-        elif k == "spec":
-            v = v.SerializeToString()
-        elif isinstance(v, bool):
-            v = int(v)
+            v = tuple(v)
+        elif k in _BOOL_FIELDS:
+            v = bool(v)
+        elif hasattr(v, "SerializeToString"):
+            copy = type(v)()
+            copy.CopyFrom(v)
+            v = copy
         out[k] = v
     return out
 
 
-def _step_from_row(row: dict) -> StepRecord:
-    row = dict(row)
-    row["nodes"] = tuple(json.loads(row["nodes"]))
-    return StepRecord(**row)
-
-
-def _node_from_row(row: dict) -> NodeRecord:
-    row = dict(row)
-    inv = agent_pb2.Inventory()
-    if row.get("inventory"):
-        inv.ParseFromString(row["inventory"])
-    row["inventory"] = inv
-    if row.get("net_status") is not None:
-        net = api_pb2.NetStatusReport()
-        net.ParseFromString(row["net_status"])
-        row["net_status"] = net
-    for c in ("registered", "drain", "down", "drain_by_probe"):
-        row[c] = bool(row[c])
-    return NodeRecord(**row)
-
-
 class Store:
-    def __init__(self, path: str, synchronous: str = "FULL"):
+    """The SQLite file, and the live state kept in step with it (``live``).
+
+    Every write of a job or node goes through ``insert_job``/``update_job``/
+    ``put_node``, which apply it to ``live`` as well; a transaction that rolls
+    back undoes those (``_undo``). Reads of what is live (pending and running
+    jobs, jobs holding nodes, nodes) answer from memory without SQL; reads of
+    history go to SQL.
+    """
+
+    def __init__(self, path: str, synchronous: str = "FULL", keep_finished_s: float = 300.0,
+                 now: float | None = None):
         self.path = path
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db = sqlite_utils.Database(conn)
@@ -228,7 +90,24 @@ class Store:
         self.db.execute("PRAGMA busy_timeout=5000")
         self._lock = threading.RLock()
         self._depth = 0
+        self._undo: list[tuple[str, object, object]] | None = None
         self._migrate()
+        self.live = Live(keep_finished_s)
+        self._load_live(time.time() if now is None else now)
+
+    def _load_live(self, now: float) -> None:
+        """Read what is live back from the file (at start)."""
+        live = self.live
+        live.evicted_before = now - live.keep_finished_s
+        states = sorted(slurm.ACTIVE_STATES)
+        for row in self.db.query(
+                "SELECT * FROM jobs WHERE state IN ({}) OR completing != '[]' OR end_time >= ? "
+                "ORDER BY job_id".format(", ".join("?" for _ in states)),
+                [*states, live.evicted_before]):
+            job = _job_from_row(row)
+            live.put_job(job, job.job_id)
+        for row in self.db.query("SELECT * FROM nodes ORDER BY rowid"):
+            live.put_node(_node_from_row(row))
 
     # -- transactions ---------------------------------------------------------
     @contextlib.contextmanager
@@ -238,6 +117,7 @@ class Store:
             outer = self._depth == 0
             if outer:
                 self.db.execute("BEGIN IMMEDIATE")
+                self._undo = []
             self._depth += 1
             try:
                 yield self
@@ -257,12 +137,43 @@ class Store:
                     if is_full(e):
                         raise StoreFull(f"{self.path}: {e}") from e
                     raise
+                self._undo = None
 
     def _rollback(self) -> None:
         """End the open transaction, if SQLite has not ended it itself (it may,
-        on SQLITE_FULL and I/O errors)."""
+        on SQLITE_FULL and I/O errors), and undo its changes to the live state."""
         if self.db.conn.in_transaction:
             self.db.execute("ROLLBACK")
+        undo, self._undo = self._undo or [], None
+        for kind, key, old in reversed(undo):
+            if kind == "job":
+                self.live.put_job(old, key)
+            elif old is None:
+                self.live.nodes.pop(key, None)
+            else:
+                self.live.put_node(old)
+
+    # -- the live state, kept in step with every write --------------------------
+    def _set_live_job(self, job_id: int, job: JobRecord | None) -> None:
+        live = self.live
+        if self._undo is not None:
+            self._undo.append(("job", job_id, live.jobs.get(job_id)))
+        if job is not None and not is_live(job) and job.end_time < live.evicted_before:
+            job = None          # finished long ago: history only
+        live.put_job(job, job_id)
+
+    def _job_sql(self, job_id: int) -> JobRecord | None:
+        row = next(self.db.query("SELECT * FROM jobs WHERE job_id = ?", [job_id]), None)
+        return _job_from_row(row) if row else None
+
+    def _node_sql(self, name: str) -> NodeRecord | None:
+        row = next(self.db.query("SELECT * FROM nodes WHERE name = ?", [name]), None)
+        return _node_from_row(row) if row else None
+
+    def evict_finished(self, before: float) -> None:
+        """Finished jobs that ended before ``before`` leave memory (squeue no
+        longer shows them; sacct reads them from SQL)."""
+        self.live.evict_finished(before)
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -283,7 +194,9 @@ class Store:
             "INSERT INTO jobs ({}) VALUES ({})".format(
                 ", ".join(fields), ", ".join("?" for _ in fields)),
             list(_job_to_row(fields).values()))
-        return int(cur.lastrowid)
+        job_id = int(cur.lastrowid)
+        self._set_live_job(job_id, self._job_sql(job_id))
+        return job_id
 
     def next_job_id(self) -> int:
         """The id the next insert_job would get (sbatch --test-only names it)."""
@@ -297,10 +210,28 @@ class Store:
         self.db.execute(
             "UPDATE jobs SET {} WHERE job_id = ?".format(", ".join(f"{k} = ?" for k in row)),
             [*row.values(), job_id])
+        old = self.live.jobs.get(job_id)
+        if old is None:
+            job = self._job_sql(job_id)     # history coming back (a requeue), or no such job
+        else:
+            job = dataclasses.replace(old, **_record_fields(fields))
+        self._set_live_job(job_id, job)
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Many jobs' pending reasons at once (a pass decides one for each)."""
+        if not reasons:
+            return
+        self.db.conn.executemany("UPDATE jobs SET reason = ? WHERE job_id = ?",
+                                 [(r, i) for i, r in reasons.items()])
+        jobs = self.live.jobs
+        for job_id, reason in reasons.items():
+            old = jobs.get(job_id)
+            self._set_live_job(job_id, dataclasses.replace(old, reason=reason) if old is not None
+                               else self._job_sql(job_id))
 
     def job(self, job_id: int) -> JobRecord | None:
-        row = next(self.db.query("SELECT * FROM jobs WHERE job_id = ?", [job_id]), None)
-        return _job_from_row(row) if row else None
+        job = self.live.jobs.get(job_id)
+        return job if job is not None else self._job_sql(job_id)
 
     def job_by_token(self, token: str) -> JobRecord | None:
         row = next(self.db.query("SELECT * FROM jobs WHERE client_token = ?", [token]), None)
@@ -317,6 +248,16 @@ class Store:
         ``tasks_ended_after`` then keeps only the tasks unfinished or ended
         after it (a drained 10,000-task array is not read back whole).
         """
+        if job_ids is None:
+            live = self.live
+            if states is not None and ended_after is None:
+                states = set(states)
+                if states <= slurm.ACTIVE_STATES:
+                    return live.in_states(states)
+            elif states is None and ended_after is not None and ended_after >= live.evicted_before:
+                live.evict_finished(ended_after)
+                return live.select(i for i, j in live.jobs.items()
+                                   if j.end_time == 0 or j.end_time >= ended_after or j.completing)
         where, args = [], []
         if states is not None:
             states = list(states)
@@ -345,14 +286,7 @@ class Store:
         """A user's pending and running jobs, each array task one job
         (the pending remainder of an array counts its tasks), as Slurm's
         MaxSubmitJobs counts them."""
-        from lingjun import slurm
-        states = sorted(slurm.ACTIVE_STATES)
-        marks = ", ".join("?" for _ in states)
-        n = 0
-        for row in self.db.query(f"SELECT array_task_str FROM jobs WHERE uid = ? AND state IN ({marks})",
-                                 [uid, *states]):
-            n += len(slurm.unfold_indices(row["array_task_str"])) if row["array_task_str"] else 1
-        return n
+        return self.live.uid_active.get(uid, 0)
 
     def array_jobs(self, array_job_id: int) -> list[JobRecord]:
         """Every row of one array: the meta record and the tasks split off it."""
@@ -379,25 +313,25 @@ class Store:
 
     def dependent_jobs(self) -> list[JobRecord]:
         """Pending jobs that still wait on a dependency."""
-        return [_job_from_row(r) for r in self.db.query(
-            "SELECT * FROM jobs WHERE state = 'PENDING' AND dependency != '' ORDER BY job_id")]
+        return self.live.select(self.live.with_dependency)
 
     def deadline_jobs(self) -> list[JobRecord]:
         """Pending and running jobs that have a --deadline."""
-        return [_job_from_row(r) for r in self.db.query(
-            "SELECT * FROM jobs WHERE state IN ('PENDING', 'RUNNING') AND deadline > 0 "
-            "ORDER BY job_id")]
+        return self.live.select(self.live.with_deadline)
 
     def next_eligible_time(self, after: float) -> float | None:
         """The earliest begin time of a pending job still to come."""
-        row = self.db.execute("SELECT MIN(eligible_time) FROM jobs WHERE state = 'PENDING' "
-                              "AND eligible_time > ?", [after]).fetchone()
-        return row[0] if row and row[0] is not None else None
+        jobs = self.live.jobs
+        return min((t for i in self.live.with_begin if (t := jobs[i].eligible_time) > after),
+                   default=None)
 
     def holding_jobs(self) -> list[JobRecord]:
         """Jobs that hold resources: running, or finished but still completing."""
-        return [_job_from_row(r) for r in self.db.query(
-            "SELECT * FROM jobs WHERE state = 'RUNNING' OR completing != '[]' ORDER BY job_id")]
+        return self.live.select(self.live.holding)
+
+    def jobs_on_node(self, name: str) -> list[JobRecord]:
+        """The jobs holding resources on node ``name``."""
+        return self.live.select(self.live.on_node.get(name, ()))
 
     # -- steps ------------------------------------------------------------------
     def put_step(self, step: StepRecord) -> None:
@@ -448,13 +382,20 @@ class Store:
                 v = int(v)
             row[k] = v
         self.db["nodes"].upsert(row, pk="name")
+        live = self.live
+        old = live.nodes.get(name)
+        if self._undo is not None:
+            self._undo.append(("node", name, old))
+        if old is None:
+            live.put_node(self._node_sql(name))
+        else:
+            live.put_node(dataclasses.replace(old, **_record_fields(fields)))
 
     def nodes(self) -> dict[str, NodeRecord]:
-        return {r["name"]: _node_from_row(r) for r in self.db.query("SELECT * FROM nodes")}
+        return dict(self.live.nodes)
 
     def node(self, name: str) -> NodeRecord | None:
-        row = next(self.db.query("SELECT * FROM nodes WHERE name = ?", [name]), None)
-        return _node_from_row(row) if row else None
+        return self.live.nodes.get(name)
 
     # -- job events and earlier attempts -------------------------------
     def add_job_event(self, job_id: int, time: float, kind: str, text: str) -> None:
@@ -486,7 +427,7 @@ class Store:
         return out
 
     # -- probe results and node events ---------------------------------
-    def put_probe_results(self, node: str, results: Iterable[api_pb2.SanityResult]) -> None:
+    def put_probe_results(self, node: str, results: Iterable[ProbeResult]) -> None:
         rows = [dict(node=node, name=r.name, severity=r.severity, ok=int(r.ok), reason=r.reason,
                      duration_s=r.duration_s, time=r.time, phase=r.phase) for r in results]
         if rows:
@@ -499,14 +440,16 @@ class Store:
         self.db.execute(f"DELETE FROM probe_results WHERE node = ? AND name LIKE ? "
                         f"AND name NOT IN ({marks})", [node, prefix + "%", *keep])
 
-    def probe_results(self, nodes: Iterable[str] | None = None) -> dict[str, list[api_pb2.SanityResult]]:
-        out: dict[str, list[api_pb2.SanityResult]] = {}
+    def probe_results(self, nodes: Iterable[str] | None = None) -> dict[str, list[ProbeResult]]:
+        """Each node's last probe results, by node (``nodes``: only those)."""
+        wanted = None if nodes is None else set(nodes)
+        out: dict[str, list[ProbeResult]] = {}
         for r in self.db.query("SELECT * FROM probe_results ORDER BY node, name"):
-            if nodes is not None and r["node"] not in nodes:
+            if wanted is not None and r["node"] not in wanted:
                 continue
-            out.setdefault(r["node"], []).append(api_pb2.SanityResult(
-                name=r["name"], severity=r["severity"], ok=bool(r["ok"]), reason=r["reason"],
-                duration_s=r["duration_s"], time=r["time"], phase=r["phase"]))
+            out.setdefault(r["node"], []).append(ProbeResult(
+                node=r["node"], name=r["name"], severity=r["severity"], ok=bool(r["ok"]),
+                reason=r["reason"], duration_s=r["duration_s"], time=r["time"], phase=r["phase"]))
         return out
 
     def add_node_event(self, node: str, time: float, event: str, reason: str = "",
@@ -515,7 +458,7 @@ class Store:
                         "VALUES (?, ?, ?, ?, ?, ?)", [time, node, event, reason, job_id, by])
 
     def node_events(self, node: str, since: float = 0.0, event: str | None = None,
-                    limit: int = 0, by_probe: bool = False) -> list[api_pb2.SanityEvent]:
+                    limit: int = 0, by_probe: bool = False) -> list[NodeEvent]:
         """The node's events from ``since`` on, newest first (``by_probe``: only
         the probes' own, not what people did)."""
         sql = "SELECT * FROM node_events WHERE node = ? AND time >= ?"
@@ -526,8 +469,8 @@ class Store:
         if by_probe:
             sql += " AND by = ''"
         sql += " ORDER BY id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return [api_pb2.SanityEvent(time=r["time"], node=r["node"], event=r["event"],
-                                    reason=r["reason"], job_id=r["job_id"], by=r["by"])
+        return [NodeEvent(time=r["time"], node=r["node"], event=r["event"], reason=r["reason"],
+                          job_id=r["job_id"], by=r["by"])
                 for r in self.db.query(sql, args)]
 
     def last_person_event_time(self, node: str) -> float:

@@ -1,0 +1,179 @@
+"""Time one scheduling pass through the service layer: live state -> snapshot -> core -> commit.
+
+    python bench/service_pass.py                                  # both situations, 10,000 nodes
+    python bench/service_pass.py --nodes 10000 --pending 100000 --situation nothing
+    python bench/service_pass.py --nodes 10000 --pending 10000 --situation fill --profile
+
+Unlike ``core_pass.py`` (the pure core over hand-built snapshots), this runs
+``lingjund.service.scheduling.run_pass`` on a real ``Controller`` over a real
+SQLite store: N registered nodes of 8 GPUs and 64 CPUs (each with a stand-in
+agent connection whose commands go to an in-memory queue), one partition,
+and P pending jobs written as a submission writes them. It times a first
+pass (after a fresh start: everything read back from the store) and the
+passes after it, split into the snapshot, the core and the commit.
+
+Situations:
+
+- ``nothing``: every node runs a whole-node job; P pending 1-GPU jobs wait
+  (Resources, then Priority): no job can start.
+- ``fill``: half the nodes run a whole-node job; P pending whole-node jobs:
+  the pass starts one job per free node (N/2 starts).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lingjun import config, slurm  # noqa: E402
+from lingjun.v1 import agent_pb2, api_pb2  # noqa: E402
+from lingjund.daemon import tune_gc  # noqa: E402
+from lingjund.service import scheduling  # noqa: E402
+from lingjund.service.agents import Connection  # noqa: E402
+from lingjund.service.context import Controller  # noqa: E402
+from lingjund.store.store import Store  # noqa: E402
+
+NOW = 1_000_000.0
+GPUS, CPUS, MEM = 8, 64, 512_000
+
+
+class Sink:
+    """A stand-in agent connection: what the controller sends is counted, not sent."""
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def put_nowait(self, msg) -> None:
+        self.sent += 1
+
+
+def build(tmp: str, nodes: int, pending: int, situation: str) -> tuple[Controller, list]:
+    names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
+    conf = config.parse(f"""
+[controller]
+heartbeat_timeout_s = 1e9
+[[nodes]]
+names = "gpu[00001-{nodes:05d}]"
+cpus = {CPUS}
+memory_mb = {MEM}
+gpus = {GPUS}
+[[partitions]]
+name = "batch"
+nodes = "gpu[00001-{nodes:05d}]"
+default = true
+""")
+    path = os.path.join(tmp, "db.sqlite")
+    store = Store(path, synchronous="OFF", now=NOW)
+    inv = agent_pb2.Inventory(cpus=CPUS, real_memory_mb=MEM, gpus=GPUS)
+    busy = nodes if situation == "nothing" else nodes // 2
+    whole = api_pb2.JobSpec(name="train", user="alice", uid=1000, min_nodes=1, num_tasks=1,
+                            cpus_per_task=CPUS, gpus_per_node=8, exclusive=True, batch=True,
+                            script="#!/bin/sh\ntrue\n")
+    small = api_pb2.JobSpec(name="eval", user="bob", uid=1001, min_nodes=1, num_tasks=1,
+                            cpus_per_task=1, gpus_per_node=1, batch=True,
+                            script="#!/bin/sh\ntrue\n")
+    with store.transaction() as st:
+        for n in names:
+            st.put_node(n, registered=True, inventory=inv, agent_start_time=NOW, last_seen=NOW)
+        for i in range(busy):
+            st.insert_job(name="train", user="alice", uid=1000, partition="batch",
+                          state=slurm.RUNNING, reason="None", priority=10, submit_time=NOW - 100,
+                          start_time=NOW - 50, end_time=NOW + 3600, time_limit_min=60,
+                          nodes=(names[i],), cpus_per_node=(CPUS,), mem_per_node=(MEM,),
+                          gpus_per_node=(GPUS,), tasks_per_node=(1,), exclusive=True,
+                          batch_host=names[i], launched=True, spec=whole)
+        spec = small if situation == "nothing" else whole
+        for i in range(pending):
+            st.insert_job(name=spec.name, user=spec.user, uid=spec.uid, partition="batch",
+                          state=slurm.PENDING, reason="None", priority=1_000_000 - i,
+                          submit_time=NOW - 10, time_limit_min=60, exclusive=spec.exclusive,
+                          spec=spec)
+    store.close()
+    store = Store(path, synchronous="OFF", now=NOW)      # a fresh start: all read back
+    ctl = Controller(config=conf, store=store, clock=lambda: NOW)
+    sinks = []
+    for n in names:
+        conn = Connection(node=n)
+        conn.outbox = Sink()
+        sinks.append(conn.outbox)
+        ctl.agents.attach(conn)
+    return ctl, sinks
+
+
+def timed_pass(ctl: Controller) -> dict:
+    t = {"snapshot": 0.0, "core": 0.0}
+    build_snapshot, schedule = scheduling.build_snapshot, scheduling.schedule
+
+    def snap(*a, **k):
+        t0 = time.process_time()
+        try:
+            return build_snapshot(*a, **k)
+        finally:
+            t["snapshot"] += time.process_time() - t0
+
+    def core(*a, **k):
+        t0 = time.process_time()
+        try:
+            return schedule(*a, **k)
+        finally:
+            t["core"] += time.process_time() - t0
+
+    scheduling.build_snapshot, scheduling.schedule = snap, core
+    try:
+        c0, w0 = time.process_time(), time.perf_counter()
+        started = scheduling.run_pass(ctl)
+        t["cpu"], t["wall"] = time.process_time() - c0, time.perf_counter() - w0
+    finally:
+        scheduling.build_snapshot, scheduling.schedule = build_snapshot, schedule
+    t["rest"] = t["cpu"] - t["snapshot"] - t["core"]
+    t["started"] = started
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=10_000)
+    ap.add_argument("--pending", type=int, nargs="+", default=None)
+    ap.add_argument("--situation", nargs="+", default=["nothing", "fill"],
+                    choices=["nothing", "fill"])
+    ap.add_argument("--passes", type=int, default=3, help="passes after the first")
+    ap.add_argument("--profile", action="store_true", help="cProfile the second pass")
+    args = ap.parse_args()
+    for situation in args.situation:
+        for pending in args.pending or ([100_000] if situation == "nothing" else [10_000]):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                ctl, sinks = build(tmp, args.nodes, pending, situation)
+                setup = time.perf_counter() - t0
+                tune_gc()           # as lingjund does once it has loaded its state
+                first = timed_pass(ctl)
+                if args.profile:
+                    prof = cProfile.Profile()
+                    prof.enable()
+                later = [timed_pass(ctl) for _ in range(args.passes)]
+                if args.profile:
+                    prof.disable()
+                    pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                med = {k: statistics.median(p[k] for p in later)
+                       for k in ("cpu", "wall", "snapshot", "core", "rest")}
+                print(f"{situation:8s} nodes={args.nodes} pending={pending} setup={setup:.1f}s "
+                      f"rss={rss:.0f}MB | first pass: {first['cpu']:.3f}s cpu "
+                      f"({first['started']} started; snapshot {first['snapshot']:.3f}, "
+                      f"core {first['core']:.3f}, commit+send {first['rest']:.3f}) | "
+                      f"later passes (median of {args.passes}): {med['cpu']:.3f}s cpu, "
+                      f"{med['wall']:.3f}s wall (snapshot {med['snapshot']:.3f}, "
+                      f"core {med['core']:.3f}, rest {med['rest']:.3f}) | "
+                      f"messages sent {sum(s.sent for s in sinks)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

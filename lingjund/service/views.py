@@ -1,0 +1,276 @@
+"""The scheduling core's views of the live records, kept from pass to pass.
+
+A pass hands the pure core a ``Snapshot``: a ``JobRequest`` per pending job,
+a ``RunningJob`` per job holding nodes, a ``NodeView`` per node. Building
+them afresh every pass cost more than the core itself (100,000 pending jobs:
+1.8 s of a 3.9 s pass). The live state replaces a record whenever it
+changes (records are frozen), so a view built from a record stays right for
+as long as the record is the same object: ``Views`` keeps each view with the
+record it came from and builds again only when that record was replaced.
+
+What a view also takes from outside its record is checked too: a node's
+allocation and connection, the configuration (a reconfigure starts afresh).
+What changes every pass whatever the record (an array's free slots, a
+dependency's pending reason) is applied on top of the kept view.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import TYPE_CHECKING
+
+from lingjun import slurm
+from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, RunningJob,
+                                     Snapshot)
+from lingjund.store.records import JobRecord, NodeRecord
+
+if TYPE_CHECKING:
+    from lingjund.service.context import Controller
+
+
+def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
+                time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
+                hold_admin: bool = False, dependency: str = "",
+                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
+    """What the scheduling core needs of one job (pending, or a --test-only probe)."""
+    min_nodes = spec.min_nodes or 1
+    return JobRequest(
+        job_id=job_id, priority=priority, submit_time=submit_time,
+        partition=partition, min_nodes=min_nodes,
+        # -n without -N: Slurm spreads the tasks over as many nodes as it takes
+        max_nodes=spec.max_nodes or (spec.num_tasks if spec.num_tasks and not spec.min_nodes else 0),
+        num_tasks=spec.num_tasks, ntasks_per_node=spec.ntasks_per_node,
+        cpus_per_task=spec.cpus_per_task or 1,
+        mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
+        gpus_per_node=gpus_per_node(spec, min_nodes), exclusive=exclusive,
+        time_limit_min=time_limit_min, held=held, begin_time=begin_time,
+        req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
+        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
+        constraint=spec.constraint, gpu_type=spec.gpu_type,
+        mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
+        hold_admin=hold_admin, dependency=dependency,
+        array_tasks=array_tasks, array_slots=array_slots)
+
+
+def gpus_per_node(spec, nodes: int) -> int:
+    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the nodes."""
+    if spec.gpus_per_node or not spec.gpus:
+        return spec.gpus_per_node
+    return math.ceil(spec.gpus / max(1, nodes))
+
+
+def node_capacity(ctl: Controller, name: str, rec: NodeRecord | None = None
+                  ) -> tuple[int, int, int] | None:
+    """(cpus, memory_mb, gpus) of a node: configured values, else what it reported."""
+    cfg = ctl.config.node(name)
+    rec = rec or ctl.store.node(name)
+    inv = rec.inventory if rec else None
+    cpus = (cfg.cpus if cfg and cfg.cpus else 0) or (inv.cpus if inv else 0)
+    mem = (cfg.memory_mb if cfg and cfg.memory_mb else 0) or (inv.real_memory_mb if inv else 0)
+    gpus = (cfg.gpus if cfg else 0) or (inv.gpus if inv else 0)
+    if not cpus:
+        return None
+    return cpus, mem, gpus
+
+
+def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
+    """A node's features (config [[nodes]] features): sinfo %f, -C."""
+    cfg = ctl.config.node(name)
+    return cfg.features if cfg else ()
+
+
+def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
+    """A node's GPU type: configured, else what its agent reported ("" = untyped).
+
+    ``rec`` is the node's store record when the caller already has it."""
+    cfg = ctl.config.node(name)
+    if cfg and cfg.gpu_type:
+        return cfg.gpu_type
+    rec = rec or ctl.store.node(name)
+    return rec.inventory.gpu_type if rec else ""
+
+
+def running_job(job: JobRecord) -> RunningJob:
+    return RunningJob(
+        job_id=job.job_id, nodes=job.nodes, exclusive=job.exclusive,
+        end_time=(job.start_time + job.time_limit_min * 60) if job.time_limit_min > 0 else 0.0,
+        cpus_per_node=job.cpus_per_node, mem_per_node_mb=job.mem_per_node,
+        gpus_per_node=job.gpus_per_node, partition=job.partition, priority=job.priority,
+        start_time=job.start_time,
+        stopping=job.state != slurm.RUNNING or bool(job.kill_reason))
+
+
+class Views:
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[JobRecord, JobRequest]] = {}
+        self._running: dict[int, tuple[JobRecord, RunningJob]] = {}
+        self._nodes: dict[str, tuple[tuple, NodeView]] = {}
+        self._config = None
+
+    def forget_config(self, config) -> None:
+        """A view built under another configuration is not reused."""
+        if config is not self._config:
+            self._config = config
+            self._nodes.clear()
+            self._pending.clear()
+
+    def pending(self, job: JobRecord) -> JobRequest:
+        kept = self._pending.get(job.job_id)
+        if kept is not None:
+            was = kept[0]
+            if was is job:
+                return kept[1]
+            if _same_request(was, job):       # only its reason (or the like) changed
+                self._pending[job.job_id] = (job, kept[1])
+                return kept[1]
+        req = job_request(
+            job.job_id, job.spec, job.partition, priority=job.priority,
+            submit_time=job.submit_time, time_limit_min=job.time_limit_min,
+            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
+            hold_admin=job.hold_admin)
+        self._pending[job.job_id] = (job, req)
+        return req
+
+    def seen(self, job_id: int) -> JobRecord | None:
+        """The record the last snapshot's request for ``job_id`` was built from."""
+        kept = self._pending.get(job_id)
+        return kept[0] if kept is not None else None
+
+    def running(self, job: JobRecord) -> RunningJob:
+        kept = self._running.get(job.job_id)
+        if kept is not None and kept[0] is job:
+            return kept[1]
+        view = running_job(job)
+        self._running[job.job_id] = (job, view)
+        return view
+
+    def node(self, key: tuple, build) -> NodeView:
+        """The node view for ``key`` (its name first, then all it is built from)."""
+        kept = self._nodes.get(key[0])
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        view = build()
+        self._nodes[key[0]] = (key, view)
+        return view
+
+    def prune(self, pending: set[int], running: set[int]) -> None:
+        """Forget the views of jobs no longer pending (running)."""
+        if len(self._pending) > len(pending):
+            for jid in [j for j in self._pending if j not in pending]:
+                del self._pending[jid]
+        if len(self._running) > len(running):
+            for jid in [j for j in self._running if j not in running]:
+                del self._running[jid]
+
+
+def _same_request(a: JobRecord, b: JobRecord) -> bool:
+    """Would ``job_request`` make the same request of both? (A record written
+    with a new reason keeps its spec object: only what is asked of the store
+    is replaced.)"""
+    return (a.spec is b.spec and a.priority == b.priority and a.partition == b.partition
+            and a.time_limit_min == b.time_limit_min and a.exclusive == b.exclusive
+            and a.held == b.held and a.hold_admin == b.hold_admin
+            and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time)
+
+
+def with_pass_fields(req: JobRequest, dependency: str, array: dict) -> JobRequest:
+    """A kept request with what this pass says of it on top."""
+    if not dependency and not array:
+        return req
+    return dataclasses.replace(req, dependency=dependency, **array)
+
+
+def node_key(name: str, rec: NodeRecord | None, connected: bool, alloc: dict | None) -> tuple:
+    a = alloc or {}
+    return (name, rec, connected, a.get("cpus", 0), a.get("mem", 0), a.get("gpus", 0),
+            a.get("exclusive", False), len(a.get("jobs", ())))
+
+
+@functools.lru_cache(maxsize=256)
+def _tasks(task_str: str) -> tuple[int, ...]:
+    return tuple(slurm.unfold_indices(task_str))
+
+
+def allocations(holding: list[JobRecord]) -> dict[str, dict]:
+    """node -> {cpus, mem, gpus, jobs, exclusive} held by running/completing jobs."""
+    out: dict[str, dict] = {}
+    for job in holding:
+        for i, node in enumerate(job.nodes):
+            a = out.setdefault(node, {"cpus": 0, "mem": 0, "gpus": 0, "jobs": [], "exclusive": False})
+            a["cpus"] += job.cpus_per_node[i] if i < len(job.cpus_per_node) else 0
+            a["mem"] += job.mem_per_node[i] if i < len(job.mem_per_node) else 0
+            a["gpus"] += job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0
+            a["jobs"].append(job.job_id)
+            a["exclusive"] |= job.exclusive
+    return out
+
+
+def build_snapshot(ctl: Controller, now: float,
+                   dependency_reasons: dict[int, str] | None = None) -> Snapshot:
+    """The core's snapshot of the live state; views of records unchanged since
+    the last pass are reused (``Views``)."""
+    views: Views = ctl.views
+    views.forget_config(ctl.config)
+    st = ctl.store
+    holding = st.holding_jobs()
+    alloc = allocations(holding)
+    records = st.live.nodes
+    parts = ctl.partitions()
+    layout = ctl.node_layout()
+    connected = ctl.agents.connected
+    config_node = ctl.config.node
+    node_views = []
+    for name in layout.names:
+        rec = records.get(name)
+        a = alloc.get(name)
+        on = connected(name)
+
+        def build(name=name, rec=rec, a=a, on=on):
+            cap = node_capacity(ctl, name, rec)
+            if cap is None:
+                return None
+            a = a or {"cpus": 0, "mem": 0, "gpus": 0, "jobs": (), "exclusive": False}
+            cfg = config_node(name)
+            return NodeView(
+                name=name, cpus=cap[0], memory_mb=cap[1], gpus=cap[2],
+                alloc_cpus=a["cpus"], alloc_memory_mb=a["mem"], alloc_gpus=a["gpus"],
+                exclusive=a["exclusive"], running_jobs=len(a["jobs"]),
+                schedulable=bool(rec and rec.registered and not rec.drain and not rec.down and on),
+                partitions=layout.partitions_of[name],
+                weight=cfg.weight if cfg else 1,
+                features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec))
+        view = views.node(node_key(name, rec, on, a), build)
+        if view is not None:
+            node_views.append(view)
+    cpus_of = {v.name: v.cpus for v in node_views}
+    part_views = tuple(PartitionView(
+        name=p.name, nodes=layout.nodes_of[p.name], default=p.default, state=p.state,
+        max_time_min=p.max_time_min, default_time_min=p.default_time_min,
+        max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
+        total_cpus=sum(cpus_of.get(n, 0) for n in layout.nodes_of[p.name]),
+        preempt_mode=ctl.config.preempt_mode(p))
+        for p in parts)
+    running_tasks: dict[int, int] = {}
+    for j in holding:
+        if j.array_job_id and j.state == slurm.RUNNING:
+            running_tasks[j.array_job_id] = running_tasks.get(j.array_job_id, 0) + 1
+    pending = []
+    dependency_reasons = dependency_reasons or {}
+    pending_jobs = st.jobs(states=[slurm.PENDING])
+    for job in pending_jobs:
+        if job.completing:
+            continue    # requeued, its last run still cleaning up its nodes
+        array: dict = {}
+        if job.array_task_str:       # an array's pending remainder: one request for all
+            slots = UNLIMITED
+            if job.array_max_running:
+                slots = max(0, job.array_max_running - running_tasks.get(job.array_job_id, 0))
+            array = dict(array_tasks=_tasks(job.array_task_str), array_slots=slots)
+        pending.append(with_pass_fields(views.pending(job),
+                                        dependency_reasons.get(job.job_id, ""), array))
+    running = tuple(views.running(j) for j in holding)
+    views.prune({j.job_id for j in pending_jobs}, {j.job_id for j in holding})
+    return Snapshot(nodes=tuple(node_views), partitions=part_views,
+                    pending=tuple(pending), running=running,
+                    preempt_exempt_s=ctl.config.preempt.exempt_time_s)
