@@ -9,10 +9,14 @@ Phases, each bounded in time:
 1. start lingjund (K nodes x 8 GPUs, node[1-K], one partition) and the
    simulated agents; time until all K have registered (``--register-timeout``);
 2. idle (``--idle`` s): the controller's CPU with K agents heartbeating;
+   then, with ``--quiet S``, S seconds with the same K streams open and no
+   heartbeats: the difference is what the heartbeats cost the controller
+   (S must stay under half the heartbeat timeout, or nodes go DOWN);
 3. workload (at most ``--duration`` s): the trace is replayed through the
    API (``--clients`` concurrent clients) while ``squeue``, ``scontrol ping``
    and ``sbatch`` are run every ``--probe-every`` s and timed; the phase ends
-   when every submitted job has finished or the time is up;
+   when every submitted job has finished or the time is up; skipped with
+   ``--jobs 0 --duration 0`` (registration and heartbeat cost only);
 
 then prints the report (bench/sim/report.py; ``--json FILE`` keeps it). The
 state, the controller's log and the agents' logs stay in ``--dir`` (a new
@@ -70,6 +74,10 @@ def probe_commands(cl: SimCluster, stop: threading.Event, every: float, max_runs
     return list(times.values())
 
 
+class _NoWorkload(Exception):
+    """The run ends after the idle phases (``--jobs 0 --duration 0``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="simulate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=100)
@@ -88,12 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-channel", type=int, default=1,
                    help="agent streams per gRPC channel (1: a connection each, as real agents)")
     p.add_argument("--connect-rate", type=float, default=0.0, help="new agent streams per s at start (0: all at once)")
-    p.add_argument("--heartbeat-interval", type=float, default=2.0)
+    p.add_argument("--interval", "--heartbeat-interval", dest="heartbeat_interval", type=float,
+                   default=2.0, help="heartbeat interval, s (2: what `lingjun up` configures; "
+                   "the controller's default is 5)")
+    p.add_argument("--quiet", type=float, default=0.0,
+                   help="seconds with heartbeats off after the idle phase (their cost is the difference)")
     p.add_argument("--heartbeat-timeout", type=float, default=30.0)
     p.add_argument("--register-timeout", type=float, default=180.0)
     p.add_argument("--dir", help="state and logs (default: a new temporary folder)")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
+    if args.quiet and args.quiet > args.heartbeat_timeout / 2:
+        p.error(f"--quiet {args.quiet:g} must stay under half of --heartbeat-timeout "
+                f"({args.heartbeat_timeout:g} s), or the silent nodes go DOWN")
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="lingjun-sim-"))
     if args.trace:
@@ -131,7 +146,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"registered: {cl.register_s:.1f} s", flush=True)
         ctl.phase = "idle"
         time.sleep(args.idle)
+        if args.quiet:
+            cl.fleet.beat(False)
+            ctl.phase = "quiet"
+            time.sleep(args.quiet)
+            cl.fleet.beat(True)
+            ctl.phase = "idle-again"
+            time.sleep(min(3.0, args.quiet))
         ctl.phase = "workload"
+        if not jobs and args.duration <= 0:
+            ctl.phase = "end"
+            registered_at_end = cl.fleet.registered()
+            log_lines = ctl.log_lines()
+            api = cl.api()
+            try:
+                down = [n.name for n in api.call("GetNodes", api_pb2.GetNodesRequest(), timeout=60).nodes
+                        if n.state == slurm.NODE_DOWN]
+            finally:
+                api.close()
+            raise _NoWorkload
         stop = threading.Event()
         box: dict = {}
         prober = threading.Thread(target=lambda: box.setdefault("c", probe_commands(
@@ -163,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:       # noqa: BLE001
             pass
         api.close()
+    except _NoWorkload:
+        pass
     finally:
         fleet = cl.stop() or cl.final_stats
     if not log_lines:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
@@ -1353,24 +1353,28 @@ def sacct_table(jobs: Sequence[api_pb2.JobInfo], fields: str = SACCT_DEFAULT_FIE
                 header: bool = True, parsable: str = "", allocations_only: bool = False,
                 now: int | None = None) -> str:
     """sacct. parsable: "" (columns), "parsable" (trailing '|'), "parsable2" (none)."""
+    return "".join(sacct_lines(jobs, fields, header, parsable, allocations_only, now))
+
+
+def sacct_lines(jobs: Sequence[api_pb2.JobInfo], fields: str = SACCT_DEFAULT_FIELDS,
+                header: bool = True, parsable: str = "", allocations_only: bool = False,
+                now: int | None = None) -> Iterator[str]:
+    """sacct_table one line at a time (each ending in a newline), so that a
+    million jobs are printed without holding every row's text at once."""
     cols = parse_sacct_fields(fields)
-    rows = []
+    end = "|" if parsable == "parsable" else ""
+    if header:
+        if parsable:
+            yield "|".join(SACCT_NAMES[k] for k, _ in cols) + end + "\n"
+        else:
+            yield "".join(_sacct_cell(SACCT_NAMES[k], w) + " " for k, w in cols) + "\n"
+            yield "".join("-" * abs(w) + " " for _, w in cols) + "\n"
     # an array's rows together, in task order (golden sacct_array: 12_1, 12_2, 12_3,
     # though 12_3 kept the array's id 12 and the others got later ids)
     for job in sorted(fold_unstarted_array_tasks(jobs),
                       key=lambda j: (j.array_job_id or j.job_id, j.array_task_id)):
-        rows.extend(sacct_rows(job, allocations_only, now))
-    lines = []
-    if parsable:
-        end = "|" if parsable == "parsable" else ""
-        if header:
-            lines.append("|".join(SACCT_NAMES[k] for k, _ in cols) + end)
-        for r in rows:
-            lines.append("|".join(r.get(k, "") for k, _ in cols) + end)
-    else:
-        if header:
-            lines.append("".join(_sacct_cell(SACCT_NAMES[k], w) + " " for k, w in cols))
-            lines.append("".join("-" * abs(w) + " " for _, w in cols))
-        for r in rows:
-            lines.append("".join(_sacct_cell(r.get(k, ""), w) + " " for k, w in cols))
-    return "".join(line + "\n" for line in lines)
+        for r in sacct_rows(job, allocations_only, now):
+            if parsable:
+                yield "|".join(r.get(k, "") for k, _ in cols) + end + "\n"
+            else:
+                yield "".join(_sacct_cell(r.get(k, ""), w) + " " for k, w in cols) + "\n"

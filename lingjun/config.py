@@ -80,6 +80,9 @@ lingjun_agent/network/profile.py documents every key of a profile.
     restart_backoff_s = 10.0        # doubles per restart ...
     restart_backoff_max_s = 300.0   # ... up to this
     checkpoint_root = "/shared/ckpt"  # LINGJUN_CHECKPOINT_DIR = <root>/<job id>
+
+    [accounting]                    # the job history sacct reads (AccountingConfig)
+    purge_job_after = "12months"    # slurmdbd's PurgeJobAfter: N hours|days|months; "" = keep forever
 """
 from __future__ import annotations
 
@@ -395,6 +398,64 @@ def _sanity(table: dict) -> SanityConfig:
     return cfg
 
 
+PURGE_UNITS = {"hour": 3600, "day": 86400, "month": 30 * 86400}
+
+
+def parse_purge_after(text: str) -> float:
+    """slurmdbd.conf's PurgeJobAfter -> seconds: "12months", "30days", "720hours"
+    (singular and abbreviated units too: "1month", "7d"); a bare number is
+    months, as slurmdbd reads it. Raises ValueError on anything else."""
+    import re
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if not m:
+        raise ValueError(text)
+    unit = m.group(2).removesuffix("s") or "month"
+    name = next((u for u in PURGE_UNITS if u.startswith(unit)), None) if unit else None
+    if name is None or int(m.group(1)) <= 0:
+        raise ValueError(text)
+    return int(m.group(1)) * PURGE_UNITS[name]
+
+
+@dataclass(frozen=True)
+class AccountingConfig:
+    """[accounting]: how long the job history sacct reads is kept.
+
+    ``purge_job_after``: finished jobs whose end is older than this are
+    deleted with their steps, earlier runs and events, as slurmdbd's
+    PurgeJobAfter does ("12months", "30days", "720hours"); "" keeps them
+    forever. ``purge_interval_s``: how often the controller looks (and once
+    at start); ``purge_batch_jobs``: jobs deleted per transaction, so the
+    write lock is never held long."""
+    purge_job_after: str = ""
+    purge_interval_s: float = 3600.0
+    purge_batch_jobs: int = 2000
+
+    @property
+    def purge_after_s(self) -> float | None:
+        """The retention in seconds; None = keep forever."""
+        return parse_purge_after(self.purge_job_after) if self.purge_job_after else None
+
+
+def _accounting(table: dict) -> AccountingConfig:
+    a = _take(dict(table), AccountingConfig, "[accounting]")
+    if not isinstance(a.purge_job_after, str):
+        raise ConfigError("[accounting] purge_job_after: a string such as \"12months\", "
+                          "\"30days\" or \"720hours\"")
+    try:
+        a.purge_after_s
+    except ValueError:
+        raise ConfigError(f"[accounting] purge_job_after: invalid value {a.purge_job_after!r} "
+                          "(want a number of hours, days or months: \"12months\", \"30days\", "
+                          "\"720hours\")") from None
+    if (not isinstance(a.purge_interval_s, (int, float)) or isinstance(a.purge_interval_s, bool)
+            or a.purge_interval_s <= 0):
+        raise ConfigError("[accounting] purge_interval_s: a number of seconds above 0")
+    if not isinstance(a.purge_batch_jobs, int) or isinstance(a.purge_batch_jobs, bool) \
+            or a.purge_batch_jobs < 1:
+        raise ConfigError("[accounting] purge_batch_jobs: a whole number, at least 1")
+    return a
+
+
 @dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
@@ -409,6 +470,7 @@ class Config:
     authz: AuthzConfig = field(default_factory=AuthzConfig)
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
     sanity: SanityConfig = field(default_factory=SanityConfig)
+    accounting: AccountingConfig = field(default_factory=AccountingConfig)
 
     def node(self, name: str) -> NodeConfig | None:
         """The node named ``name``, or None: a dict lookup, since the service asks
@@ -516,13 +578,14 @@ def parse(text: str, path: str = "") -> Config:
     authz = _authz(data.pop("authz", {}))
     faulttol = _take(data.pop("faulttol", {}), FaulttolConfig, "[faulttol]")
     sanity = _sanity(data.pop("sanity", {}))
+    accounting = _accounting(data.pop("accounting", {}))
     cluster_name = data.pop("cluster_name", "lingjun")
     if data:
         raise ConfigError(f"{path or 'config'}: unknown key(s) {', '.join(sorted(data))}")
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
                   auth=auth_conf, preempt=preempt, authz=authz, faulttol=faulttol,
-                  sanity=sanity)
+                  sanity=sanity, accounting=accounting)
 
 
 def _authz(table: dict) -> AuthzConfig:

@@ -29,7 +29,8 @@ from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import allocations, faulttol, health, nodes, scheduling, steps, timers
+from lingjund.service import (accounting, allocations, faulttol, health, nodes, scheduling, steps,
+                              timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
@@ -86,6 +87,10 @@ async def scheduler_loop(ctl: Controller) -> None:
 async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
     """Serve until SIGTERM; the caller holds the state directory's lock (statedir.acquire)."""
     cc = cfg.controller
+    # History reads (sacct) build their pages in a worker thread; the event
+    # loop waits for the GIL at most this long each time it wakes (CPython's
+    # default is 5 ms, several of which a single RPC may pay).
+    sys.setswitchinterval(0.001)
     store = Store(os.path.join(cc.state_dir, "lingjund.db"), synchronous=cc.synchronous,
                   keep_finished_s=cc.min_job_age_s)
     ctl = Controller(config=cfg, store=store)
@@ -112,11 +117,13 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
         loop.add_signal_handler(sig, stop.set)
     notify("READY=1")
     sched = asyncio.create_task(scheduler_loop(ctl))
+    purger = asyncio.create_task(accounting.purge_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
+    purger.cancel()
     ctl.agents.close_all()
     await server.stop(grace=2)
     if creds is not None:

@@ -90,3 +90,33 @@ def test_bad_authz_tables_are_refused(text, words):
     with pytest.raises(config.ConfigError) as e:
         config.parse(text)
     assert words in str(e.value)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("", None),
+    ('[accounting]\npurge_job_after = "12months"\n', 12 * 30 * 86400),
+    ('[accounting]\npurge_job_after = "30days"\n', 30 * 86400),
+    ('[accounting]\npurge_job_after = "720hours"\n', 720 * 3600),
+    ('[accounting]\npurge_job_after = "1month"\n', 30 * 86400),
+], ids=["default: kept forever", "months", "days", "hours", "one month, singular"])
+def test_purge_job_after_takes_slurmdbd_syntax(text, want):
+    assert config.parse(text).accounting.purge_after_s == want
+
+
+@pytest.mark.parametrize("value,message", [
+    ('"soon"', "[accounting] purge_job_after: invalid value 'soon'"),
+    ('"3weeks"', "[accounting] purge_job_after: invalid value '3weeks'"),
+    ('"0days"', "[accounting] purge_job_after: invalid value '0days'"),
+    ('"-5days"', "[accounting] purge_job_after: invalid value '-5days'"),
+    ("12", "[accounting] purge_job_after: a string such as"),
+], ids=["a word", "weeks are not slurmdbd's unit", "zero", "negative", "not a string"])
+def test_a_bad_purge_job_after_is_refused_with_the_key_named(value, message):
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(f"[accounting]\npurge_job_after = {value}\n")
+    assert message in str(e.value)
+
+
+def test_an_unknown_accounting_key_is_refused():
+    with pytest.raises(config.ConfigError) as e:
+        config.parse('[accounting]\npurge_after = "30days"\n')
+    assert "[accounting]: unknown key(s) purge_after" in str(e.value)

@@ -26,9 +26,10 @@ over the interval (so 10,000 nodes do not wake 10,000 sleeping tasks);
 writes go through a per-node deque drained by a task that exists only while
 something is queued. Each node has its own channel (one TCP connection, as
 a real agent) unless ``per_channel`` > 1 puts that many streams on one:
-cheaper, but a burst of thousands of new streams on few connections gets
-some of them CANCELLED at the handshake by the transport (seen against a
-stand-in controller too, ``stub.py``), and the agents then retry.
+cheaper, but not what a controller sees in a real cluster. (Bursts of
+streams CANCELLED at the handshake were gRPC core's limit on calls the
+server has not yet taken, 1,000 to 3,000, and its 30 s limit on their wait;
+the controller raises both, ``lingjund/transport/server.py``.)
 
 Faults on purpose: ``silence(node)`` makes a node stop heartbeating and
 answering, and keeps it from reconnecting once the controller ends its
@@ -163,7 +164,7 @@ class SimNode:
                 raise
             except grpc.aio.AioRpcError as e:
                 why = f"{e.code().name} {e.details()} at {self.stage}"[:80]
-                if not self.registered:
+                if not self.registered and not fl.stopping:     # not our own stop's cancel
                     fl.stats.failed_connects += 1
                     fl.stats.failures[why] += 1
                 log.debug("node=%s stream: %s", self.name, why)
@@ -347,6 +348,7 @@ class Fleet:
         self.nodes = {n: SimNode(self, n, i) for i, n in enumerate(names)}
         self.stats = FleetStats()
         self.heartbeat_s = 5.0
+        self.beating = True         # False: the streams stay open and say nothing
         self.stopping = False
         self._channels: list[grpc.aio.Channel] = []
         self._stubs: list[agent_pb2_grpc.AgentServiceStub] = []
@@ -384,8 +386,9 @@ class Fleet:
                 # the default (which alone could outlast a short timeout).
                 step = self.heartbeat_s / slices
                 t0 = time.monotonic()
-                for node in nodes[s::slices]:
-                    node.heartbeat()
+                if self.beating:
+                    for node in nodes[s::slices]:
+                        node.heartbeat()
                 await asyncio.sleep(max(0.0, step - (time.monotonic() - t0)))
 
     def registered(self) -> int:

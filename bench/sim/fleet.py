@@ -10,6 +10,7 @@ line on its stdin and reads one JSON answer per line on its stdout:
     ["registered"]          -> how many of its nodes are registered
     ["silence", node]       -> the node goes silent for good
     ["break", node]         -> the node's stream breaks; it reconnects
+    ["beat", on]            -> heartbeats on or off (the streams stay open)
     ["stats"]               -> its FleetStats
     ["stop"]                -> stops, answers its last FleetStats
 """
@@ -88,6 +89,9 @@ async def child_main(args) -> None:
             answer(True)
         elif op == "break":
             fleet.break_stream(cmd[1])
+            answer(True)
+        elif op == "beat":
+            fleet.beating = bool(cmd[1])
             answer(True)
         elif op == "stats":
             answer(stats_json(fleet.stats))
@@ -187,6 +191,11 @@ class FleetProcesses:
 
     def break_stream(self, node: str) -> None:
         self._ask(self._owner(node), "break", node)
+
+    def beat(self, on: bool) -> None:
+        """Every node heartbeats (True) or stays silent on its open stream."""
+        for i in range(self.procs):
+            self._ask(i, "beat", on)
 
     def stats(self) -> FleetStats:
         return merge([stats_from_json(self._ask(i, "stats")) for i in range(self.procs)])

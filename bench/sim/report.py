@@ -63,6 +63,8 @@ def figures(d: RunData) -> dict:
     downs = [m.group(1) for l in d.log_lines if (m := DOWN_RE.search(l))]
     silent = [m.group(1) for l in d.log_lines if (m := SILENT_RE.search(l))]
     idle = [s for s in d.samples if s.phase == "idle"]
+    quiet = [s for s in d.samples if s.phase == "quiet"][2:]     # past the switch
+    beating = idle[2:] if quiet else []
     busy = [s for s in d.samples if s.phase == "workload"]
     acked = {s.job_id: s.acked_at for s in d.subs.values() if s.job_id}
     starts = []
@@ -80,6 +82,10 @@ def figures(d: RunData) -> dict:
         "register_all_s": round(d.register_s, 2),
         "idle_cpu_pct_mean": _mean([s.cpu_pct for s in idle]),
         "idle_cpu_pct_max": max((s.cpu_pct for s in idle), default=float("nan")),
+        "quiet_cpu_pct_mean": _mean([s.cpu_pct for s in quiet]),
+        # what K agents' heartbeats cost: the idle CPU with them less without
+        "heartbeat_cpu_pct": (_mean([s.cpu_pct for s in beating]) - _mean([s.cpu_pct for s in quiet])
+                              if quiet else float("nan")),
         "workload_cpu_pct_mean": _mean([s.cpu_pct for s in busy]),
         "rss_mb_max": max((s.rss_mb for s in d.samples), default=float("nan")),
         "agents_cpu_pct_idle": _mean([s.agents_cpu_pct for s in idle]),

@@ -54,7 +54,13 @@ class StubAgentService(agent_pb2_grpc.AgentServiceServicer):
 
 
 async def serve(port: int, key_file: str, interval: float) -> None:
-    server = grpc.aio.server(options=[("grpc.http2.min_ping_interval_without_data_ms", 5_000)])
+    from lingjund.transport.server import PENDING_CALLS
+    server = grpc.aio.server(options=[
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        # as the controller (transport/server.py): a burst of new streams queues
+        ("grpc.server.max_pending_requests", PENDING_CALLS),
+        ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
+        ("grpc.server_max_unrequested_time_in_server", 300)])
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
         StubAgentService(auth.ClusterKey.load(key_file), interval), server)
     server.add_insecure_port(f"127.0.0.1:{port}")

@@ -377,7 +377,7 @@ class GetFaulttolEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[FaulttolJobEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
-    __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps")
+    __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps", "window_start", "window_end", "accounts")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +385,9 @@ class GetJobsRequest(_message.Message):
     NAMES_FIELD_NUMBER: _ClassVar[int]
     ALL_STATES_FIELD_NUMBER: _ClassVar[int]
     WITH_STEPS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTS_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     users: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedScalarFieldContainer[str]
@@ -392,7 +395,10 @@ class GetJobsRequest(_message.Message):
     names: _containers.RepeatedScalarFieldContainer[str]
     all_states: bool
     with_steps: bool
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., names: _Optional[_Iterable[str]] = ..., all_states: _Optional[bool] = ..., with_steps: _Optional[bool] = ...) -> None: ...
+    window_start: int
+    window_end: int
+    accounts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., names: _Optional[_Iterable[str]] = ..., all_states: _Optional[bool] = ..., with_steps: _Optional[bool] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., accounts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetJobsResponse(_message.Message):
     __slots__ = ("jobs", "now")

@@ -69,7 +69,7 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.RunStepRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.StepEvent.FromString,
                 _registered_method=True)
-        self.GetAccounting = channel.unary_unary(
+        self.GetAccounting = channel.unary_stream(
                 '/lingjun.v1.SlurmApi/GetAccounting',
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetJobsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.GetJobsResponse.FromString,
@@ -172,7 +172,8 @@ class SlurmApiServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetAccounting(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """sacct: the history in pages, job id order (a million jobs exceed one message)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -275,7 +276,7 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.RunStepRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.StepEvent.SerializeToString,
             ),
-            'GetAccounting': grpc.unary_unary_rpc_method_handler(
+            'GetAccounting': grpc.unary_stream_rpc_method_handler(
                     servicer.GetAccounting,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetJobsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.GetJobsResponse.SerializeToString,
@@ -541,7 +542,7 @@ class SlurmApi:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
             '/lingjun.v1.SlurmApi/GetAccounting',

@@ -34,6 +34,10 @@ class Connection:
 class AgentRegistry:
     def __init__(self) -> None:
         self._by_node: dict[str, Connection] = {}
+        # the pending wake-up of the scheduler for nodes that registered (nodes.register)
+        self.capacity_wake: asyncio.TimerHandle | None = None
+        # registrations waiting for this turn's batch: (conn, Register, future)
+        self.registering: list = []
 
     def attach(self, conn: Connection) -> None:
         old = self._by_node.get(conn.node)

@@ -74,9 +74,17 @@ async def allocate(ctl: Controller, requests):
         if first.spec.batch:
             raise errors.InvalidRequest("An allocation has no batch script (batch must be false)")
         job_id = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=first.spec)).job_id
+        # Its client holds the lease from now on: the pass below is awaited,
+        # and an orphan sweep meanwhile must not take the new job for one.
+        lease = ctl.allocations[job_id] = Lease(job_id)
         # Slurm tries to place an allocation as it is made; only one that cannot
         # start now is "queued and waiting for resources".
-        await scheduling.run_pass_off_loop(ctl)
+        try:
+            await scheduling.run_pass_off_loop(ctl)
+        except BaseException:
+            if ctl.allocations.get(job_id) is lease:
+                del ctl.allocations[job_id]
+            raise
     elif kind == "attach_job_id":
         job_id = first.attach_job_id
         job = ctl.store.job(job_id)
@@ -88,11 +96,12 @@ async def allocate(ctl: Controller, requests):
     else:
         raise errors.InvalidRequest("The first message must be an allocation request")
 
-    lease = Lease(job_id)
-    old = ctl.allocations.get(job_id)
-    ctl.allocations[job_id] = lease
-    if old is not None:
-        log.info("job=%d: a new client took the allocation's lease", job_id)
+    if kind != "spec":
+        lease = Lease(job_id)
+        old = ctl.allocations.get(job_id)
+        ctl.allocations[job_id] = lease
+        if old is not None:
+            log.info("job=%d: a new client took the allocation's lease", job_id)
     done = False
     reader: asyncio.Future | None = None
     try:

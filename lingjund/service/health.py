@@ -49,7 +49,6 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.service import batch, errors, timers
-from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.store.records import NodeEvent, ProbeResult
 
@@ -130,11 +129,11 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
     return False
 
 
-def clock_reply(conn: Connection, hb: agent_pb2.Heartbeat) -> None:
-    """Answer a heartbeat with our time: the agent's clock probe takes its offset,
-    and its lease is renewed from the heartbeat's send (echo_seq)."""
-    conn.send(agent_pb2.ControllerMessage(sanity_clock=agent_pb2.SanityClock(
-        echo_sent_at=hb.sent_at, controller_time=time.time(), echo_seq=hb.seq)))
+def clock_reply(hb: agent_pb2.Heartbeat) -> agent_pb2.ControllerMessage:
+    """The answer to a heartbeat, our time: the agent's clock probe takes its
+    offset, and its lease is renewed from the heartbeat's send (echo_seq)."""
+    return agent_pb2.ControllerMessage(sanity_clock=agent_pb2.SanityClock(
+        echo_sent_at=hb.sent_at, controller_time=time.time(), echo_seq=hb.seq))
 
 
 # -- prolog -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import signal as signals
+from typing import Mapping
 
 from lingjun import slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
@@ -424,24 +425,37 @@ def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, t
 
 
 # -- reading -----------------------------------------------------------------------
-def _pending_node_count(ctl: Controller, job: JobRecord) -> int:
+def biggest_node_cpus(ctl: Controller, partition: str) -> int:
+    """The CPUs of the partition's largest node (0: none known)."""
+    part = ctl.partition(partition)
+    caps = [c for c in (node_capacity(ctl, n) for n in ctl.partition_nodes(part))] if part else []
+    return max((c[0] for c in caps if c), default=0)
+
+
+def _pending_node_count(ctl: Controller, job: JobRecord,
+                        biggest_cpus: Mapping[str, int] | None = None) -> int:
     """Nodes a job not yet placed will need, as Slurm estimates them for squeue.
 
     ``-n`` without ``-N`` counts the nodes its CPUs fill on the partition's
     largest node (``-n 9`` on 2-CPU nodes: 5, golden squeue_O_fields).
+    ``biggest_cpus``: those CPUs per partition, when the caller has them
+    (a worker thread, which must not read the controller's store).
     """
     spec = job.spec
     if spec.min_nodes or not spec.num_tasks:
         return spec.min_nodes or 1
-    part = ctl.partition(job.partition)
-    caps = [c for c in (node_capacity(ctl, n) for n in ctl.partition_nodes(part))] if part else []
-    biggest = max((c[0] for c in caps if c), default=0)
+    biggest = (biggest_cpus.get(job.partition, 0) if biggest_cpus is not None
+               else biggest_node_cpus(ctl, job.partition))
     if not biggest:
         return 1
     return max(1, math.ceil(spec.num_tasks * (spec.cpus_per_task or 1) / biggest))
 
 
-def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = None) -> api_pb2.JobInfo:
+def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = None,
+             biggest_cpus: Mapping[str, int] | None = None) -> api_pb2.JobInfo:
+    """The job as the commands show it. ``biggest_cpus`` (see
+    _pending_node_count) keeps this off the store: history is built in a
+    worker thread."""
     spec = job.spec
     state = job.state
     if job.completing:
@@ -451,7 +465,7 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         job_id=job.job_id, name=job.name, user=job.user, uid=job.uid, gid=spec.gid,
         group=spec.group or str(spec.gid), state=state, reason=job.reason,
         partition=job.partition,
-        num_nodes=len(job.nodes) if job.nodes else _pending_node_count(ctl, job),
+        num_nodes=len(job.nodes) if job.nodes else _pending_node_count(ctl, job, biggest_cpus),
         # 0 when -N was not given: scontrol shows NumNodes=1, not 1-1, as Slurm does
         max_nodes=spec.max_nodes,
         num_cpus=sum(cpn) if cpn else max(spec.num_tasks, spec.min_nodes or 1) * (spec.cpus_per_task or 1),

@@ -210,4 +210,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (job_id, step_id)
     )
     """,
+    # 11
+    """
+    -- the job history answered in SQL (store/history.py): sacct's time
+    -- window and state filters (-S/-E/-s), its -u and --name, and the purge
+    -- rule's scan by end time
+    CREATE INDEX jobs_end ON jobs(end_time);
+    CREATE INDEX jobs_state_end ON jobs(state, end_time);
+    CREATE INDEX jobs_user_end ON jobs(user, end_time);
+    CREATE INDEX jobs_name ON jobs(name)
+    """,
 ]

@@ -381,7 +381,14 @@ class Store:
             elif isinstance(v, bool):
                 v = int(v)
             row[k] = v
-        self.db["nodes"].upsert(row, pk="name")
+        # One statement: sqlite_utils' upsert ran about twenty (it reads the
+        # table's columns each time), most of a registration's cost.
+        cols = list(row)
+        update = ", ".join(f"{c} = excluded.{c}" for c in cols[1:])
+        self.db.execute(
+            f"INSERT INTO nodes ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            + (f" ON CONFLICT(name) DO UPDATE SET {update}" if update else " ON CONFLICT(name) DO NOTHING"),
+            list(row.values()))
         live = self.live
         old = live.nodes.get(name)
         if self._undo is not None:

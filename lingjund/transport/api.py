@@ -14,7 +14,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
+from lingjund.service import accounting, allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -87,9 +87,27 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             raise errors.InvalidRequest("Too many job ids")
         return jobs.get_jobs(self.ctl, request)
 
-    @unary
-    def GetAccounting(self, request, context):
-        return jobs.get_jobs(self.ctl, request, accounting=True)
+    async def GetAccounting(self, request, context):
+        """sacct: pages of history, each read and built off the event loop."""
+        try:
+            validate.check(request, self.ctl.config.authz)
+            if len(request.job_ids) > MAX_IDS:
+                raise errors.InvalidRequest("Too many job ids")
+        except errors.SlurmError as e:
+            await context.abort(status_of(e), str(e))
+        gen = accounting.pages(self.ctl, request)
+        try:
+            async for page in gen:
+                yield page
+        except errors.SlurmError as e:
+            await context.abort(status_of(e), str(e))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("GetAccounting failed")
+            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+        finally:
+            await gen.aclose()
 
     @unary
     def CancelJobs(self, request, context):

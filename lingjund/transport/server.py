@@ -23,6 +23,9 @@ from lingjund.transport.authn import AuthnInterceptor, ServerAuth
 from lingjund.transport.validate import DecodeGuard
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_bytes
+# Calls queued in gRPC core before the loop takes them: room for every agent
+# of a large cluster reconnecting at once, plus the commands of its users.
+PENDING_CALLS = 65_536
 
 
 def build_server(ctl: Controller, listen: str,
@@ -38,6 +41,17 @@ def build_server(ctl: Controller, listen: str,
         # One controller per port: with gRPC's default SO_REUSEPORT a second
         # server binds the same port and silently takes half the connections.
         ("grpc.so_reuseport", 0),
+        # New calls wait in gRPC core until the asyncio server asks for them,
+        # one at a time from this loop; past max_pending_requests (default
+        # 1,000; hard limit 3,000) core cancels them, and a cluster's agents
+        # reconnecting at once (a controller restart) came back CANCELLED by
+        # the thousand before the handshake. Let them queue: each is one
+        # stream of one agent. Core also cancels a call left waiting longer
+        # than max_unrequested_time (default 30 s): a loop busy with a long
+        # pass while thousands connect takes them more slowly than that.
+        ("grpc.server.max_pending_requests", PENDING_CALLS),
+        ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
+        ("grpc.server_max_unrequested_time_in_server", 300),
     ])
     api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)

@@ -13,7 +13,7 @@ from tests.cli.test_formats import PART, idle_nodes
 def jobs_api(*jobs):
     return FakeApi(GetJobs=api_pb2.GetJobsResponse(jobs=list(jobs), now=103),
                    Ping=api_pb2.PingResponse(cluster="lingjun"),
-                   GetAccounting=api_pb2.GetJobsResponse(jobs=list(jobs), now=103))
+                   GetAccounting=[api_pb2.GetJobsResponse(jobs=list(jobs), now=103)])  # a stream of pages
 
 
 def test_squeue_json_asks_for_every_job_and_prints_one_document():

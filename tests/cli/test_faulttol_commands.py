@@ -52,7 +52,7 @@ def restarted_job():
 
 
 def test_sacct_D_shows_every_run_oldest_first_and_without_D_only_the_last():
-    api = FakeApi(GetAccounting=api_pb2.GetJobsResponse(jobs=[restarted_job()], now=200))
+    api = FakeApi(GetAccounting=[api_pb2.GetJobsResponse(jobs=[restarted_job()], now=200)])  # one page
     argv = ["-j", "7", "-X", "-P", "-n", "-o", "JobID,State,NodeList,ExitCode"]
     rc, out, err = run(sacct.main, ["-D", *argv], api)
     assert (rc, err) == (0, "")
