@@ -30,7 +30,8 @@ from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import accounting, allocations, faulttol, health, nodes, scheduling, steps
+from lingjund.service import (accounting, allocations, faulttol, health, nodes, scheduling, steps,
+                              timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
@@ -87,8 +88,7 @@ async def scheduler_loop(ctl: Controller) -> None:
     not_before = 0.0        # loop time: the last pass's end + the loop CPU it took
     while True:
         timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
-        deadline = min((t for t in (scheduling.next_deadline(ctl), faulttol.next_check(ctl))
-                        if t is not None), default=None)
+        deadline = timers.next_deadline(ctl)     # the lifecycle's next moment
         if deadline is not None:
             timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
         try:

@@ -32,13 +32,15 @@ srun and salloc can say "revoked".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal as signals
 from dataclasses import dataclass
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
-from lingjund.service import authz, batch, errors, jobenv, jobs, scheduling
+from lingjund import lifecycle
+from lingjund.service import authz, batch, errors, jobenv, jobs, scheduling, timers
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.allocations")
@@ -198,9 +200,9 @@ def abandon(ctl: Controller, job_id: int) -> None:
 def sweep_orphans(ctl: Controller, started_at: float) -> None:
     """After a controller restart: allocations whose client has not taken its lease
     back within the heartbeat timeout are abandoned (see the module doc)."""
-    if ctl.clock() - started_at < ctl.config.controller.heartbeat_timeout_s:
-        return
-    for job in ctl.store.jobs(states=[slurm.PENDING, slurm.RUNNING]):
-        if not job.spec.batch and job.job_id not in ctl.allocations and not job.kill_reason:
-            log.warning("job=%d: no client holds the allocation since the restart, ending it", job.job_id)
-            abandon(ctl, job.job_id)
+    now = ctl.clock()
+    v = timers.view(ctl, now, jobs=False, orphans=True)
+    v = dataclasses.replace(v, limits=dataclasses.replace(v.limits, started_at=started_at))
+    for c in lifecycle.orphans(v, now):
+        log.warning("job=%d: no client holds the allocation since the restart, ending it", c.job_id)
+        abandon(ctl, c.job_id)

@@ -41,7 +41,6 @@ ROOT = 0
 
 class InvalidUserId(errors.SlurmError):
     """ESLURM_USER_ID_MISSING: what slurmctld answers a non-admin changing a node."""
-    code = errors.AccessDenied.code
     message = "Invalid user id"
 
 

@@ -8,7 +8,7 @@
 Every stop of a running job (time limit, deadline, preemption, scancel,
 hang, requeue, a lost node) is one call, ``stop_running``: it records why
 (kill_reason), and the script's BatchFinished then ends the run as that
-reason says (``final_state``). A job without a batch script (an srun or
+reason says (``lifecycle.end_state``). A job without a batch script (an srun or
 salloc allocation) has no script to report its end: ``stop_running`` ends it
 at once, in the same state; ``finish_allocation`` also ends it when its
 client releases it.
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from lingjun import launchers, slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
+from lingjund import lifecycle
 from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
 from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
@@ -93,33 +94,6 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
              slurm.compress_hostlist(list(others)), addr, port)
 
 
-# The error of a batch result whose node's lease ran out and whose supervisor
-# stopped it (lingjun_agent/launcher/stepd.py): the node was lost to the job,
-# though the controller may have been the silent one (a paused controller).
-FENCED = "fenced:"
-
-
-def final_state(kill_reason: str, res: agent_pb2.BatchFinished, lost: bool) -> tuple[str, str]:
-    fenced = res.error.startswith(FENCED) and not kill_reason
-    if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
-        return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
-    if kill_reason == slurm.CANCELLED:
-        return slurm.CANCELLED, slurm.REASON_NONE
-    if kill_reason == restarts.HANG:     # stopped as hung, whatever its exit
-        return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
-    if kill_reason == slurm.TIMEOUT:
-        return slurm.TIMEOUT, slurm.REASON_TIME_LIMIT
-    if kill_reason == slurm.DEADLINE:
-        return slurm.DEADLINE, slurm.REASON_DEADLINE
-    if kill_reason == slurm.PREEMPTED:      # PreemptMode=CANCEL (REQUEUE requeues)
-        return slurm.PREEMPTED, slurm.REASON_NONE
-    if res.error:
-        return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
-    if res.exit_code == 0 and res.signal == 0:
-        return slurm.COMPLETED, slurm.REASON_NONE
-    return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
-
-
 def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinished,
                           lost: bool = False) -> bool:
     """Record a batch script's end; False when it was already recorded."""
@@ -128,7 +102,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         job = st.job(res.job_id)
         if job is None or job.state != slurm.RUNNING or job.batch_host != node:
             return False
-        state, reason = final_state(job.kill_reason, res, lost)
+        state, reason = lifecycle.end_state(job.kill_reason, exit_code=res.exit_code,
+                                            signal=res.signal, error=res.error, lost=lost)
         # Nodes whose agents are gone clean up when they reconcile at registration.
         completing = tuple(n for n in job.nodes if ctl.agents.connected(n))
         requeue = (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
@@ -212,7 +187,7 @@ def stop_running(ctl: Controller, st, job: JobRecord, kill_reason: str, now: flo
     transition of every stopper (time limit, deadline, the end of preemption's
     grace time, scancel, hang, requeue, a lost node, an srun/salloc gone away).
 
-    ``kill_reason`` says why and decides how the run ends (``final_state``).
+    ``kill_reason`` says why and decides how the run ends (``lifecycle.end_state``).
     A batch job's script is killed and its BatchFinished ends the run
     (``record_batch_finished``). An allocation (srun/salloc) has no script to
     report its end: it ends here, in the state the same kill_reason gives a
@@ -224,7 +199,7 @@ def stop_running(ctl: Controller, st, job: JobRecord, kill_reason: str, now: flo
     grace = ctl.config.controller.kill_wait_s if grace_s is None else grace_s
     if job.spec.batch:
         return Stop(job.job_id, tuple(job.nodes), grace, why)
-    state, reason = final_state(kill_reason, agent_pb2.BatchFinished(signal=exit_signal), False)
+    state, reason = lifecycle.end_state(kill_reason, signal=exit_signal)
     nodes = finish_allocation(ctl, st, job, state, reason, now, exit_signal=exit_signal)
     return Stop(job.job_id, nodes, grace, why, ended=True)
 

@@ -1,16 +1,14 @@
 """Failures a user can act on, each with Slurm's words (slurm_errno.c).
 
-The transport maps each class once to a gRPC status; the commands print the
-message after their usual prefix ("sbatch: error: Batch job submission
-failed: ...").
+The transport maps each class once to a gRPC status (the table in
+lingjund/transport/status.py; nothing here knows of gRPC); the commands
+print the message after their usual prefix ("sbatch: error: Batch job
+submission failed: ...").
 """
 from __future__ import annotations
 
-import grpc
-
 
 class SlurmError(Exception):
-    code = grpc.StatusCode.INVALID_ARGUMENT
     message = "Unspecified error"
 
     def __init__(self, message: str | None = None):
@@ -50,27 +48,22 @@ class InvalidArraySpec(SlurmError):
 
 
 class InvalidJobId(SlurmError):
-    code = grpc.StatusCode.NOT_FOUND
     message = "Invalid job id specified"
 
 
 class InvalidNodeName(SlurmError):
-    code = grpc.StatusCode.NOT_FOUND
     message = "Invalid node name specified"
 
 
 class JobNotRunning(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Job is no longer running"
 
 
 class AlreadyDone(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Job/step already completing or completed"
 
 
 class AccessDenied(SlurmError):
-    code = grpc.StatusCode.PERMISSION_DENIED
     message = "Access/permission denied"
 
 
@@ -84,22 +77,18 @@ class DependencyProblem(SlurmError):
 
 
 class JobPending(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Job is pending execution"
 
 
 class JobNotPending(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Job is no longer pending execution"
 
 
 class Disabled(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Requested operation is presently disabled"
 
 
 class BatchOnly(SlurmError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
     message = "Only batch jobs are accepted or processed"
 
 
@@ -109,5 +98,4 @@ class InvalidTimeValue(SlurmError):
 
 class NoSpace(SlurmError):
     """The controller's disk is full: nothing was written (the store rolled back)."""
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
     message = "No space left on device"

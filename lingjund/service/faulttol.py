@@ -54,11 +54,13 @@ shares), made by the agent and owned by the job's user; and
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import batch, errors, restarts
+from lingjund import lifecycle
+from lingjund.service import batch, errors, restarts, timers
 from lingjund.service.restarts import requeue_fields
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord, StepRecord
@@ -68,28 +70,23 @@ log = logging.getLogger("lingjund.faulttol")
 # -- node loss ---------------------------------------------------------------------
 def handle_lost_nodes(ctl: Controller) -> None:
     """Stop (and requeue or fail) every running job that holds a DOWN node."""
-    records = ctl.store.nodes()
-    down = {n for n, r in records.items() if r.down}
-    if not down:
-        return
     now = ctl.clock()
-    for job in ctl.store.holding_jobs():
-        lost = [n for n in job.nodes if n in down]
-        if lost and job.state == slurm.RUNNING and job.kill_reason != restarts.NODE_LOST:
-            why = records[lost[0]].reason or "DOWN"
-            _node_lost(ctl, job, lost, why, now)
-        # A DOWN node will not say JobCleaned (if it returns, its agent kills what it
-        # still runs of the job at registration): stop waiting for it.
-        for n in set(job.completing) & down:
-            batch.job_cleaned(ctl, n, agent_pb2.JobCleaned(job_id=job.job_id))
+    v = timers.view(ctl, now, deadlines=False, nodes=True)
+    for c in lifecycle.node_loss(v, now):
+        if isinstance(c, lifecycle.NodeLost):
+            _node_lost(ctl, c.job_id, c.lost, c.why, now)
+        else:
+            # A DOWN node will not say JobCleaned (if it returns, its agent kills
+            # what it still runs of the job at registration): stop waiting for it.
+            batch.job_cleaned(ctl, c.node, agent_pb2.JobCleaned(job_id=c.job_id))
 
 
-def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: float) -> None:
+def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, now: float) -> None:
     lost_txt = slurm.compress_hostlist(lost)
     cleanup: tuple[str, ...] = ()
     stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
-        cur = st.job(job.job_id)
+        cur = st.job(job_id)
         if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == restarts.NODE_LOST:
             return
         restarts.record_job_event(
@@ -97,20 +94,19 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
             f"node {lost_txt} lost ({why}) while running on "
             f"{slurm.compress_hostlist(list(cur.nodes))}", now)
         alive = tuple(n for n in cur.nodes if n not in lost and ctl.agents.connected(n))
-        batch_alive = cur.batch_host not in lost and cur.batch_host in alive
-        if cur.kill_reason and batch_alive:
+        outcome = lifecycle.lost_node_outcome(cur, lost, alive)
+        if outcome == "wait":
             return      # already being stopped (cancel, time limit...): its result ends it
-        if cur.kill_reason and cur.spec.batch:
+        if outcome == "end_stopped":
             # Being stopped, and its script is gone with the node: end it as asked.
-            state, reason = batch.final_state(cur.kill_reason, agent_pb2.BatchFinished(signal=9),
-                                              lost=False)
+            state, reason = lifecycle.end_state(cur.kill_reason, signal=9)
             cleanup = alive
             st.update_job(cur.job_id, state=state, reason=reason, end_time=now, exit_signal=9,
                           completing=alive)
-        elif not cur.spec.batch:
+        elif outcome == "end_alloc":
             cleanup = batch.finish_allocation(ctl, st, cur, slurm.NODE_FAIL,
                                               slurm.REASON_NODE_DOWN, now, exit_signal=9)
-        elif batch_alive:
+        elif outcome == "stop":
             # The script still runs: stop it; its result ends the run (batch.py).
             stop = batch.stop_running(ctl, st, cur, restarts.NODE_LOST, now, "node failure")
         else:
@@ -129,29 +125,13 @@ def _node_lost(ctl: Controller, job: JobRecord, lost: list[str], why: str, now: 
                 exit_signal=9, nodes=(cur.batch_host,), num_tasks=1,
                 num_cpus=cur.cpus_per_node[0] if cur.cpus_per_node else 1,
                 start_time=cur.start_time, end_time=now))
-    log.warning("job=%d node=%s: node lost (%s), stopping the job on %s", job.job_id, lost_txt,
+    log.warning("job=%d node=%s: node lost (%s), stopping the job on %s", job_id, lost_txt,
                 why, slurm.compress_hostlist(list(alive)) or "no node")
     if stop is not None:
         batch.send_stops(ctl, [stop])
     else:
         batch.send_cleanup(ctl, cur.job_id, cleanup, min(2.0, ctl.config.controller.kill_wait_s),
                            "node failure")
-
-
-def next_check(ctl: Controller) -> float | None:
-    """The next moment a silent node goes DOWN or a job can be declared hung, so
-    the scheduler's timer wakes then instead of up to a whole interval later."""
-    timeout = ctl.config.controller.heartbeat_timeout_s
-    times = [max(r.last_seen, ctl.started_at) + timeout + 0.01
-             for r in ctl.store.nodes().values()
-             if r.registered and not r.down and not ctl.agents.connected(r.name)]
-    # a stream that stops beating is closed (and its node DOWN) at this time
-    times += [ctl.agents.get(n).last_heartbeat + timeout + 0.01 for n in ctl.agents.nodes()]
-    for job in ctl.store.jobs(states=[slurm.RUNNING]):
-        if job.spec.hang_timeout_s > 0 and not job.kill_reason and job.launched:
-            seen = max(ctl.activity.get(job.job_id, 0.0), job.start_time)
-            times.append(seen + job.spec.hang_timeout_s + 0.01)
-    return min(times) if times else None
 
 
 # -- hangs ---------------------------------------------------------------------------
@@ -164,32 +144,18 @@ def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
 
 
 def check_hangs(ctl: Controller) -> None:
+    """Stop the jobs silent past their --hang-timeout (lifecycle.hangs)."""
     now = ctl.clock()
-    hung: list[tuple[JobRecord, float]] = []
-    running = ctl.store.jobs(states=[slurm.RUNNING])
-    live = {j.job_id for j in running}
+    v = timers.view(ctl, now, deadlines=False)
+    live = {j.job_id for j in v.running}
     for jid in [j for j in ctl.activity if j not in live]:
         del ctl.activity[jid]
-    for job in running:
-        timeout = job.spec.hang_timeout_s
-        if timeout <= 0 or job.kill_reason or not job.launched:
-            continue
-        seen = ctl.activity.setdefault(job.job_id, now)
-        last = max(seen, job.start_time)
-        if now - last > timeout:
-            hung.append((job, now - last))
-    if not hung:
-        return
-    stops = []
-    with ctl.store.transaction() as st:
-        for job, idle in hung:
-            stops.append(batch.stop_running(ctl, st, job, restarts.HANG, now, "hang"))
-            restarts.record_job_event(
-                st, job.job_id, restarts.EV_HANG,
-                f"hang detected: no output or heartbeat for {idle:.0f} s "
-                f"(--hang-timeout {job.spec.hang_timeout_s} s) on "
-                f"{slurm.compress_hostlist(list(job.nodes))}", now)
-    batch.send_stops(ctl, stops)
+    # a job with no report since this controller started counts as alive now
+    for job in v.running:
+        if lifecycle.hang_after(job, ctl.activity) is not None:
+            ctl.activity.setdefault(job.job_id, now)
+    timers.apply(ctl, lifecycle.hangs(dataclasses.replace(v, activity=dict(ctl.activity)), now),
+                 now)
 
 
 # -- starts and history ----------------------------------------------------------------

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import batch, errors
+from lingjund import lifecycle
+from lingjund.service import batch, errors, timers
 from lingjund.service.context import Controller
 from lingjund.store.records import NodeEvent, ProbeResult
 
@@ -199,9 +200,10 @@ def unreachable_nodes(unreached: dict[str, set[str]], size: int) -> set[str]:
 def check_prologs(ctl: Controller) -> None:
     """Prologs past prolog_timeout_s: the silent nodes failed theirs."""
     now = ctl.clock()
-    for p in list(ctl.prologs.values()):
-        if now - p.started > ctl.config.sanity.prolog_timeout_s:
-            _prolog_failed(ctl, p, sorted(p.waiting), drain_failed=True)
+    for c in lifecycle.prologs(timers.view(ctl, now, jobs=False, prologs=True), now):
+        p = ctl.prologs.get(c.job_id)
+        if p is not None:
+            _prolog_failed(ctl, p, list(c.nodes), drain_failed=True)
 
 
 def _launch(ctl: Controller, job_id: int) -> None:

@@ -12,7 +12,8 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, batch, errors, faulttol, health, restarts, steps
+from lingjund import lifecycle
+from lingjund.service import authz, batch, errors, faulttol, health, restarts, steps, timers
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
@@ -176,29 +177,26 @@ def check_heartbeats(ctl: Controller) -> None:
     ends at the latest then (lingjun_agent/launcher/lease.py).
 
     What becomes of the jobs of a node that went DOWN is the fault-tolerance
-    layer's business; here the node only stops taking new work.
+    layer's business; here the node only stops taking new work. The decision
+    is ``lifecycle.heartbeats``; this carries it out.
     """
     now = ctl.clock()
-    timeout = ctl.config.controller.heartbeat_timeout_s
-    for name in ctl.agents.nodes():
-        conn = ctl.agents.get(name)
-        if conn is not None and now - conn.last_heartbeat > timeout:
-            log.warning("node=%s: no heartbeat for %.1f s, closing its stream", name, now - conn.last_heartbeat)
+    changes = lifecycle.heartbeats(timers.view(ctl, now, jobs=False, nodes=True), now)
+    for c in changes:
+        if isinstance(c, lifecycle.CloseStream) and (conn := ctl.agents.get(c.node)) is not None:
+            log.warning("node=%s: no heartbeat for %.1f s, closing its stream", c.node, c.silent_s)
             conn.close()
             # Take it off the registry now, so the same pass can declare it DOWN.
             disconnected(ctl, conn)
-    silent = [rec for rec in ctl.store.nodes().values()
-              if rec.registered and not rec.down and not ctl.agents.connected(rec.name)
-              and now - max(rec.last_seen, ctl.started_at) > timeout]
+    silent = [c for c in changes if isinstance(c, lifecycle.NodeDown)]
     if not silent:
         return
     with ctl.store.transaction() as st:
-        for rec in silent:
-            st.put_node(rec.name, down=True, reason=NOT_RESPONDING, reason_user="slurm",
+        for c in silent:
+            st.put_node(c.node, down=True, reason=NOT_RESPONDING, reason_user="slurm",
                         reason_time=now)
-    for rec in silent:
-        log.warning("node=%s: not responding for %.1f s, set DOWN", rec.name,
-                    now - max(rec.last_seen, ctl.started_at))
+    for c in silent:
+        log.warning("node=%s: not responding for %.1f s, set DOWN", c.node, c.silent_s)
 
 
 def disconnected(ctl: Controller, conn: Connection) -> None:
@@ -208,7 +206,7 @@ def disconnected(ctl: Controller, conn: Connection) -> None:
         log.warning("node=%s: agent stream closed", conn.node)
         with ctl.store.transaction() as st:
             st.put_node(conn.node, last_seen=conn.last_heartbeat or ctl.clock())
-        ctl.wake_scheduler()     # time its silence (faulttol.next_check)
+        ctl.wake_scheduler()     # time its silence (timers.next_deadline)
 
 
 def update_node(ctl: Controller, req: api_pb2.UpdateNodeRequest) -> None:

@@ -11,7 +11,8 @@ it still runs and nothing else is stopping it:
        |   preempt_send_user_signal; SIGCONT+SIGTERM otherwise)
        |
        +-- partition GraceTime later, if still running: the usual kill
-       |   (SIGTERM, KillWait, SIGKILL)
+       |   (SIGTERM, KillWait, SIGKILL; the timer is lingjund/lifecycle.py's,
+       |   carried out by timers.enforce at the start of each pass)
        v
     its batch script ends (by itself in the grace time, or killed)
        |-- PreemptMode=REQUEUE and requeueable (--requeue / JobRequeue):
@@ -33,9 +34,10 @@ import signal as signals
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2
+from lingjund import lifecycle
 from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
 from lingjund.sched.snapshot import Preemption
-from lingjund.service import batch, restarts
+from lingjund.service import restarts
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -66,11 +68,9 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 
 
 def eligible_time(ctl: Controller, job: JobRecord) -> float:
-    """Slurm's PreemptEligibleTime: start + PreemptExemptTime; 0 when the job
-    cannot be preempted (not started, or its partition's mode is OFF)."""
-    if not job.start_time or not ctl.config.preempt.enabled or mode_of(ctl, job) == OFF:
-        return 0.0
-    return job.start_time + ctl.config.preempt.exempt_time_s
+    """Slurm's PreemptEligibleTime (lifecycle.preempt_eligible_time)."""
+    preemptable = ctl.config.preempt.enabled and mode_of(ctl, job) != OFF
+    return lifecycle.preempt_eligible_time(job, preemptable, ctl.config.preempt.exempt_time_s)
 
 
 def note_preempted(ctl: Controller, job: JobRecord, by: int, requeue: bool, now: float) -> None:
@@ -121,29 +121,3 @@ def _warn(ctl: Controller, job: JobRecord) -> None:
         ctl.agents.send(node, msg)
     log.info("job=%d: signal %d sent to its %s at preemption", job.job_id, sig,
              "batch shell" if batch_only else "steps")
-
-
-def _grace_over(ctl: Controller, job: JobRecord, now: float) -> bool:
-    return (job.kill_reason == slurm.PREEMPTED and not job.preempt_killed
-            and now >= job.preempt_time + grace_of(ctl, job))
-
-
-def enforce_grace(ctl: Controller, now: float) -> None:
-    """Kill the victims whose grace time is over (once each)."""
-    due = [j for j in ctl.store.jobs(states=[slurm.RUNNING]) if _grace_over(ctl, j, now)]
-    if not due:
-        return
-    with ctl.store.transaction() as st:
-        stops = [batch.stop_running(ctl, st, job, slurm.PREEMPTED, now, "preempted",
-                                    exit_signal=int(signals.SIGTERM), preempt_killed=True)
-                 for job in due]
-    for job in due:
-        log.info("job=%d: grace time over, stopping it (preempted by job %d)",
-                 job.job_id, job.preempted_by)
-    batch.send_stops(ctl, stops)
-
-
-def deadlines(ctl: Controller, running: list[JobRecord]) -> list[float]:
-    """When each victim's grace time ends: moments a pass must run."""
-    return [j.preempt_time + grace_of(ctl, j) for j in running
-            if j.kill_reason == slurm.PREEMPTED and not j.preempt_killed]

@@ -31,46 +31,22 @@ from __future__ import annotations
 import logging
 
 from lingjun import slurm
+from lingjund import lifecycle
+# the kill reasons and the requeued job row are the lifecycle's (lingjund/lifecycle.py)
+from lingjund.lifecycle import (DEFAULT_MAX_RESTARTS, HANG, NODE_LOST, NOT_RESPONDING,  # noqa: F401
+                                REQUEUE, REQUEUE_HOLD, requeue_fields)
 from lingjund.service.context import Controller
 from lingjund.store.store import Attempt, JobRecord
 
 log = logging.getLogger("lingjund.restarts")
 
-HANG = "HANG"            # kill_reason of a run stopped by hang detection
-NODE_LOST = slurm.NODE_FAIL   # kill_reason of a run stopped because a node of it was lost
-# kill_reason of a running job being requeued (stopped, then pending again)
-REQUEUE = "REQUEUE"
-REQUEUE_HOLD = "REQUEUE_HOLD"
-DEFAULT_MAX_RESTARTS = 5  # Slurm's MAX_BATCH_REQUEUE, for requeueable jobs without --max-restarts
-
 # event kinds (lingjun events prints them)
-NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
-
 EV_NODE_LOST = "node_lost"
 EV_HANG = "hang"
 EV_REQUEUED = "requeued"
 EV_RESTARTED = "restarted"
 EV_GAVE_UP = "gave_up"
 EV_PREEMPTED = "preempted"
-
-
-def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
-                   release_nodes: bool = True) -> dict:
-    """The job row of a job put back in the queue (same id, one more restart).
-
-    ``release_nodes`` False keeps the last run's nodes listed while they still
-    clean up (batch.job_cleaned lets go of them), so nothing else lands there
-    before they are clean.
-    """
-    fields = dict(state=slurm.PENDING, reason=slurm.REASON_BEGIN_TIME, restarts=job.restarts + 1,
-                  eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
-                  exit_signal=0, kill_reason="", launched=False, cancelled_by="")
-    if release_nodes:
-        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
-                      tasks_per_node=(), batch_host="")
-    if hold:
-        fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
-    return fields
 
 
 def fence_wait_s(ctl: Controller, st, job: JobRecord, now: float) -> float:
@@ -113,14 +89,7 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 
 def restart_limit(ctl: Controller, job: JobRecord, cause: str) -> int:
     """How many restarts this cause allows in all (see the table above)."""
-    spec = job.spec
-    if not spec.batch:
-        return 0         # an allocation's client is gone with its run: nothing to restart
-    if spec.HasField("max_restarts"):
-        return spec.max_restarts
-    if cause in (slurm.NODE_FAIL, HANG) and requeueable(ctl, job):
-        return DEFAULT_MAX_RESTARTS
-    return 0
+    return lifecycle.restart_limit(job, cause, requeueable(ctl, job))
 
 
 def may_restart(ctl: Controller, job: JobRecord, cause: str) -> bool:
@@ -130,7 +99,7 @@ def may_restart(ctl: Controller, job: JobRecord, cause: str) -> bool:
 def backoff_s(ctl: Controller, job: JobRecord) -> float:
     """Wait before the next automatic restart: doubling per restart, capped."""
     ft = ctl.config.faulttol
-    return min(ft.restart_backoff_s * (2 ** job.restarts), ft.restart_backoff_max_s)
+    return lifecycle.restart_backoff_s(job.restarts, ft.restart_backoff_s, ft.restart_backoff_max_s)
 
 
 def after_run(ctl: Controller, st, job: JobRecord, state: str, end_time: float,

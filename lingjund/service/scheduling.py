@@ -3,11 +3,9 @@
 Decide, then commit: the core sees a frozen snapshot; the plan is applied in
 one transaction that re-checks each job is still PENDING (a cancel may have
 raced the pass), and only after the commit are launches sent to agents.
-Time limits are enforced here too, on the same timer, and so are --signal
-warnings: sig_time seconds before a job's end the controller sends its
-signal once per run, as slurmctld does from its time-limit check: with
-"B:" to the batch shell only, else to the job's steps only (never the batch
-shell, whose default action for USR1 would end the job).
+A pass starts by carrying out the job timers that are due (time limits,
+--signal warnings, deadlines, grace times: ``timers.enforce``, decided in
+``lingjund/lifecycle.py``), as slurmctld checks time limits before it schedules.
 """
 from __future__ import annotations
 
@@ -15,10 +13,9 @@ import asyncio
 import logging
 
 from lingjun import slurm
-from lingjun.v1 import agent_pb2
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import Plan, Snapshot, Start
-from lingjund.service import batch, dependencies, faulttol, health, preemption
+from lingjund.service import batch, dependencies, faulttol, health, preemption, timers
 from lingjund.service.context import Controller
 from lingjund.service.jobs import split_task
 from lingjund.service.views import build_snapshot
@@ -83,10 +80,7 @@ def apply_plan(ctl: Controller, plan: Plan, now: float,
 def prepare_pass(ctl: Controller) -> tuple[Snapshot, float] | None:
     """The timers due now, then the snapshot for the core (None: nothing pending)."""
     now = ctl.clock()
-    enforce_time_limits(ctl, now)
-    send_warning_signals(ctl, now)
-    enforce_deadlines(ctl, now)
-    preemption.enforce_grace(ctl, now)
+    timers.enforce(ctl, now)       # time limits, --signal, deadlines, grace times
     ctl.store.evict_finished(now - ctl.config.controller.min_job_age_s)
     waiting = dependencies.settle(ctl, now)
     snap = build_snapshot(ctl, now, waiting)
@@ -123,7 +117,7 @@ def commit_pass(ctl: Controller, plan: Plan, now: float, stale: set[int] = froze
     """Commit the core's plan, then tell the agents."""
     started = apply_plan(ctl, plan, now, stale)
     if preemption.preempt(ctl, plan.preemptions, now):
-        preemption.enforce_grace(ctl, now)     # GraceTime=0: stop them now
+        timers.enforce(ctl, now)       # GraceTime=0: stop them now
     for job in started:
         task = f" (array {job.array_job_id}_{job.array_task_id})" if job.array_job_id else ""
         log.info("job=%d%s started on %s", job.job_id, task,
@@ -137,96 +131,3 @@ def commit_pass(ctl: Controller, plan: Plan, now: float, stale: set[int] = froze
         faulttol.after_starts(ctl, started)
         ctl.jobs_changed()
     return len(started)
-
-
-def enforce_time_limits(ctl: Controller, now: float) -> None:
-    over = [j for j in ctl.store.jobs(states=[slurm.RUNNING])
-            if j.time_limit_min > 0 and not j.kill_reason and j.end_time and now >= j.end_time]
-    if not over:
-        return
-    with ctl.store.transaction() as st:
-        stops = [batch.stop_running(ctl, st, job, slurm.TIMEOUT, now, "time limit") for job in over]
-    for job in over:
-        log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
-    batch.send_stops(ctl, stops)
-
-
-def warning_time(job: JobRecord) -> float | None:
-    """When --signal's warning is due for this run; None if none is (any more)."""
-    spec = job.spec
-    if not spec.signal or job.warn_signal_sent or not job.end_time or job.kill_reason:
-        return None
-    return job.end_time - spec.signal_time_s
-
-
-def send_warning_signals(ctl: Controller, now: float) -> None:
-    due = [j for j in ctl.store.jobs(states=[slurm.RUNNING])
-           if j.launched and (t := warning_time(j)) is not None and now >= t]
-    if not due:
-        return
-    with ctl.store.transaction() as st:
-        for job in due:
-            st.update_job(job.job_id, warn_signal_sent=True)
-    for job in due:
-        spec = job.spec
-        batch_only = spec.signal_flags == "B"
-        log.info("job=%d sending warning signal %d, %d s before its time limit%s",
-                 job.job_id, spec.signal, spec.signal_time_s, " (batch shell)" if batch_only else "")
-        msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
-            job_id=job.job_id, signal=spec.signal, batch_only=batch_only, step_id=-1,
-            steps_only=not batch_only))
-        for node in ([job.batch_host] if batch_only else job.nodes):
-            ctl.agents.send(node, msg)
-
-
-def enforce_deadlines(ctl: Controller, now: float) -> None:
-    """--deadline: a pending job that can no longer end by its deadline, and a
-    running job that reaches it, end in state DEADLINE (Slurm's rule: a
-    pending job goes once now + its time limit would pass the deadline)."""
-    late_pending, late_running = [], []
-    for j in ctl.store.deadline_jobs():
-        limit_s = j.time_limit_min * 60 if j.time_limit_min > 0 else 0
-        if j.state == slurm.PENDING and now + limit_s >= j.deadline:
-            late_pending.append(j)
-        elif j.state == slurm.RUNNING and not j.kill_reason and now >= j.deadline:
-            late_running.append(j)
-    if not late_pending and not late_running:
-        return
-    with ctl.store.transaction() as st:
-        for job in late_pending:
-            cur = st.job(job.job_id)
-            if cur.state == slurm.PENDING:
-                st.update_job(job.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
-                              start_time=now, end_time=now)
-        stops = [batch.stop_running(ctl, st, job, slurm.DEADLINE, now, "deadline")
-                 for job in late_running]
-    for job in late_pending:
-        log.info("job=%d cannot end by its deadline; ended DEADLINE", job.job_id)
-    for job in late_running:
-        log.info("job=%d reached its deadline", job.job_id)
-    batch.send_stops(ctl, stops)
-    if late_pending:
-        ctl.jobs_changed()
-
-
-def next_deadline(ctl: Controller) -> float | None:
-    """The next moment a pass must run: a time limit, a --signal warning, the
-    end of a preempted job's grace time, a begin time, a deadline."""
-    moments = []
-    running = ctl.store.jobs(states=[slurm.RUNNING])
-    for j in running:
-        if j.end_time and not j.kill_reason:
-            moments.append(j.end_time)
-        warn = warning_time(j)
-        if warn is not None and j.launched:
-            moments.append(warn)
-    moments += preemption.deadlines(ctl, running)
-    begin = ctl.store.next_eligible_time(ctl.clock())
-    if begin is not None:
-        moments.append(begin)
-    for j in ctl.store.deadline_jobs():
-        if j.state == slurm.PENDING:
-            moments.append(j.deadline - (j.time_limit_min * 60 if j.time_limit_min > 0 else 0))
-        elif not j.kill_reason:
-            moments.append(j.deadline)
-    return min(moments) if moments else None

@@ -1,6 +1,6 @@
 """SlurmApi servicer: decode, validate sizes, call one service function, map errors.
 
-No scheduling logic here. A ``SlurmError`` becomes its gRPC status with
+No scheduling logic here. A ``SlurmError`` becomes its gRPC status (status.py) with
 Slurm's message as the details; anything else is a bug, logged with its
 traceback and answered INTERNAL without taking the server down.
 """
@@ -19,6 +19,7 @@ from lingjund.service import accounting, allocations, authz, errors, faulttol, h
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
+from lingjund.transport.status import status_of
 
 log = logging.getLogger("lingjund.api")
 
@@ -55,7 +56,7 @@ def unary(fn):
                 reply = await reply
             return reply
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         except grpc.aio.AbortError:
             raise
         except Exception as e:
@@ -72,7 +73,7 @@ async def _no_space(context, what: str, e: BaseException) -> None:
     log.error("%s refused: no space left for the state store (%s); writes resume once space returns",
               what, e)
     err = errors.NoSpace()
-    await context.abort(err.code, str(err))
+    await context.abort(status_of(err), str(err))
 
 
 def _error_text(what: str, e: Exception) -> str:
@@ -127,13 +128,13 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             if len(request.job_ids) > MAX_IDS:
                 raise errors.InvalidRequest("Too many job ids")
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         gen = accounting.pages(self.ctl, request)
         try:
             async for page in gen:
                 yield page
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         except grpc.aio.AbortError:
             raise
         except Exception:
@@ -223,13 +224,13 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         try:
             validate.check(request, self.ctl.config.authz)
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         gen = steps.run_step(self.ctl, request)
         try:
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:
@@ -241,7 +242,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(status_of(e), str(e))
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:

@@ -7,7 +7,7 @@ import pytest
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched.snapshot import Plan, Start
-from lingjund.service import batch, errors, faulttol, jobs, nodes, restarts, scheduling
+from lingjund.service import batch, errors, faulttol, jobs, nodes, restarts, scheduling, timers
 from lingjund.service.agents import Connection
 from tests.lingjund import handclock
 
@@ -245,11 +245,11 @@ def test_a_hung_job_that_exits_zero_when_stopped_still_failed(ctl):
 def test_the_timer_wakes_when_a_silent_node_or_a_quiet_job_is_due(ctl):
     connect(ctl, "node1", "node2", "node3")          # node4 has no stream since 1000
     ctl.started_at = 990.0
-    assert faulttol.next_check(ctl) == pytest.approx(1003.01), "node4: last seen 1000 + 3 s"
+    assert timers.next_deadline(ctl) == pytest.approx(1003.01), "node4: last seen 1000 + 3 s"
     jid = run_job(ctl, nodes=("node1",), hang_timeout_s=2)
-    assert faulttol.next_check(ctl) == pytest.approx(1002.01), "the job: started 1000 + 2 s"
+    assert timers.next_deadline(ctl) == pytest.approx(1002.01), "the job: started 1000 + 2 s"
     ctl.activity[jid] = 1005.0
-    assert faulttol.next_check(ctl) == pytest.approx(1003.01)
+    assert timers.next_deadline(ctl) == pytest.approx(1003.01)
 
 
 # -- silence and fencing ---------------------------------------------------------------
@@ -258,7 +258,7 @@ def test_a_stream_that_stops_beating_is_down_one_timeout_after_its_last_heartbea
     ctl.clock.now = 1001.0
     for conn in conns.values():
         nodes.heartbeat(ctl, conn, agent_pb2.Heartbeat(seq=1, sent_at=1001.0))
-    assert faulttol.next_check(ctl) == pytest.approx(1004.01), "last heartbeat 1001 + 3 s"
+    assert timers.next_deadline(ctl) == pytest.approx(1004.01), "last heartbeat 1001 + 3 s"
     ctl.clock.now = 1002.0
     for name in ("node2", "node3", "node4"):
         nodes.heartbeat(ctl, conns[name], agent_pb2.Heartbeat(seq=2, sent_at=1002.0))

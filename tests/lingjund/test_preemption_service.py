@@ -13,7 +13,8 @@ import pytest
 
 from lingjun import config, slurm
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import batch, jobs, scheduling
+from lingjund import lifecycle
+from lingjund.service import batch, jobs, scheduling, timers
 from lingjund.service.agents import Connection
 from tests.lingjund import handclock
 
@@ -97,7 +98,9 @@ def test_victim_gets_its_signal_then_the_kill_after_grace_then_requeues(ctl):
     job = ctl.store.job(victim)
     assert (job.kill_reason, job.preempted_by, job.preempt_time) == ("PREEMPTED", high, 1060.0)
     assert ctl.store.job(high).reason == slurm.REASON_RESOURCES
-    assert scheduling.next_deadline(ctl) == 1065.0, "the pass must wake when the grace ends"
+    now = ctl.clock()
+    assert lifecycle.next_deadline(timers.view(ctl, now), now) == 1065.0, \
+        "the pass must wake when the grace ends"
 
     ctl.clock.now += 4.9                         # still in its grace time
     scheduling.run_pass(ctl)

@@ -1,0 +1,295 @@
+"""The lifecycle's decisions, pure: views in, changes out, no store and no clock.
+
+The worked example of lingjund/lifecycle.py's docstring is checked moment by
+moment; the properties tie ``next_deadline`` to ``decide``: nothing is due
+before it, and something is due at it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lingjun import slurm
+from lingjun.v1 import api_pb2
+from lingjund import lifecycle as lc
+from lingjund.lifecycle import (Abandon, Cleaned, CloseStream, Expire, Limits, NodeDown, NodeLost,
+                                Prolog, Signal, Stop, View, decide, next_deadline)
+from lingjund.store.store import JobRecord, NodeRecord
+
+USR1 = int(signal.SIGUSR1)
+
+
+def job(job_id: int = 7, *, state: str = slurm.RUNNING, start: float = 1000.0, time_min: int = 0,
+        batch: bool = True, launched: bool = True, nodes=("node1", "node2"), **fields) -> JobRecord:
+    spec_fields = {k: fields.pop(k) for k in ("signal", "signal_time_s", "signal_flags",
+                                              "hang_timeout_s", "max_restarts", "requeue")
+                   if k in fields}
+    running = state == slurm.RUNNING
+    return JobRecord(
+        job_id=job_id, name="j", user="u", uid=1, partition=fields.pop("partition", "low"),
+        state=state, reason="", priority=1, submit_time=900.0, time_limit_min=time_min,
+        spec=api_pb2.JobSpec(batch=batch, **spec_fields),
+        start_time=start if running else 0.0,
+        end_time=start + time_min * 60 if running and time_min else 0.0,
+        nodes=tuple(nodes) if running else (), batch_host=nodes[0] if running else "",
+        launched=launched and running, **fields)
+
+
+def limits(**kw) -> Limits:
+    base = dict(heartbeat_timeout_s=3.0, prolog_timeout_s=30.0, started_at=0.0,
+                grace_s={"low": 5.0})
+    base.update(kw)
+    return Limits(**base)
+
+
+# -- the worked example -----------------------------------------------------------------
+def test_the_worked_example_time_signal_and_deadline():
+    j = job(time_min=10, signal=USR1, signal_time_s=60, signal_flags="B", deadline=1500.0)
+    v = View(holding=(j,), limits=limits())
+    assert next_deadline(v, 1000.0) == 1500.0, "the warning at 1540 comes after the deadline"
+    assert decide(v, 1000.0) == []
+    assert decide(v, 1499.9) == []
+    assert decide(v, 1500.0) == [Stop(7, slurm.DEADLINE, "deadline")]
+    stopping = View(holding=(dataclasses.replace(j, kill_reason=slurm.DEADLINE),), limits=limits())
+    assert next_deadline(stopping, 1500.0) is None, "a job being stopped has no timer left"
+    assert decide(stopping, 1600.0) == []
+
+
+def test_the_worked_example_without_a_deadline_warns_then_times_out():
+    j = job(time_min=10, signal=USR1, signal_time_s=60, signal_flags="B")
+    v = View(holding=(j,), limits=limits())
+    assert next_deadline(v, 1000.0) == 1540.0
+    assert decide(v, 1540.0) == [Signal(7, USR1, True, ("node1",), 60)]
+    warned = View(holding=(dataclasses.replace(j, warn_signal_sent=True),), limits=limits())
+    assert next_deadline(warned, 1541.0) == 1600.0
+    assert decide(warned, 1599.0) == []
+    assert decide(warned, 1600.0) == [Stop(7, slurm.TIMEOUT, "time limit")]
+
+
+def test_a_warning_without_B_goes_to_every_node_of_the_job_and_only_once_launched():
+    j = job(time_min=10, signal=USR1, signal_time_s=60)
+    assert decide(View(holding=(j,)), 1545.0) == [Signal(7, USR1, False, ("node1", "node2"), 60)]
+    unlaunched = dataclasses.replace(j, launched=False)
+    assert decide(View(holding=(unlaunched,)), 1545.0) == []
+    assert next_deadline(View(holding=(unlaunched,)), 1000.0) == 1600.0, "only the time limit"
+
+
+def test_a_pending_job_expires_once_its_time_limit_no_longer_fits_before_its_deadline():
+    j = job(state=slurm.PENDING, time_min=10, deadline=1500.0)
+    v = View(deadline_pending=(j,))
+    assert next_deadline(v, 800.0) == 900.0
+    assert decide(v, 899.0) == []
+    assert decide(v, 950.0) == [Expire(7)]
+
+
+def test_a_job_at_its_time_limit_and_deadline_at_once_is_stopped_once_for_the_time_limit():
+    j = job(time_min=10, deadline=1600.0)
+    assert decide(View(holding=(j,)), 1600.0) == [Stop(7, slurm.TIMEOUT, "time limit")]
+
+
+# -- preemption grace --------------------------------------------------------------------
+def test_a_victim_is_killed_once_when_its_partitions_grace_time_ends():
+    v = job(kill_reason=slurm.PREEMPTED, preempt_time=1060.0, preempted_by=9)
+    view = View(holding=(v,), limits=limits())
+    assert next_deadline(view, 1060.0) == 1065.0
+    assert decide(view, 1064.9) == []
+    assert decide(view, 1065.0) == [Stop(7, slurm.PREEMPTED, "preempted",
+                                         exit_signal=int(signal.SIGTERM))]
+    killed = View(holding=(dataclasses.replace(v, preempt_killed=True),), limits=limits())
+    assert decide(killed, 2000.0) == [] and next_deadline(killed, 2000.0) is None
+
+
+def test_may_stop_lets_only_one_stopper_through():
+    running = job()
+    assert lc.may_stop(running, slurm.TIMEOUT)
+    assert not lc.may_stop(dataclasses.replace(running, kill_reason=slurm.CANCELLED), slurm.TIMEOUT)
+    victim = dataclasses.replace(running, kill_reason=slurm.PREEMPTED)
+    assert lc.may_stop(victim, slurm.PREEMPTED), "the end of its grace time kills it"
+    assert not lc.may_stop(victim, slurm.DEADLINE)
+    assert not lc.may_stop(dataclasses.replace(victim, preempt_killed=True), slurm.PREEMPTED)
+    assert not lc.may_stop(job(state=slurm.COMPLETED), slurm.TIMEOUT)
+
+
+# -- hangs --------------------------------------------------------------------------------
+def test_a_job_is_hung_only_strictly_past_its_timeout_from_its_last_sign_of_life():
+    j = job(hang_timeout_s=5)
+    v = View(holding=(j,), activity={7: 1004.0})
+    assert next_deadline(v, 1004.0) == pytest.approx(1009.0 + lc.SLACK)
+    assert decide(v, 1009.0) == []
+    (stop,) = decide(v, 1009.5)
+    assert (stop.job_id, stop.kill_reason, stop.why) == (7, lc.HANG, "hang")
+    assert "no output or heartbeat for 6 s (--hang-timeout 5 s) on node[1-2]" in stop.event
+    no_report = View(holding=(j,))
+    assert next_deadline(no_report, 1000.0) == pytest.approx(1005.0 + lc.SLACK), \
+        "no report yet: timed from its start"
+
+
+# -- heartbeats and node loss ----------------------------------------------------------------
+def test_a_silent_stream_is_closed_and_its_node_down_in_the_same_moment():
+    nodes = {n: NodeRecord(n, registered=True, last_seen=1000.0) for n in ("node1", "node2")}
+    v = View(nodes=nodes, streams={"node1": 1001.0, "node2": 1002.0}, limits=limits())
+    assert next_deadline(v, 1002.0) == pytest.approx(1004.0 + lc.SLACK)
+    assert decide(v, 1004.0) == []
+    assert decide(v, 1004.5) == [CloseStream("node1", 3.5), NodeDown("node1", 3.5)]
+
+
+def test_silence_counts_from_the_controllers_start_at_the_latest():
+    v = View(nodes={"node3": NodeRecord("node3", registered=True, last_seen=500.0)},
+             limits=limits(started_at=1000.0))
+    assert decide(v, 1002.0) == []
+    assert decide(v, 1003.5) == [NodeDown("node3", 3.5)]
+    down = View(nodes={"node3": NodeRecord("node3", registered=True, down=True)}, limits=limits())
+    assert decide(down, 5000.0) == [] and next_deadline(down, 5000.0) is None
+
+
+def test_a_job_on_a_node_that_goes_down_is_lost_with_it_and_not_also_timed_out():
+    j = job(time_min=1, hang_timeout_s=5)
+    nodes = {"node1": NodeRecord("node1", registered=True),
+             "node2": NodeRecord("node2", registered=True, last_seen=1000.0)}
+    v = View(holding=(j,), nodes=nodes, streams={"node1": 1100.0}, limits=limits())
+    assert decide(v, 1100.0) == [NodeDown("node2", 100.0),
+                                 NodeLost(7, ("node2",), lc.NOT_RESPONDING)]
+
+
+def test_a_down_node_no_longer_holds_back_the_cleanup_of_an_ended_job():
+    ended = dataclasses.replace(job(state=slurm.COMPLETED), completing=("node2", "node3"))
+    nodes = {"node2": NodeRecord("node2", registered=True, down=True, reason="bad disk"),
+             "node3": NodeRecord("node3", registered=True)}
+    assert lc.node_loss(View(holding=(ended,), nodes=nodes), 0.0) == [Cleaned(7, "node2")]
+    lost = job(nodes=("node2", "node3"))
+    assert lc.node_loss(View(holding=(lost,), nodes=nodes), 0.0) == \
+        [NodeLost(7, ("node2",), "bad disk")]
+    already = dataclasses.replace(lost, kill_reason=lc.NODE_LOST)
+    assert lc.node_loss(View(holding=(already,), nodes=nodes), 0.0) == []
+
+
+@pytest.mark.parametrize("kill_reason,batch,lost,alive,want", [
+    (slurm.CANCELLED, True, ("node2",), ("node1",), "wait"),
+    (slurm.CANCELLED, True, ("node1",), ("node2",), "end_stopped"),
+    ("", False, ("node2",), ("node1",), "end_alloc"),
+    ("", True, ("node2",), ("node1",), "stop"),
+    ("", True, ("node1",), ("node2",), "end_run"),
+    ("", True, ("node2",), (), "end_run"),          # the batch host's agent is gone too
+])
+def test_what_a_lost_node_does_to_a_running_job(kill_reason, batch, lost, alive, want):
+    j = job(batch=batch, kill_reason=kill_reason)
+    assert lc.lost_node_outcome(j, lost, alive) == want
+
+
+# -- prologs and leases ---------------------------------------------------------------------
+def test_the_nodes_that_did_not_answer_a_prolog_in_time_fail_it():
+    v = View(prologs=(Prolog(7, 1000.0, ("node3", "node2")),), limits=limits())
+    assert next_deadline(v, 1000.0) == pytest.approx(1030.0 + lc.SLACK)
+    assert decide(v, 1030.0) == []
+    assert decide(v, 1031.0) == [lc.PrologTimeout(7, ("node2", "node3"))]
+
+
+def test_allocations_nobody_took_back_end_one_heartbeat_timeout_after_the_start():
+    alloc = job(batch=False)
+    v = View(orphans=(alloc, job(8, batch=True)), limits=limits(started_at=1000.0))
+    assert next_deadline(v, 1000.0) == 1003.0
+    assert decide(v, 1002.9) == []
+    assert decide(v, 1003.0) == [Abandon(7)]
+
+
+# -- how a run ends -------------------------------------------------------------------------
+@pytest.mark.parametrize("kill_reason,exit,want", [
+    ("", dict(), (slurm.COMPLETED, slurm.REASON_NONE)),
+    ("", dict(exit_code=2), (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT)),
+    ("", dict(error="cannot open /x"), (slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE)),
+    ("", dict(signal=9, error="fenced: lease lapsed"), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+    ("", dict(lost=True), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+    (slurm.TIMEOUT, dict(signal=15), (slurm.TIMEOUT, slurm.REASON_TIME_LIMIT)),
+    (slurm.TIMEOUT, dict(), (slurm.TIMEOUT, slurm.REASON_TIME_LIMIT)),   # its trap exited 0
+    (slurm.DEADLINE, dict(signal=15), (slurm.DEADLINE, slurm.REASON_DEADLINE)),
+    (slurm.PREEMPTED, dict(signal=15), (slurm.PREEMPTED, slurm.REASON_NONE)),
+    (slurm.CANCELLED, dict(error="fenced: x"), (slurm.CANCELLED, slurm.REASON_NONE)),
+    (lc.HANG, dict(), (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT)),
+    (lc.NODE_LOST, dict(), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+])
+def test_what_stopped_a_run_decides_how_it_ends_else_its_exit(kill_reason, exit, want):
+    assert lc.end_state(kill_reason, **exit) == want
+
+
+def test_preempt_eligible_time_is_start_plus_exempt_time_when_preemptable():
+    assert lc.preempt_eligible_time(job(start=1000.0), True, 60.0) == 1060.0
+    assert lc.preempt_eligible_time(job(start=1000.0), False, 60.0) == 0.0
+    assert lc.preempt_eligible_time(job(state=slurm.PENDING), True, 60.0) == 0.0
+
+
+# -- restarts -----------------------------------------------------------------------------
+def test_restart_backoff_doubles_and_is_capped():
+    assert [lc.restart_backoff_s(n, 10.0, 60.0) for n in range(4)] == [10.0, 20.0, 40.0, 60.0]
+
+
+def test_restart_limits_follow_the_table():
+    assert lc.restart_limit(job(max_restarts=3), slurm.FAILED, requeueable=False) == 3
+    assert lc.restart_limit(job(), slurm.NODE_FAIL, requeueable=True) == lc.DEFAULT_MAX_RESTARTS
+    assert lc.restart_limit(job(), lc.HANG, requeueable=False) == 0
+    assert lc.restart_limit(job(), slurm.FAILED, requeueable=True) == 0
+    assert lc.restart_limit(job(batch=False, max_restarts=3), slurm.NODE_FAIL, True) == 0
+
+
+def test_a_requeued_job_pends_again_with_one_more_restart():
+    fields = lc.requeue_fields(job(restarts=1), 2000.0, 20.0, hold=True, release_nodes=False)
+    assert (fields["state"], fields["restarts"], fields["eligible_time"], fields["reason"]) == \
+        (slurm.PENDING, 2, 2020.0, slurm.REASON_HELD_USER)
+    assert "nodes" not in fields, "its nodes stay listed until they have cleaned up"
+
+
+# -- next_deadline against decide ----------------------------------------------------------
+times = st.integers(min_value=0, max_value=4000).map(float)
+
+
+@st.composite
+def running_jobs(draw, job_id: int) -> JobRecord:
+    preempted = draw(st.booleans())
+    return job(job_id, start=draw(times), time_min=draw(st.integers(0, 30)),
+               launched=draw(st.booleans()), nodes=(f"node{job_id % 3 + 1}",),
+               signal=draw(st.sampled_from([0, USR1])), signal_time_s=draw(st.integers(0, 120)),
+               signal_flags=draw(st.sampled_from(["", "B"])),
+               hang_timeout_s=draw(st.sampled_from([0, 5, 60])),
+               deadline=draw(st.one_of(st.just(0.0), times)),
+               warn_signal_sent=draw(st.booleans()),
+               kill_reason=slurm.PREEMPTED if preempted else draw(st.sampled_from(["", "", "HANG"])),
+               preempt_time=draw(times) if preempted else 0.0,
+               preempt_killed=preempted and draw(st.booleans()),
+               partition=draw(st.sampled_from(["low", "high"])))
+
+
+@st.composite
+def views(draw) -> View:
+    running = tuple(draw(running_jobs(i)) for i in range(draw(st.integers(0, 4))))
+    pending = tuple(job(100 + i, state=slurm.PENDING, time_min=draw(st.integers(0, 30)),
+                        deadline=draw(times)) for i in range(draw(st.integers(0, 2))))
+    # few parts at a time, so that each timer is often the earliest one
+    names = [f"node{i}" for i in range(1, draw(st.integers(1, 3)))]
+    nodes = {n: NodeRecord(n, registered=draw(st.booleans()), last_seen=draw(times))
+             for n in names}
+    streams = {n: draw(times) for n in names if draw(st.booleans())}
+    prologs = tuple(Prolog(200 + i, draw(times), ("node1",)) for i in range(draw(st.integers(0, 1))))
+    orphans = tuple(job(300 + i, batch=False) for i in range(draw(st.integers(0, 1))))
+    activity = {j.job_id: draw(times) for j in running if draw(st.booleans())}
+    return View(holding=running, deadline_pending=pending, nodes=nodes, streams=streams,
+                activity=activity, prologs=prologs, orphans=orphans,
+                next_begin=draw(st.one_of(st.none(), times)),
+                limits=limits(started_at=draw(times), heartbeat_timeout_s=draw(st.sampled_from([3.0, 30.0])),
+                              grace_s={"low": draw(st.sampled_from([0.0, 5.0, 120.0]))}))
+
+
+@settings(max_examples=500, deadline=None)
+@given(views(), times)
+def test_something_is_due_at_next_deadline_and_nothing_before_it(view, now):
+    due = next_deadline(view, now)
+    if due is None:
+        assert decide(view, 10_000.0) == [], "no timer runs, yet a change came due"
+        return
+    if due != view.next_begin:
+        assert decide(view, due) != [], f"woken at {due} for nothing"
+    before = due - 2 * lc.SLACK
+    if before >= 0:
+        assert decide(view, before) == [], f"due before the next deadline {due}"
