@@ -5,6 +5,7 @@ state in memory holds); the row conversions live beside them.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -163,12 +164,20 @@ class Attempt:
     exit_signal: int = 0
 
 
+@functools.lru_cache(maxsize=8192)
+def _json_tuple(text: str) -> tuple:
+    """A JSON list column as a tuple; the same lists ("[]", a node's name, the
+    same shares on every node) come back over and over when the live state
+    is loaded, and tuples may be shared."""
+    return tuple(json.loads(text))
+
+
 def _job_from_row(row: dict) -> JobRecord:
     row = dict(row)
     spec = api_pb2.JobSpec()
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
-        row[c] = tuple(json.loads(row[c]))
+        row[c] = _json_tuple(row[c])
     for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
               "preempt_killed", "preempt_requeue"):
         row[c] = bool(row[c])
