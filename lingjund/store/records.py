@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from lingjun.v1 import api_pb2, agent_pb2
 
 _JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
-                 "tasks_per_node", "completing")
+                 "tasks_per_node", "completing", "gpu_ids")
+# JSON columns of lists per node: read back as tuples of tuples.
+_NESTED_JSON_COLUMNS = frozenset({"gpu_ids"})
+
+
+def json_value(column: str, value) -> tuple:
+    """A JSON column's value as a record holds it (tuples all the way down)."""
+    if column in _NESTED_JSON_COLUMNS:
+        return tuple(tuple(v) for v in value)
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,9 @@ class JobRecord:
     mem_per_node: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
     tasks_per_node: tuple[int, ...] = ()
+    # The GPU indices it holds on each of ``nodes`` (same order); () when it
+    # holds none or started before indices were kept.
+    gpu_ids: tuple[tuple[int, ...], ...] = ()
     exclusive: bool = False
     batch_host: str = ""
     launched: bool = False
@@ -168,7 +180,7 @@ def _job_from_row(row: dict) -> JobRecord:
     spec = api_pb2.JobSpec()
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
-        row[c] = tuple(json.loads(row[c]))
+        row[c] = json_value(c, json.loads(row[c]))
     for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
               "preempt_killed", "preempt_requeue"):
         row[c] = bool(row[c])
@@ -179,7 +191,7 @@ def _job_to_row(fields: dict) -> dict:
     out = {}
     for k, v in fields.items():
         if k in _JSON_COLUMNS:
-            v = json.dumps(list(v))
+            v = json.dumps([list(x) for x in v] if k in _NESTED_JSON_COLUMNS else list(v))
         elif k == "spec":
             v = v.SerializeToString()
         elif isinstance(v, bool):
