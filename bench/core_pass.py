@@ -72,11 +72,13 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
             name=name, cpus=CPUS, memory_mb=MEM, gpus=GPUS,
             alloc_cpus=CPUS if full else 0, alloc_memory_mb=MEM // 2 if full else 0,
             alloc_gpus=GPUS if full else 0, running_jobs=1 if full else 0,
+            alloc_gpu_ids=tuple(range(GPUS)) if full else (),
             partitions=parts, features=("ib",), gpu_type="h100"))
         if full:
             running.append(RunningJob(job_id=10_000_000 + i, nodes=(name,), end_time=NOW + 3600,
                                       cpus_per_node=(CPUS,), mem_per_node_mb=(MEM // 2,),
                                       gpus_per_node=(GPUS,), partition="batch",
+                                      gpu_ids_per_node=(tuple(range(GPUS)),),
                                       start_time=NOW - 60))
     partitions = (
         PartitionView(name="batch", nodes=tuple(names), default=True,

@@ -88,7 +88,8 @@ default = true
                           state=slurm.RUNNING, reason="None", priority=10, submit_time=NOW - 100,
                           start_time=NOW - 50, end_time=NOW + 3600, time_limit_min=60,
                           nodes=(names[i],), cpus_per_node=(CPUS,), mem_per_node=(MEM,),
-                          gpus_per_node=(GPUS,), tasks_per_node=(1,), exclusive=True,
+                          gpus_per_node=(GPUS,), gpu_ids=(tuple(range(GPUS)),),
+                          tasks_per_node=(1,), exclusive=True,
                           batch_host=names[i], launched=True, spec=whole)
         spec = small if situation == "nothing" else whole
         for i in range(pending):

@@ -581,11 +581,45 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     return lines
 
 
+def _gres_idx(gpu_ids, gpu_type: str) -> str:
+    """Slurm's per-node GRES detail: "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:3)"; "" for none."""
+    if not gpu_ids:
+        return ""
+    kind = f"gpu:{gpu_type}" if gpu_type else "gpu"
+    return f"{kind}:{len(gpu_ids)}(IDX:{slurm.fold_indices(gpu_ids)})"
+
+
+def job_alloc_lines(job: api_pb2.JobInfo) -> list[list[str]]:
+    """scontrol -d's allocation detail: JOB_GRES=, then one "  Nodes=... CPU_IDs=...
+    Mem=... GRES=..." line per run of nodes with the same allocation (Slurm groups
+    them). CPU_IDs=N/A: CPUs are counted, not yet bound to ids."""
+    total: dict[str, int] = {}
+    for a in job.node_allocs:
+        if a.gpu_ids:
+            kind = f"gpu:{a.gpu_type}" if a.gpu_type else "gpu"
+            total[kind] = total.get(kind, 0) + len(a.gpu_ids)
+    lines = [[f"JOB_GRES={','.join(f'{k}:{n}' for k, n in total.items()) or '(null)'}"]]
+    groups: list[tuple[tuple, list[str]]] = []
+    for a in job.node_allocs:
+        key = (a.mem_mb, _gres_idx(a.gpu_ids, a.gpu_type))
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(a.node)
+        else:
+            groups.append((key, [a.node]))
+    for (mem, gres), nodes in groups:
+        lines.append([f"  Nodes={slurm.compress_hostlist(nodes)}", "CPU_IDs=N/A",
+                      f"Mem={mem}", f"GRES={gres}"])
+    return lines
+
+
 def scontrol_show_job(jobs: Sequence[api_pb2.JobInfo], oneliner: bool = False,
-                      default_mem_mb: int = 0) -> str:
+                      default_mem_mb: int = 0, details: bool = False) -> str:
     out = []
     for job in jobs:
         lines = scontrol_job_tokens(job, default_mem_mb)
+        if details and job.node_allocs:
+            at = next(i for i, line in enumerate(lines) if line[0].startswith("Socks/Node="))
+            lines[at + 1:at + 1] = job_alloc_lines(job)
         if oneliner:
             out.append(" ".join(t for line in lines for t in line) + " \n")
         else:

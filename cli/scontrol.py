@@ -49,9 +49,10 @@ def _match(word: str, choices: tuple[str, ...], minimum: int = 1) -> str | None:
 
 
 class Scontrol:
-    def __init__(self, api, out: TextIO, err: TextIO, oneliner: bool):
+    def __init__(self, api, out: TextIO, err: TextIO, oneliner: bool, details: bool = False):
         self._api = api
         self.out, self.err, self.oneliner = out, err, oneliner
+        self.details = details          # -d: show job's per-node allocation lines
 
     @property
     def api(self):
@@ -127,7 +128,8 @@ class Scontrol:
                 j.now = reply.now
         mem = self._default_mem(jobs)
         for j in sorted(jobs, key=lambda j: j.job_id):
-            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0)))
+            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
+                                                     details=self.details))
         return 0
 
     def _default_mem(self, jobs) -> dict[str, int]:
@@ -463,7 +465,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if "help" in keys or "usage" in keys or not words:
         out.write(__doc__.split("\n\n", 1)[1])
         return 0 if words or keys else 1
-    tool = Scontrol(api, out, err, "oneliner" in keys)
+    tool = Scontrol(api, out, err, "oneliner" in keys, "details" in keys)
     cmd = _match(words[0], ("show", "ping", "update", "version", "hold", "release", "requeue",
                             "suspend", "resume", "uhold", "top", "reconfigure", "shutdown",
                             "abort", "takeover", "listpids", "notify", "wait_job", "create",

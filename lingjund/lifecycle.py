@@ -512,7 +512,7 @@ def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
                   exit_signal=0, kill_reason="", launched=False, cancelled_by="")
     if release_nodes:
         fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
-                      tasks_per_node=(), batch_host="")
+                      gpu_ids=(), tasks_per_node=(), batch_host="")
     if hold:
         fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
     return fields

@@ -347,7 +347,8 @@ class FreeCapacity:
             for index in indexes:
                 index.add(i)
 
-    def give_back(self, name: str, cpus: int, mem_mb: int, gpus: int, exclusive: bool) -> None:
+    def give_back(self, name: str, cpus: int, mem_mb: int, gpus: int, exclusive: bool,
+                  gpu_ids: tuple[int, ...] = ()) -> None:
         """What a running job holds on node ``name`` comes free (start estimates let
         running jobs end one by one); never past the node's size."""
         i = self.ids.get(name)
@@ -356,13 +357,7 @@ class FreeCapacity:
         indexes = self._indexes_of.get(i, ())
         for index in indexes:
             index.discard(i)
-        node = self.nodes[i]
-        node.free_cpus = min(node.cpus, node.free_cpus + cpus)
-        node.free_memory_mb = min(node.memory_mb, node.free_memory_mb + mem_mb)
-        node.free_gpus = min(node.gpus, node.free_gpus + gpus)
-        node.jobs = max(0, node.jobs - 1)
-        if exclusive:
-            node.exclusive = False
+        self.nodes[i].release(cpus, mem_mb, gpus, gpu_ids, exclusive)
         for index in indexes:
             index.add(i)
 

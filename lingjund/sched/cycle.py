@@ -261,7 +261,8 @@ def _start(job: JobRequest, placement: Placement, array_task_id: int = -1) -> St
                  mem_per_node_mb=tuple(s.mem_mb for s in shares),
                  gpus_per_node=tuple(s.gpus for s in shares),
                  tasks_per_node=tuple(s.tasks for s in shares),
-                 exclusive=job.exclusive, array_task_id=array_task_id)
+                 exclusive=job.exclusive, array_task_id=array_task_id,
+                 gpu_ids_per_node=tuple(s.gpu_ids for s in shares))
 
 
 class _blame:

@@ -61,7 +61,8 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
                                mem_per_node_mb=tuple(s.mem_mb for s in shares),
                                gpus_per_node=tuple(s.gpus for s in shares),
                                tasks_per_node=tuple(s.tasks for s in shares),
-                               exclusive=job.exclusive)
+                               exclusive=job.exclusive,
+                               gpu_ids_per_node=tuple(s.gpu_ids for s in shares))
     return None
 
 
@@ -74,7 +75,8 @@ def _free(free: FreeCapacity, job: RunningJob) -> None:
         node = free.nodes[k]
         free.give_back(name, cpus=_at(job.cpus_per_node, i, node.cpus),
                        mem_mb=_at(job.mem_per_node_mb, i, 0),
-                       gpus=_at(job.gpus_per_node, i, node.gpus), exclusive=job.exclusive)
+                       gpus=_at(job.gpus_per_node, i, node.gpus), exclusive=job.exclusive,
+                       gpu_ids=job.gpu_ids_per_node[i] if i < len(job.gpu_ids_per_node) else ())
 
 
 def _at(values: tuple[int, ...], i: int, unknown: int) -> int:

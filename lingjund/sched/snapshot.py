@@ -38,6 +38,8 @@ class NodeView:
     weight: int = 1
     features: tuple[str, ...] = ()
     gpu_type: str = ""                # "" = untyped GPUs (or none)
+    # GPU indices (0 .. gpus-1) that running jobs hold here; the free ones follow.
+    alloc_gpu_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class RunningJob:
     cpus_per_node: tuple[int, ...] = ()
     mem_per_node_mb: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
+    gpu_ids_per_node: tuple[tuple[int, ...], ...] = ()   # which GPUs, per node; () = unknown
     # what preemption weighs (plugins/preempt.py)
     partition: str = ""
     priority: int = 0
@@ -158,6 +161,8 @@ class Start:
     tasks_per_node: tuple[int, ...]
     exclusive: bool = False
     array_task_id: int = -1           # the array task this start is for; -1 = a plain job
+    # The GPU indices it gets on each node (same order), lowest free first.
+    gpu_ids_per_node: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ def job_cleaned(ctl: Controller, node: str, msg: agent_pb2.JobCleaned) -> None:
         if not left and job.state == slurm.PENDING:
             # A requeued job: its last run has let go of every node.
             st.update_job(job.job_id, nodes=(), cpus_per_node=(), mem_per_node=(),
-                          gpus_per_node=(), tasks_per_node=(), batch_host="")
+                          gpus_per_node=(), gpu_ids=(), tasks_per_node=(), batch_host="")
     if not left:
         log.info("job=%d released its nodes", job.job_id)
         ctl.wake_scheduler()

@@ -235,7 +235,7 @@ def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: b
             return
         st.update_job(p.job_id, state=slurm.PENDING, reason=slurm.REASON_RESOURCES,
                       start_time=0.0, end_time=0.0, nodes=(), cpus_per_node=(),
-                      mem_per_node=(), gpus_per_node=(), tasks_per_node=(), batch_host="",
+                      mem_per_node=(), gpus_per_node=(), gpu_ids=(), tasks_per_node=(), batch_host="",
                       launched=False)
     log.warning("job=%d: prolog failed on %s; back to PENDING, queue place kept",
                 p.job_id, slurm.compress_hostlist(nodes))

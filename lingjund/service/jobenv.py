@@ -102,10 +102,20 @@ def _node_part(job: JobRecord, index: int) -> dict[str, str]:
         "SLURM_TOPOLOGY_ADDR": node,
     }
     if job.gpus_per_node and job.gpus_per_node[index]:
-        n = job.gpus_per_node[index]
-        env["SLURM_GPUS_ON_NODE"] = str(n)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
+        env.update(gpu_env(job, index))
     return env
+
+
+def gpu_env(job: JobRecord, index: int) -> dict[str, str]:
+    """The job's GPUs on its ``index``-th node: exactly the indices it was given there.
+
+    A job that started before indices were kept has a count only: it gets the
+    lowest ``n``, as it did then."""
+    n = job.gpus_per_node[index]
+    ids = job.gpu_ids[index] if index < len(job.gpu_ids) else ()
+    text = ",".join(str(i) for i in (ids or range(n)))
+    return {"SLURM_GPUS_ON_NODE": str(len(ids) or n), "CUDA_VISIBLE_DEVICES": text,
+            "SLURM_JOB_GPUS": text, "GPU_DEVICE_ORDINAL": text}
 
 
 def batch_env(job: JobRecord, cluster: str, controller: str,
@@ -167,7 +177,10 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
     for i, node in enumerate(step_nodes):
         env = dict(base_env)
         env.update(_job_common(job, cluster))
-        env.update(_node_part(job, job.nodes.index(node)))
+        job_index = job.nodes.index(node)
+        env.update(_node_part(job, job_index))
+        if "SLURM_JOB_GPUS" in env:      # a step gets the job's GPUs (subsets: later work)
+            env["SLURM_STEP_GPUS"] = env["SLURM_JOB_GPUS"]
         env.update({
             "SLURM_NODEID": str(i),
             "SLURM_STEP_ID": str(step_id),
@@ -194,7 +207,6 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
         if name in launchers.LAUNCHERS:
             # MASTER_ADDR and MASTER_PORT come with srun's environment from the
             # batch script, where the first node's agent set the port.
-            job_index = job.nodes.index(node)
             env.update(launchers.environment(name, launchers.Place(
                 master_addr=base_env.get("MASTER_ADDR") or job.nodes[0],
                 nnodes=len(step_nodes), node_rank=i,

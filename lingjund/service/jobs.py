@@ -595,6 +595,18 @@ def _pending_node_count(ctl: Controller, job: JobRecord,
     return max(1, math.ceil(spec.num_tasks * (spec.cpus_per_task or 1) / biggest))
 
 
+def _node_allocs(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None:
+    """What the job holds on each of its nodes (scontrol show job -d)."""
+    for i, node in enumerate(job.nodes):
+        ids = job.gpu_ids[i] if i < len(job.gpu_ids) else ()
+        gpus = job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0
+        info.node_allocs.append(api_pb2.JobNodeAlloc(
+            node=node, cpus=job.cpus_per_node[i] if i < len(job.cpus_per_node) else 0,
+            mem_mb=job.mem_per_node[i] if i < len(job.mem_per_node) else 0,
+            gpu_ids=ids or range(gpus),
+            gpu_type=node_gpu_type(ctl, node) if gpus else ""))
+
+
 def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = None,
              biggest_cpus: Mapping[str, int] | None = None) -> api_pb2.JobInfo:
     """The job as the commands show it. ``biggest_cpus`` (see
@@ -645,6 +657,8 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,
         hang_timeout_s=spec.hang_timeout_s)
     _preempt_fields(ctl, job, info)
+    if job.nodes and (state in (slurm.RUNNING, slurm.COMPLETING)):
+        _node_allocs(ctl, job, info)
     derived_code, derived_sig = 0, 0
     # sacct lists ID.batch before ID.0 even though the batch step ends last (golden sacct_steps).
     for s in sorted(steps or (), key=lambda s: s.step_id != "batch"):

@@ -29,7 +29,8 @@ def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
     return dict(state=slurm.RUNNING, reason=slurm.REASON_NONE,
                 start_time=now, end_time=end, nodes=s.nodes,
                 cpus_per_node=s.cpus_per_node, mem_per_node=s.mem_per_node_mb,
-                gpus_per_node=s.gpus_per_node, tasks_per_node=s.tasks_per_node,
+                gpus_per_node=s.gpus_per_node, gpu_ids=s.gpu_ids_per_node,
+                tasks_per_node=s.tasks_per_node,
                 batch_host=s.nodes[0], launched=False, warn_signal_sent=False)
 
 

@@ -96,7 +96,8 @@ def running_job(job: JobRecord) -> RunningJob:
         job_id=job.job_id, nodes=job.nodes, exclusive=job.exclusive,
         end_time=(job.start_time + job.time_limit_min * 60) if job.time_limit_min > 0 else 0.0,
         cpus_per_node=job.cpus_per_node, mem_per_node_mb=job.mem_per_node,
-        gpus_per_node=job.gpus_per_node, partition=job.partition, priority=job.priority,
+        gpus_per_node=job.gpus_per_node, gpu_ids_per_node=job.gpu_ids,
+        partition=job.partition, priority=job.priority,
         start_time=job.start_time,
         stopping=job.state != slurm.RUNNING or bool(job.kill_reason))
 
@@ -184,7 +185,7 @@ def with_pass_fields(req: JobRequest, dependency: str, array: dict) -> JobReques
 def node_key(name: str, rec: NodeRecord | None, connected: bool, alloc: dict | None) -> tuple:
     a = alloc or {}
     return (name, rec, connected, a.get("cpus", 0), a.get("mem", 0), a.get("gpus", 0),
-            a.get("exclusive", False), len(a.get("jobs", ())))
+            a.get("exclusive", False), len(a.get("jobs", ())), a.get("gpu_ids", ()))
 
 
 @functools.lru_cache(maxsize=256)
@@ -193,16 +194,23 @@ def _tasks(task_str: str) -> tuple[int, ...]:
 
 
 def allocations(holding: list[JobRecord]) -> dict[str, dict]:
-    """node -> {cpus, mem, gpus, jobs, exclusive} held by running/completing jobs."""
+    """node -> {cpus, mem, gpus, gpu_ids, jobs, exclusive} held by running/completing
+    jobs (gpu_ids: the indices they hold there, ascending, as a tuple)."""
     out: dict[str, dict] = {}
     for job in holding:
+        gpu_ids = job.gpu_ids
         for i, node in enumerate(job.nodes):
             a = out.setdefault(node, {"cpus": 0, "mem": 0, "gpus": 0, "jobs": [], "exclusive": False})
             a["cpus"] += job.cpus_per_node[i] if i < len(job.cpus_per_node) else 0
             a["mem"] += job.mem_per_node[i] if i < len(job.mem_per_node) else 0
             a["gpus"] += job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0
+            if i < len(gpu_ids) and gpu_ids[i]:
+                a["gpu_ids"] = a.get("gpu_ids", ()) + gpu_ids[i]
             a["jobs"].append(job.job_id)
             a["exclusive"] |= job.exclusive
+    for a in out.values():
+        if "gpu_ids" in a:
+            a["gpu_ids"] = tuple(sorted(a["gpu_ids"]))
     return out
 
 
@@ -239,7 +247,8 @@ def build_snapshot(ctl: Controller, now: float,
                 schedulable=bool(rec and rec.registered and not rec.drain and not rec.down and on),
                 partitions=layout.partitions_of[name],
                 weight=cfg.weight if cfg else 1,
-                features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec))
+                features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
+                alloc_gpu_ids=a.get("gpu_ids", ()))
         view = views.node(node_key(name, rec, on, a), build)
         if view is not None:
             node_views.append(view)

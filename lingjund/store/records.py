@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from lingjun.v1 import api_pb2, agent_pb2
 
 _JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
-                 "tasks_per_node", "completing")
+                 "tasks_per_node", "completing", "gpu_ids")
+# JSON columns of lists per node: read back as tuples of tuples.
+_NESTED_JSON_COLUMNS = frozenset({"gpu_ids"})
+
+
+def json_value(column: str, value) -> tuple:
+    """A JSON column's value as a record holds it (tuples all the way down)."""
+    if column in _NESTED_JSON_COLUMNS:
+        return tuple(tuple(v) for v in value)
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,9 @@ class JobRecord:
     mem_per_node: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
     tasks_per_node: tuple[int, ...] = ()
+    # The GPU indices it holds on each of ``nodes`` (same order); () when it
+    # holds none or started before indices were kept.
+    gpu_ids: tuple[tuple[int, ...], ...] = ()
     exclusive: bool = False
     batch_host: str = ""
     launched: bool = False
@@ -165,11 +177,11 @@ class Attempt:
 
 
 @functools.lru_cache(maxsize=8192)
-def _json_tuple(text: str) -> tuple:
-    """A JSON list column as a tuple; the same lists ("[]", a node's name, the
-    same shares on every node) come back over and over when the live state
-    is loaded, and tuples may be shared."""
-    return tuple(json.loads(text))
+def _json_tuple(column: str, text: str) -> tuple:
+    """A JSON list column as a record holds it; the same lists ("[]", a node's
+    name, the same shares on every node) come back over and over when the
+    live state is loaded, and tuples may be shared."""
+    return json_value(column, json.loads(text))
 
 
 def _job_from_row(row: dict) -> JobRecord:
@@ -177,7 +189,7 @@ def _job_from_row(row: dict) -> JobRecord:
     spec = api_pb2.JobSpec()
     spec.ParseFromString(row.pop("spec"))
     for c in _JSON_COLUMNS:
-        row[c] = _json_tuple(row[c])
+        row[c] = _json_tuple(c, row[c])
     for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
               "preempt_killed", "preempt_requeue"):
         row[c] = bool(row[c])
@@ -188,7 +200,7 @@ def _job_to_row(fields: dict) -> dict:
     out = {}
     for k, v in fields.items():
         if k in _JSON_COLUMNS:
-            v = json.dumps(list(v))
+            v = json.dumps([list(x) for x in v] if k in _NESTED_JSON_COLUMNS else list(v))
         elif k == "spec":
             v = v.SerializeToString()
         elif isinstance(v, bool):

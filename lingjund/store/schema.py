@@ -220,4 +220,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_user_end ON jobs(user, end_time);
     CREATE INDEX jobs_name ON jobs(name)
     """,
+    # 12
+    """
+    -- which GPUs a job holds: per node of its nodes, the device indices
+    -- (JSON [[0, 1], [2, 3]]), [] for a job without GPUs or one that started
+    -- before indices were kept (no semicolons here: the script is split on them).
+    ALTER TABLE jobs ADD COLUMN gpu_ids TEXT NOT NULL DEFAULT '[]'
+    """,
 ]

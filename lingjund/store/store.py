@@ -30,7 +30,7 @@ from lingjun import slurm
 from lingjund.store.live import Live, is_live
 from lingjund.store.records import (  # noqa: F401  (re-exported: the store's records)
     _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeEvent, NodeRecord, ProbeResult,
-    RunningStepRecord, StepRecord,
+    RunningStepRecord, StepRecord, json_value,
     _job_from_row, _job_to_row, _node_from_row, _step_from_row)
 from lingjund.store.schema import MIGRATIONS
 
@@ -59,7 +59,7 @@ def _record_fields(fields: dict) -> dict:
     out = {}
     for k, v in fields.items():
         if k in _JSON_COLUMNS:
-            v = tuple(v)
+            v = json_value(k, v)
         elif k in _BOOL_FIELDS:
             v = bool(v)
         elif hasattr(v, "SerializeToString"):

@@ -408,3 +408,28 @@ def test_sacct_matches_golden(name, ids, kw):
 def test_sacct_unknown_field_is_an_error():
     with pytest.raises(formats.FormatError, match='Invalid field requested: "Bogus"'):
         formats.parse_sacct_fields("JobID,Bogus")
+
+
+def test_scontrol_details_show_each_nodes_gpu_indices_grouped_as_slurm_does():
+    job = api_pb2.JobInfo(job_id=5, name="train", state="RUNNING", nodes="node[1-3]",
+                          num_nodes=3, gpus_per_node=2, gpu_type="a100")
+    for name, ids in (("node1", (0, 1)), ("node2", (0, 1)), ("node3", (1, 3))):
+        job.node_allocs.append(api_pb2.JobNodeAlloc(node=name, cpus=4, mem_mb=1000,
+                                                    gpu_ids=ids, gpu_type="a100"))
+    text = formats.scontrol_show_job([job], details=True)
+    lines = text.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("   Socks/Node="))
+    assert lines[at + 1:at + 4] == [
+        "   JOB_GRES=gpu:a100:6",
+        "     Nodes=node[1-2] CPU_IDs=N/A Mem=1000 GRES=gpu:a100:2(IDX:0-1)",
+        "     Nodes=node3 CPU_IDs=N/A Mem=1000 GRES=gpu:a100:2(IDX:1,3)",
+    ]
+    assert lines[at + 4].startswith("   MinCPUsNode=")
+    assert "IDX" not in formats.scontrol_show_job([job])       # only with -d
+
+
+def test_scontrol_details_of_a_job_without_gpus():
+    job = api_pb2.JobInfo(job_id=6, name="cpu", state="RUNNING", nodes="node1", num_nodes=1)
+    job.node_allocs.append(api_pb2.JobNodeAlloc(node="node1", cpus=1))
+    text = formats.scontrol_show_job([job], details=True)
+    assert "   JOB_GRES=(null)\n     Nodes=node1 CPU_IDs=N/A Mem=0 GRES=\n" in text

@@ -113,3 +113,32 @@ def test_a_plain_job_has_no_array_variables():
     j = job(nodes=("node1",), cpus_per_node=(1,), tasks_per_node=(1,))
     got = jobenv.batch_env(j, "c", "x")
     assert [k for k in got if k.startswith("SLURM_ARRAY")] == []
+
+
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE",
+            "SLURM_STEP_GPUS")
+
+
+def test_each_node_of_a_job_sees_exactly_its_own_gpus():
+    j = job(nodes=("node1", "node2"), cpus_per_node=(1, 1), tasks_per_node=(1, 1),
+            gpus_per_node=(2, 2), gpu_ids=((2, 3), (0, 5)))
+    batch = jobenv.batch_env(j, "c", "127.0.0.1:1")
+    assert {k: batch.get(k) for k in GPU_VARS} == {
+        "CUDA_VISIBLE_DEVICES": "2,3", "SLURM_JOB_GPUS": "2,3", "GPU_DEVICE_ORDINAL": "2,3",
+        "SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_GPUS": None}
+    steps = jobenv.step_env(j, "c", "127.0.0.1:1", step_id=0, step_nodes=j.nodes,
+                            tasks_per_node=[1, 1], base_env=dict(batch))
+    assert {k: steps["node2"].get(k) for k in GPU_VARS} == {
+        "CUDA_VISIBLE_DEVICES": "0,5", "SLURM_JOB_GPUS": "0,5", "GPU_DEVICE_ORDINAL": "0,5",
+        "SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_GPUS": "0,5"}
+
+
+def test_a_job_started_before_indices_were_kept_sees_the_lowest():
+    j = job(nodes=("node1",), cpus_per_node=(1,), tasks_per_node=(1,), gpus_per_node=(2,))
+    assert jobenv.batch_env(j, "c", "127.0.0.1:1")["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_a_job_without_gpus_sets_no_gpu_variables():
+    j = job(nodes=("node1",), cpus_per_node=(1,), tasks_per_node=(1,))
+    env = jobenv.batch_env(j, "c", "127.0.0.1:1")
+    assert not any(k in env for k in GPU_VARS)

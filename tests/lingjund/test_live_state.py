@@ -81,14 +81,16 @@ def test_live_state_answers_as_the_file_does(tmp_path_factory, writes):
                     ids.append(jid)
                 elif what == "start":
                     s.update_job(job, state=slurm.RUNNING, nodes=nodes[:v + 1],
-                                 cpus_per_node=[1] * (v + 1), start_time=now, end_time=now + 600)
+                                 cpus_per_node=[1] * (v + 1), start_time=now, end_time=now + 600,
+                                 gpus_per_node=[2] * (v + 1), gpu_ids=[[i, i + 1]] * (v + 1))
                 elif what == "end":
                     s.update_job(job, state=slurm.COMPLETED, end_time=now - 400 * v,
                                  completing=list(nodes[:v]))
                 elif what == "complete":
                     s.update_job(job, completing=[])
                 elif what == "requeue":
-                    s.update_job(job, state=slurm.PENDING, nodes=[], completing=[], end_time=0)
+                    s.update_job(job, state=slurm.PENDING, nodes=[], completing=[], end_time=0,
+                                 gpu_ids=[])
                 elif what == "hold":
                     s.update_job(job, held=bool(v), reason="JobHeldUser" if v else "None")
                 elif what == "deadline":

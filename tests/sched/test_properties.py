@@ -1,7 +1,8 @@
 """Properties of a pass over generated clusters and queues.
 
 Whatever the cluster and queue: no node is given more than it has, an
-exclusive start is alone on an untouched node, a gang starts whole on
+exclusive start is alone on an untouched node, no GPU index goes to two
+jobs on one node, a gang starts whole on
 distinct nodes of its partition, every pending job either starts or has
 exactly one reason, and the same snapshot gives the same plan whatever
 order the queue arrives in.
@@ -34,8 +35,12 @@ def nodes(draw) -> tuple[NodeView, ...]:
                                      draw(st.integers(0, gpus)))
         held = bool(a_cpus or a_mem or a_gpus)
         exclusive = held and draw(st.integers(0, 3)) == 0
+        # which GPUs the running work holds; sometimes not known (a count only)
+        a_ids = ()
+        if a_gpus and draw(st.integers(0, 3)) > 0:
+            a_ids = tuple(sorted(draw(st.permutations(range(gpus)))[:a_gpus]))
         out.append(NodeView(
-            name=f"node{i}", cpus=cpus, memory_mb=mem, gpus=gpus,
+            name=f"node{i}", cpus=cpus, memory_mb=mem, gpus=gpus, alloc_gpu_ids=a_ids,
             alloc_cpus=a_cpus, alloc_memory_mb=a_mem, alloc_gpus=a_gpus,
             exclusive=exclusive, running_jobs=draw(st.integers(1, 3)) if held else 0,
             schedulable=draw(st.integers(0, 5)) > 0,
@@ -95,6 +100,22 @@ def test_no_node_gets_more_than_it_has(snap):
         got = (n.alloc_cpus + u[0], n.alloc_memory_mb + u[1], n.alloc_gpus + u[2])
         want = (n.cpus, n.memory_mb, n.gpus)
         assert all(g <= w for g, w in zip(got, want)), f"{n.name}: holds {got}, has {want}"
+
+
+@EXAMPLES
+@given(snapshots())
+def test_no_gpu_index_is_given_twice_on_a_node(snap):
+    plan = schedule(snap, NOW)
+    given_out = {n.name: list(n.alloc_gpu_ids) for n in snap.nodes}
+    gpus = {n.name: n.gpus for n in snap.nodes}
+    for s in plan.starts:
+        assert len(s.gpu_ids_per_node) == len(s.nodes)
+        for name, count, ids in zip(s.nodes, s.gpus_per_node, s.gpu_ids_per_node):
+            assert len(ids) == count, f"job {s.job_id} on {name}: {count} GPUs, ids {ids}"
+            assert all(0 <= i < gpus[name] for i in ids), f"{name} has {gpus[name]} GPUs: {ids}"
+            given_out[name] += ids
+    for name, ids in given_out.items():
+        assert len(ids) == len(set(ids)), f"{name}: GPU indices {sorted(ids)} given twice"
 
 
 @EXAMPLES

@@ -118,12 +118,9 @@ def _freed(nodes: Sequence[NodeFree], gone: Iterable[RunningJob]) -> list[NodeFr
             n = out.get(name)
             if n is None:
                 continue
-            n.free_cpus = min(n.cpus, n.free_cpus + _at(r.cpus_per_node, i))
-            n.free_memory_mb = min(n.memory_mb, n.free_memory_mb + _at(r.mem_per_node_mb, i))
-            n.free_gpus = min(n.gpus, n.free_gpus + _at(r.gpus_per_node, i))
-            n.jobs = max(0, n.jobs - 1)
-            if r.exclusive:
-                n.exclusive = False
+            n.release(_at(r.cpus_per_node, i), _at(r.mem_per_node_mb, i),
+                      _at(r.gpus_per_node, i),
+                      r.gpu_ids_per_node[i] if i < len(r.gpu_ids_per_node) else (), r.exclusive)
     return list(out.values())
 
 
