@@ -22,6 +22,7 @@ from typing import Callable
 
 import grpc
 
+from cli import sacct
 from cli.sbatch import build_request
 from lingjun import slurm
 from lingjun.client import Api, ControllerUnreachable
@@ -140,7 +141,7 @@ def accounting(api: Api, ids: list[int]) -> list[api_pb2.JobInfo]:
     """The controller's records (sacct's) of these jobs, array tasks included."""
     out: list[api_pb2.JobInfo] = []
     for i in range(0, len(ids), 500):
-        out.extend(api.call("GetAccounting", api_pb2.GetJobsRequest(job_ids=ids[i:i + 500])).jobs)
+        out.extend(sacct.fetch(api, api_pb2.GetJobsRequest(job_ids=ids[i:i + 500])))
     return out
 
 
