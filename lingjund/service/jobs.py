@@ -19,7 +19,7 @@ from lingjun.config import PartitionConfig
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched import dependency
-from lingjund.service import authz, batch, catalog, errors, faulttol, preemption
+from lingjund.service import authz, batch, catalog, errors, preemption
 from lingjund.service.context import Controller
 from lingjund.service.views import (build_snapshot, gpus_per_node, job_request,  # noqa: F401
                                     node_capacity, node_features, node_gpu_type)
@@ -690,21 +690,21 @@ def _signal_spec(spec: api_pb2.JobSpec) -> str:
     return f"{prefix}{spec.signal}@{spec.signal_time_s}"
 
 
-def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = False) -> api_pb2.GetJobsResponse:
+def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest) -> api_pb2.GetJobsResponse:
+    """squeue and scontrol show job, from the live state (sacct's history is
+    service/accounting.py's)."""
     now = ctl.clock()
     st = ctl.store
+    recent = now - ctl.config.controller.min_job_age_s
     if req.job_ids:
-        # squeue -j A: the array's tasks as long as squeue shows finished jobs
-        # (MinJobAge); sacct: every task ever
-        jobs = st.jobs(job_ids=req.job_ids, with_array_tasks=True,
-                       tasks_ended_after=None if accounting
-                       else now - ctl.config.controller.min_job_age_s)
+        # squeue -j A: the array's tasks as long as squeue shows finished jobs (MinJobAge)
+        jobs = st.jobs(job_ids=req.job_ids, with_array_tasks=True, tasks_ended_after=recent)
         if not jobs:
             raise errors.InvalidJobId()
-    elif accounting or req.all_states or req.states:
-        jobs = st.jobs() if accounting else st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
+    elif req.all_states or req.states:
+        jobs = st.jobs(ended_after=recent)
     else:
-        jobs = st.jobs(ended_after=now - ctl.config.controller.min_job_age_s)
+        jobs = st.jobs(ended_after=recent)
         jobs = [j for j in jobs if j.state in slurm.ACTIVE_STATES or j.completing]
     def keep(j: JobRecord) -> bool:
         if req.users and j.user not in req.users and str(j.uid) not in req.users:
@@ -719,14 +719,10 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest, accounting: bool = Fa
                 return False
         return True
     jobs = [j for j in jobs if keep(j)]
-    steps = st.steps([j.job_id for j in jobs]) if (req.with_steps or accounting) else {}
-    if steps or accounting:
-        infos = [job_info(ctl, j, steps.get(j.job_id), now) for j in jobs]
-        if accounting:      # earlier runs, for sacct -D
-            runs = st.attempts([j.job_id for j in jobs if j.restarts])
-            for info in infos:
-                info.attempts.extend(faulttol.attempt_msgs(runs.get(info.job_id, [])))
-        return api_pb2.GetJobsResponse(jobs=infos, now=int(now))
+    if req.with_steps:
+        steps = st.steps([j.job_id for j in jobs])
+        return api_pb2.GetJobsResponse(
+            jobs=[job_info(ctl, j, steps.get(j.job_id), now) for j in jobs], now=int(now))
     reply = api_pb2.GetJobsResponse(now=int(now))
     _fill_infos(ctl, reply.jobs, jobs, now)
     return reply
