@@ -27,7 +27,7 @@ from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
 from lingjund.service import jobenv, restarts
 from lingjund.service.context import Controller
-from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
+from lingjund.lifecycle import HANG, REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
@@ -111,7 +111,7 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         # keep the attempt; restart per the job's policy (restarts.py)
         backoff = restarts.after_run(ctl, st, job, state, res.end_time or now, res.exit_code,
                                      res.signal, now, requeued=requeue,
-                                     cause=restarts.HANG if job.kill_reason == restarts.HANG else "")
+                                     cause=HANG if job.kill_reason == HANG else "")
         requeue = requeue or backoff is not None
         if requeue:
             # scontrol requeue: the same job pends again (its nodes stay listed

@@ -60,8 +60,8 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
+from lingjund.lifecycle import NODE_LOST, requeue_fields
 from lingjund.service import batch, errors, restarts, timers
-from lingjund.service.restarts import requeue_fields
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord, StepRecord
 
@@ -87,7 +87,7 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
     stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
         cur = st.job(job_id)
-        if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == restarts.NODE_LOST:
+        if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == NODE_LOST:
             return
         restarts.record_job_event(
             st, cur.job_id, restarts.EV_NODE_LOST,
@@ -108,7 +108,7 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
                                               slurm.REASON_NODE_DOWN, now, exit_signal=9)
         elif outcome == "stop":
             # The script still runs: stop it; its result ends the run (batch.py).
-            stop = batch.stop_running(ctl, st, cur, restarts.NODE_LOST, now, "node failure")
+            stop = batch.stop_running(ctl, st, cur, NODE_LOST, now, "node failure")
         else:
             cleanup = alive
             delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)

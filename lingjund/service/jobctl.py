@@ -24,7 +24,7 @@ from lingjund.sched import dependency
 from lingjund.service import authz, batch, errors
 from lingjund.service.context import Controller
 from lingjund.service.jobs import _validate, validate_dependency
-from lingjund.service.restarts import REQUEUE, REQUEUE_HOLD, requeue_fields
+from lingjund.lifecycle import REQUEUE, REQUEUE_HOLD, requeue_fields
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobctl")

@@ -13,7 +13,7 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
-from lingjund.service import authz, batch, errors, faulttol, health, restarts, steps, timers
+from lingjund.service import authz, batch, errors, faulttol, health, steps, timers
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
@@ -22,7 +22,7 @@ from lingjund.service.views import allocations
 
 log = logging.getLogger("lingjund.nodes")
 
-NOT_RESPONDING = restarts.NOT_RESPONDING
+NOT_RESPONDING = lifecycle.NOT_RESPONDING
 
 
 def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tuple[agent_pb2.RegisterReply, list]:

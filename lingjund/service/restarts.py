@@ -32,9 +32,7 @@ import logging
 
 from lingjun import slurm
 from lingjund import lifecycle
-# the kill reasons and the requeued job row are the lifecycle's (lingjund/lifecycle.py)
-from lingjund.lifecycle import (DEFAULT_MAX_RESTARTS, HANG, NODE_LOST, NOT_RESPONDING,  # noqa: F401
-                                REQUEUE, REQUEUE_HOLD, requeue_fields)
+from lingjund.lifecycle import HANG, NOT_RESPONDING
 from lingjund.service.context import Controller
 from lingjund.store.store import Attempt, JobRecord
 
