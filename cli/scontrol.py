@@ -480,7 +480,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         out.write(VERSION)
         return 0
     if cmd == "reconfigure":
-        # Slurm's reconfigure prints nothing; here it re-reads the network profiles.
+        # Slurm's reconfigure prints nothing: the controller re-reads its whole file.
         with controller_errors("slurm_reconfigure error: "):
             tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest(requester_uid=os.getuid()))
         return 0

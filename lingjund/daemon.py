@@ -30,8 +30,8 @@ from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import (accounting, allocations, faulttol, health, nodes, scheduling, steps,
-                              timers)
+from lingjund.service import (accounting, allocations, configuration, faulttol, health, nodes,
+                              scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
@@ -83,11 +83,11 @@ def tune_gc() -> None:
 async def scheduler_loop(ctl: Controller) -> None:
     wake = ctl.wake_event()
     started_at = ctl.clock()
-    interval = ctl.config.controller.scheduler_interval_s
     loop = asyncio.get_running_loop()
     not_before = 0.0        # loop time: the last pass's end + the loop CPU it took
     while True:
-        timeout = min(interval, ctl.config.controller.heartbeat_timeout_s / 2)
+        cc = ctl.config.controller       # read each time: a reconfigure may change it
+        timeout = min(cc.scheduler_interval_s, cc.heartbeat_timeout_s / 2)
         deadline = timers.next_deadline(ctl)     # the lifecycle's next moment
         if deadline is not None:
             timeout = max(0.05, min(timeout, deadline - ctl.clock() + 0.01))
@@ -114,6 +114,14 @@ async def scheduler_loop(ctl: Controller) -> None:
         except Exception:
             log.exception("scheduling pass failed")
             await asyncio.sleep(0.5)
+
+
+def reconfigure(ctl: Controller) -> None:
+    """SIGHUP: re-read the configuration file, as ``scontrol reconfigure``."""
+    try:
+        configuration.reload(ctl)
+    except configmod.ConfigError as e:
+        log.error("reconfigure (SIGHUP) failed, configuration unchanged: %s", e)
 
 
 async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
@@ -147,6 +155,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reconfigure, ctl)
     notify("READY=1")
     sched = asyncio.create_task(scheduler_loop(ctl))
     purger = asyncio.create_task(accounting.purge_loop(ctl))

@@ -1,20 +1,17 @@
 """Network operations: record what agents say of their NICs; push changed profiles.
 
 The profiles live in the configuration file. A node gets its own profile in
-its registration reply; ``scontrol reconfigure`` re-reads the file's
-``[network]`` table and sends each connected node whose profile changed its
-new one (an empty profile when it lost it), which its agent applies without
-restarting. Other tables of the file are not re-read here: those changes
-still need a controller restart, as they did before.
+its registration reply; ``scontrol reconfigure`` (or SIGHUP) re-reads the
+whole file (``service/configuration.py``) and sends each connected node whose
+profile changed its new one, which its agent applies without restarting.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from lingjun import config as configmod
-from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, errors
+from lingjun.v1 import api_pb2
+from lingjund.service import authz, configuration, errors
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.network")
@@ -28,23 +25,12 @@ def record_status(ctl: Controller, node: str, report: api_pb2.NetStatusReport) -
 
 
 def reconfigure(ctl: Controller, req: api_pb2.NetReconfigureRequest) -> api_pb2.NetReconfigureResponse:
+    """``scontrol reconfigure``: the whole file re-read (``configuration.reload``)."""
     if not authz.is_operator(req.requester_uid, ctl.config.authz):
         log.warning("Security violation, RECONFIGURE RPC from uid=%d", req.requester_uid)
         raise authz.InvalidUserId()
     try:
-        fresh = configmod.load(ctl.config.path or None)
+        pushed = configuration.reload(ctl)
     except configmod.ConfigError as e:
         raise errors.InvalidRequest(f"reconfigure failed, configuration unchanged: {e}") from None
-    old = ctl.config.network
-    ctl.config = dataclasses.replace(ctl.config, network=fresh.network)
-    from lingjun_agent.network.profile import to_spec
-    pushed = []
-    for node in sorted(ctl.agents.nodes()):
-        before, after = old.profile_for(node), fresh.network.profile_for(node)
-        if before == after:
-            continue
-        spec = to_spec(after) if after is not None else agent_pb2.NetProfileSpec()
-        if ctl.agents.send(node, agent_pb2.ControllerMessage(net_profile=spec)):
-            pushed.append(node)
-            log.info("node=%s: network profile %r pushed", node, after.name if after else "")
     return api_pb2.NetReconfigureResponse(pushed=pushed)
