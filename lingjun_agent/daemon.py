@@ -12,7 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
-from lingjun import auth
+from lingjun import auth, logs
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
@@ -59,13 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-mb", type=int, default=0, help="report this much memory (local cluster)")
     p.add_argument("--own-hostname", action="store_true",
                    help="run in a UTS namespace whose hostname is the node name (local cluster)")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="the same as --log-level=debug")
+    p.add_argument("--log-level", choices=logs.LEVELS, default="info")
     args = p.parse_args(argv)
     if args.own_hostname:
         from lingjun_agent import hostname
         hostname.become(args.node)  # first, before any thread exists
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format=f"%(asctime)s {args.node} %(name)s %(levelname)s %(message)s")
+    logs.setup("debug" if args.verbose else args.log_level,
+               f"{args.node} %(name)s %(levelname)s %(message)s")
     try:
         cfg = configmod.load(args.config)
     except configmod.ConfigError as e:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from grpc_health.v1 import health_pb2
 
-from lingjun import auth
+from lingjun import auth, logs
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
@@ -178,12 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--listen", help="HOST:PORT to listen on (overrides the config)")
     p.add_argument("--state-dir", help="directory of the state store (overrides the config)")
     p.add_argument("--ready-file", help="write the bound port here once serving")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="the same as --log-level=debug")
+    p.add_argument("--log-level", choices=logs.LEVELS, default="info")
     p.add_argument("--check-config", action="store_true",
                    help="check the configuration file, say what is wrong in it, and exit")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logs.setup("debug" if args.verbose else args.log_level, "%(name)s %(levelname)s %(message)s")
     try:
         cfg = configmod.load(args.config)
     except configmod.ConfigError as e:
