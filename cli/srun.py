@@ -27,6 +27,7 @@ which gets a subset of the allocation's GPUs (lingjund/service/steps.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -200,6 +201,8 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         num_tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
         num_nodes = int(os.environ.get("SLURM_NNODES", "0") or 0)
     per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
+    if in_job and not o.gpus_given:
+        o = _inherited_gpus(o, os.environ)
     req = api_pb2.RunStepRequest(
         job_id=job_id, num_nodes=num_nodes, num_tasks=num_tasks,
         ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
@@ -261,6 +264,17 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                 output.close()
             sys.stdout.flush()
     return rc
+
+
+def _inherited_gpus(o: RunOptions, env) -> RunOptions:
+    """SLURM_GPUS_PER_TASK (set for a job asked with --gpus-per-task) is srun's
+    input variable for --gpus-per-task, as in Slurm: a plain srun in such a job
+    gives each task its own GPUs."""
+    text = env.get("SLURM_GPUS_PER_TASK", "").strip()
+    n = text.rpartition(":")[2]
+    if not n.isdigit() or int(n) < 1:
+        return o
+    return dataclasses.replace(o, gpus_given=True, gpus_per_task=int(n))
 
 
 # How long srun keeps trying to take its step back after the controller went

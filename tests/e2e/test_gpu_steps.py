@@ -60,6 +60,19 @@ def test_gpus_per_task_in_a_batch_job_gives_each_of_four_tasks_its_own_gpu(gpus)
     _assert_one_device_each((c.work / "per-task.out").read_text())
 
 
+def test_a_plain_srun_in_a_gpus_per_task_job_gives_each_task_its_own_gpu(gpus):
+    # sbatch --gpus-per-task=1 -n4: the job holds 4 GPUs, the script sees them all, and
+    # srun takes --gpus-per-task from SLURM_GPUS_PER_TASK, as Slurm's does
+    c = gpus
+    script = ("#!/bin/bash\necho \"script cuda=$CUDA_VISIBLE_DEVICES per_task=$SLURM_GPUS_PER_TASK\"\n"
+              f"srun bash -c '{SHOW}'\n")
+    jid = c.sbatch("--gpus-per-task=1", "-n4", "-o", str(c.work / "inherit.out"), input=script)
+    c.wait_state(jid, "COMPLETED")
+    out = (c.work / "inherit.out").read_text()
+    assert "script cuda=0,1,2,3 per_task=1\n" in out, out
+    _assert_one_device_each(out)
+
+
 def test_gpus_per_task_in_salloc_gives_each_of_four_tasks_its_own_gpu(gpus):
     p = gpus.run(["salloc", "--gres=gpu:4", "-n4", "srun", "--gpus-per-task=1", "-n", "4",
                   "bash", "-c", SHOW], check=True)
