@@ -80,6 +80,9 @@ OPTIONS = [
     _O("exclude", ("exclude",), "x", REQUIRED),
     _O("constraint", ("constraint",), "C", REQUIRED),
     _O("mem-per-cpu", ("mem-per-cpu",), "", REQUIRED),
+    _O("mem-per-gpu", ("mem-per-gpu",), "", REQUIRED),
+    _O("cpus-per-gpu", ("cpus-per-gpu",), "", REQUIRED),
+    _O("gpus-per-task", ("gpus-per-task",), "", REQUIRED),
     _O("signal", ("signal",), "", REQUIRED),
     _O("mail-type", ("mail-type",), "", REQUIRED),
     _O("mail-user", ("mail-user",), "", REQUIRED),
@@ -109,11 +112,10 @@ UNSUPPORTED = [
     ("batch", "", REQUIRED), ("bb", "", REQUIRED),
     ("bbf", "", REQUIRED), ("cluster-constraint", "", REQUIRED),
     ("clusters", "M", REQUIRED), ("container", "", REQUIRED),
-    ("core-spec", "S", REQUIRED), ("cpus-per-gpu", "", REQUIRED),
+    ("core-spec", "S", REQUIRED),
     ("export-file", "", REQUIRED),
     ("extra-node-info", "B", REQUIRED), ("gid", "", REQUIRED), ("gpus-per-socket", "", REQUIRED),
-    ("gpus-per-task", "", REQUIRED), ("licenses", "L", REQUIRED),
-    ("mem-per-gpu", "", REQUIRED), ("nodefile", "F", REQUIRED),
+    ("licenses", "L", REQUIRED), ("nodefile", "F", REQUIRED),
     ("ntasks-per-gpu", "", REQUIRED), ("prefer", "", REQUIRED), ("reboot", "", NO),
     ("reservation", "", REQUIRED), ("switches", "", REQUIRED), ("thread-spec", "", REQUIRED),
     ("uid", "", REQUIRED),
@@ -134,6 +136,8 @@ ENV_OPTIONS = {
     "SBATCH_GRES_FLAGS": "gres-flags", "SBATCH_HINT": "hint", "SBATCH_IGNORE_PBS": "ignore-pbs",
     "SBATCH_JOB_NAME": "job-name", "SBATCH_LAUNCHER": "launcher", "SBATCH_MEM_BIND": "mem-bind",
     "SBATCH_MEM_PER_CPU": "mem-per-cpu", "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_MEM_PER_GPU": "mem-per-gpu", "SBATCH_CPUS_PER_GPU": "cpus-per-gpu",
+    "SBATCH_GPUS_PER_TASK": "gpus-per-task",
     "SBATCH_NETWORK": "network", "SBATCH_NO_KILL": "no-kill",
     "SBATCH_NO_REQUEUE": "no-requeue", "SBATCH_OPEN_MODE": "open-mode",
     "SBATCH_OVERCOMMIT": "overcommit", "SBATCH_PARTITION": "partition",
@@ -512,7 +516,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     return parsed
 
 
-_MEMORY_KEYS = ("mem", "mem-per-cpu")
+_MEMORY_KEYS = ("mem", "mem-per-cpu", "mem-per-gpu")
 
 
 def _one_memory_option(script_opts, env_opts, cli_opts):
@@ -578,6 +582,7 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         except ValueError:
             raise _err("Invalid --mem specification") from None
         spec.ClearField("mem_per_cpu_mb")     # the later of the two wins within one source
+        spec.ClearField("mem_per_gpu_mb")
     elif key == "nice":
         try:
             spec.nice = int(value) if value not in (None, "") else 100
@@ -645,6 +650,19 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         except ValueError:
             raise _err(f"invalid memory constraint {value}") from None
         spec.ClearField("mem_per_node_mb")
+        spec.ClearField("mem_per_gpu_mb")
+    elif key == "mem-per-gpu":
+        try:
+            spec.mem_per_gpu_mb = slurm.parse_size_mb(value)
+        except ValueError:
+            raise _err(f"invalid memory constraint {value}") from None
+        spec.ClearField("mem_per_node_mb")
+        spec.ClearField("mem_per_cpu_mb")
+    elif key == "cpus-per-gpu":
+        spec.cpus_per_gpu = _int(value, "--cpus-per-gpu", 1)
+    elif key == "gpus-per-task":
+        gpu_type, spec.gpus_per_task = parse_gpu_count(value, "--gpus-per-task")
+        spec.gpu_type = gpu_type or spec.gpu_type
     elif key == "signal":
         try:
             spec.signal, spec.signal_time_s, spec.signal_flags = slurm.parse_warn_signal(value)

@@ -1,6 +1,7 @@
 """srun: run a parallel step, inside an allocation or in one of its own.
 
-    srun [-N nodes] [-n tasks] [--ntasks-per-node=N] [-c cpus] [-l] [-u] [-o out] command [args...]
+    srun [-N nodes] [-n tasks] [--ntasks-per-node=N] [-c cpus] [-l] [-u] [-o out]
+         [--gpus=N | --gres=gpu:N | --gpus-per-task=N] [--gpu-bind=...] command [args...]
 
 Inside an allocation (``SLURM_JOB_ID`` set by sbatch or salloc, or
 ``--jobid``) it asks the controller for a step on the job's nodes. Outside
@@ -19,9 +20,14 @@ runs (a restart, a pause past the connection's life), srun takes the step
 back (``_StepStream``) with the output it has printed and the exits it has
 seen, and its allocation takes its lease back (cli/allocation.py): the
 tasks run on, and every byte and exit is printed once.
+
+GPUs: outside an allocation --gres/--gpus/--gpus-per-task/--cpus-per-gpu/
+--mem* shape the allocation srun makes; inside one they shape the step,
+which gets a subset of the allocation's GPUs (lingjund/service/steps.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -59,14 +65,23 @@ def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str
                     default_name: str) -> api_pb2.JobSpec:
     """The job an srun (or salloc) outside any allocation asks for."""
     user, uid, gid, group = current_user()
-    return api_pb2.JobSpec(
+    spec = api_pb2.JobSpec(
         name=o.job_name or default_name, work_dir=work_dir, submit_dir=os.getcwd(),
         partition=o.partition, min_nodes=o.min_nodes, max_nodes=o.max_nodes,
         num_tasks=o.ntasks, ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
         time_limit_min=o.time_limit_min, exclusive=o.exclusive, environment=env,
         export_spec=o.export, account=o.account, qos=o.qos, comment=o.comment,
         submit_host=socket.gethostname().split(".")[0], user=user, uid=uid, gid=gid, group=group,
-        command=" ".join(o.command) if o.command else prog, batch=False)
+        command=" ".join(o.command) if o.command else prog, batch=False,
+        gpus=o.gpus, gpus_per_node=o.gpus_per_node, gpus_per_task=o.gpus_per_task,
+        gpu_type=o.gpu_type, cpus_per_gpu=o.cpus_per_gpu)
+    if o.mem_mb is not None:
+        spec.mem_per_node_mb = o.mem_mb
+    if o.mem_per_cpu_mb is not None:
+        spec.mem_per_cpu_mb = o.mem_per_cpu_mb
+    if o.mem_per_gpu_mb is not None:
+        spec.mem_per_gpu_mb = o.mem_per_gpu_mb
+    return spec
 
 
 def _env_job_id(text: str) -> int:
@@ -186,6 +201,8 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         num_tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
         num_nodes = int(os.environ.get("SLURM_NNODES", "0") or 0)
     per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
+    if in_job and not o.gpus_given:
+        o = _inherited_gpus(o, os.environ)
     req = api_pb2.RunStepRequest(
         job_id=job_id, num_nodes=num_nodes, num_tasks=num_tasks,
         ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
@@ -193,9 +210,12 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         name=o.job_name if in_job else "", requester_uid=os.getuid(),
         submit_host=socket.gethostname().split(".")[0],
         kill_on_bad_exit=bool(o.kill_on_bad_exit), overlap=o.overlap,
-        exact=o.exclusive or bool(o.cpus_per_task), node_names=list(o.nodelist),
+        exact=o.exclusive or bool(o.cpus_per_task) or bool(o.cpus_per_gpu),
+        node_names=list(o.nodelist),
         stdout_pattern=o.output if per_node(o.output) else "",
-        stderr_pattern=o.error if per_node(o.error) else "")
+        stderr_pattern=o.error if per_node(o.error) else "",
+        gpus_given=o.gpus_given, gpus=o.gpus, gpus_per_node=o.gpus_per_node,
+        gpus_per_task=o.gpus_per_task, gpu_bind=o.gpu_bind, cpus_per_gpu=o.cpus_per_gpu)
     stream = _StepStream(api, req, stop)
     output: StepOutput | None = None
     said_busy = False
@@ -244,6 +264,17 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                 output.close()
             sys.stdout.flush()
     return rc
+
+
+def _inherited_gpus(o: RunOptions, env) -> RunOptions:
+    """SLURM_GPUS_PER_TASK (set for a job asked with --gpus-per-task) is srun's
+    input variable for --gpus-per-task, as in Slurm: a plain srun in such a job
+    gives each task its own GPUs."""
+    text = env.get("SLURM_GPUS_PER_TASK", "").strip()
+    n = text.rpartition(":")[2]
+    if not n.isdigit() or int(n) < 1:
+        return o
+    return dataclasses.replace(o, gpus_given=True, gpus_per_task=int(n))
 
 
 # How long srun keeps trying to take its step back after the controller went

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from cli.common import CommandError, Reply, parse_options
+from cli.sbatch import parse_gres_gpus
 from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
 from lingjun import slurm
 
@@ -42,11 +43,20 @@ _COMMON = [
     _O("version", ("version",), "V", NO),
     _O("qos", ("qos",), "q", REQUIRED),
     _O("comment", ("comment",), "", REQUIRED),
+    # GPUs and memory (see gpu_options below)
+    _O("gres", ("gres",), "", REQUIRED),
+    _O("gpus", ("gpus",), "G", REQUIRED),
+    _O("gpus-per-node", ("gpus-per-node",), "", REQUIRED),
+    _O("gpus-per-task", ("gpus-per-task",), "", REQUIRED),
+    _O("gpu-bind", ("gpu-bind",), "", REQUIRED),
+    _O("cpus-per-gpu", ("cpus-per-gpu",), "", REQUIRED),
+    _O("mem", ("mem",), "", REQUIRED),
+    _O("mem-per-cpu", ("mem-per-cpu",), "", REQUIRED),
+    _O("mem-per-gpu", ("mem-per-gpu",), "", REQUIRED),
     # hints with no effect here (no CPU binding, no mail): Slurm with task/none accepts them too
-    _O("ignore", ("cpu-bind", "gpu-bind", "mail-type", "mail-user", "hint"), "", REQUIRED),
+    _O("ignore", ("cpu-bind", "mail-type", "mail-user", "hint"), "", REQUIRED),
     # would change what runs, not modelled yet: refused rather than dropped
-    _O("unsupported", ("mem", "mem-per-cpu", "mem-per-gpu", "gres", "gpus", "gpus-per-node",
-                       "gpus-per-task", "constraint", "dependency", "distribution", "exclude",
+    _O("unsupported", ("constraint", "dependency", "distribution", "exclude",
                        "het-group", "pty", "x11", "signal", "no-kill", "reservation", "begin",
                        "hold", "nice", "requeue"), "", OPTIONAL),
     _O("unsupported", (), "CdmWx", REQUIRED),
@@ -76,16 +86,26 @@ SRUN_USAGE = """Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OP
 
 Parallel run options:
   -c, --cpus-per-task=ncpus   number of cpus required per task
+      --cpus-per-gpu=n        number of CPUs required per allocated GPU
   -D, --chdir=path            change remote current working directory
   -e, --error=err             location of stderr redirection
       --exclusive             allocate CPUs for the step alone (--exact)
       --export=env_vars|NONE  environment passed to the tasks
+  -G, --gpus=n                count of GPUs required for the job (or step)
+      --gpu-bind=...          task to gpu binding options
+                              (closest, single:N, map_gpu:LIST, per_task:N, none)
+      --gpus-per-node=n       number of GPUs required per allocated node
+      --gpus-per-task=n       number of GPUs required per spawned task
+      --gres=list             required generic resources (gpu[:type][:N], none)
   -i, --input=in              location of stdin redirection (none)
   -J, --job-name=jobname      name of job
       --jobid=id              run under already allocated job
   -K, --kill-on-bad-exit      kill the job if any task terminates with a
                               non-zero exit code
   -l, --label                 prepend task number to lines of stdout/err
+      --mem=MB                minimum amount of real memory
+      --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
+      --mem-per-gpu=MB        real memory required per allocated GPU
       --mpi=type              type of MPI being used (none, pmi2)
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
   -n, --ntasks=ntasks         number of tasks to run
@@ -107,9 +127,17 @@ SALLOC_USAGE = """Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0)
 
 Parallel run options:
   -c, --cpus-per-task=ncpus   number of cpus required per task
+      --cpus-per-gpu=n        number of CPUs required per allocated GPU
   -D, --chdir=path            change working directory
       --exclusive             allocate nodes in exclusive mode
+  -G, --gpus=n                count of GPUs required for the job
+      --gpus-per-node=n       number of GPUs required per allocated node
+      --gpus-per-task=n       number of GPUs required per spawned task
+      --gres=list             required generic resources
   -J, --job-name=jobname      name of job
+      --mem=MB                minimum amount of real memory
+      --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
+      --mem-per-gpu=MB        real memory required per allocated GPU
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
   -n, --ntasks=N              number of processors required
       --ntasks-per-node=n     number of tasks to invoke on each node
@@ -153,6 +181,17 @@ class RunOptions:
     overlap: bool = False
     mpi: str = ""
     ignored: tuple[str, ...] = ()
+    # GPUs and memory (0 / "" / None = not given)
+    gpus_given: bool = False        # any GPU option, --gres=none included
+    gpus: int = 0                   # -G: per job (or per step)
+    gpus_per_node: int = 0          # --gres=gpu:N / --gpus-per-node
+    gpus_per_task: int = 0
+    gpu_type: str = ""
+    gpu_bind: str = ""
+    cpus_per_gpu: int = 0
+    mem_mb: int | None = None       # --mem (0 = all of the node's)
+    mem_per_cpu_mb: int | None = None
+    mem_per_gpu_mb: int | None = None
 
 
 def _err(prog: str, text: str, rc: int = 1) -> CommandError:
@@ -181,6 +220,7 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
     opts, rest = parse_options(prog, argv, table, rc=USAGE_RC, stop_at_positional=True)
     v: dict = {"command": tuple(rest)}
     ignored = []
+    mem_keys: set[str] = set()
     for key, value, spelled in opts:
         if key == "unsupported":
             raise _err(prog, f"{spelled} is not supported yet")
@@ -226,6 +266,19 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
             if not slurm.is_job_id(head) or int(head) < 1:
                 raise _err(prog, f'Invalid numeric value "{value}" for --jobid.')
             v["jobid"] = int(head)
+        elif key in _GPU_KEYS:
+            v.update(_gpu_option(prog, key, value, v.get("gpu_type", "")))
+            v["gpus_given"] = True
+        elif key in ("mem", "mem-per-cpu", "mem-per-gpu"):
+            mem_keys.add(key)
+            try:
+                v[key.replace("-", "_") + "_mb"] = slurm.parse_size_mb(value)
+            except ValueError:
+                raise _err(prog, f"Invalid --{key} specification") from None
+        elif key == "cpus-per-gpu":
+            v["cpus_per_gpu"] = _int(prog, value, "--cpus-per-gpu")
+        elif key == "gpu-bind":
+            v["gpu_bind"] = parse_gpu_bind(prog, value)
         elif key in ("exclusive", "label", "unbuffered", "overlap", "quiet"):
             if key == "exclusive" and value not in (None, "user", "mcs"):
                 raise _err(prog, f"invalid exclusive option {value}")
@@ -234,7 +287,63 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
             v[key.replace("-", "_")] = value
     if ignored:
         v["ignored"] = tuple(ignored)
+    if len(mem_keys) > 1:
+        raise CommandError(f"{prog}: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are "
+                           "mutually exclusive.", 1)
+    if v.get("cpus_per_gpu") and v.get("cpus_per_task"):
+        raise _err(prog, "--cpus-per-gpu is mutually exclusive with --cpus-per-task")
     return RunOptions(**v)
+
+
+_GPU_KEYS = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
+GPU_BIND_KINDS = ("closest", "none", "single", "map_gpu", "per_task")
+
+
+def _gpu_option(prog: str, key: str, value: str, gpu_type: str) -> dict:
+    """One of --gres/-G/--gpus-per-node/--gpus-per-task as RunOptions fields."""
+    text = value.strip()
+    if key == "gres":
+        if text == "none":     # the step asks for no GPUs (it sees none)
+            return {"gpus_per_node": 0, "gpus": 0, "gpus_per_task": 0}
+        try:
+            t, n = parse_gres_gpus(text)
+        except CommandError:
+            raise _err(prog, "Invalid generic resource (gres) specification") from None
+        return {"gpus_per_node": n, "gpu_type": t or gpu_type}
+    t, _, count = text.rpartition(":")
+    if not count.isdigit() or ":" in t:
+        raise _err(prog, f"Invalid --{key} specification")
+    field = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpus-per-task": "gpus_per_task"}[key]
+    return {field: int(count), "gpu_type": t or gpu_type}
+
+
+def parse_gpu_bind(prog: str, value: str) -> str:
+    """--gpu-bind: closest | none | single:N | map_gpu:I[,I...] | per_task:N
+    (an optional "verbose," first is dropped). Returns the normalised text."""
+    text = value.strip()
+    if text.startswith("verbose,"):
+        text = text[len("verbose,"):]
+    kind, sep, arg = text.partition(":")
+    ok = kind in GPU_BIND_KINDS and bool(sep) == (kind in ("single", "map_gpu", "per_task"))
+    if ok and kind in ("single", "per_task"):
+        ok = arg.isdigit() and int(arg) > 0
+    if ok and kind == "map_gpu":
+        ok = all(_gpu_id(x) is not None for x in arg.split(","))
+    if not ok:
+        raise _err(prog, f"Invalid --gpu-bind argument: {value}")
+    return text
+
+
+def _gpu_id(text: str) -> int | None:
+    """One map_gpu entry: decimal, or hexadecimal with 0x, with an optional "*N" repeat."""
+    head, star, times = text.partition("*")
+    try:
+        n = int(head, 16) if head.lower().startswith("0x") else int(head)
+        if star and int(times) < 1:
+            return None
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 def parse_srun(argv: list[str]) -> RunOptions:

@@ -89,6 +89,10 @@ class JobRequest:
     constraint: str = ""              # -C feature expression; "" = any node
     gpu_type: str = ""                # --gres=gpu:TYPE:N; "" = any type
     mem_per_cpu_mb: int | None = None  # --mem-per-cpu (then mem_per_node_mb is None)
+    # --cpus-per-gpu / --mem-per-gpu: a rank's CPUs are at least its GPUs x
+    # cpus_per_gpu, its memory its GPUs x mem_per_gpu_mb (then mem_per_node_mb is None).
+    cpus_per_gpu: int = 0
+    mem_per_gpu_mb: int | None = None
     # Job arrays: a pending remainder is ONE request for up to len(array_tasks)
     # identical tasks (each its own gang), so a 10,000-task array costs one
     # request per pass, not 10,000. ``array_slots`` is how many more tasks may

@@ -67,6 +67,12 @@ def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
         env["SLURM_MEM_PER_NODE"] = str(job.mem_per_node[0] if job.mem_per_node else spec.mem_per_node_mb)
     if spec.HasField("mem_per_cpu_mb"):
         env["SLURM_MEM_PER_CPU"] = str(spec.mem_per_cpu_mb)      # sbatch.1 OUTPUT ENVIRONMENT
+    if spec.HasField("mem_per_gpu_mb"):
+        env["SLURM_MEM_PER_GPU"] = str(spec.mem_per_gpu_mb)
+    if spec.cpus_per_gpu:
+        env["SLURM_CPUS_PER_GPU"] = str(spec.cpus_per_gpu)
+    if spec.gpus_per_task:
+        env["SLURM_GPUS_PER_TASK"] = str(spec.gpus_per_task)
     if job.restarts:
         env["SLURM_RESTART_COUNT"] = str(job.restarts)
     env.update(_array_part(job))
@@ -118,6 +124,93 @@ def gpu_env(job: JobRecord, index: int) -> dict[str, str]:
             "SLURM_JOB_GPUS": text, "GPU_DEVICE_ORDINAL": text}
 
 
+def _ids_text(ids) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def step_gpu_env(ids: tuple[int, ...]) -> dict[str, str]:
+    """A step's GPUs on one node: what its tasks see unless --gpu-bind or
+    --gpus-per-task narrows it per task (task_gpu_env)."""
+    text = _ids_text(ids)
+    return {"SLURM_STEP_GPUS": text, "SLURM_GPUS_ON_NODE": str(len(ids)),
+            "CUDA_VISIBLE_DEVICES": text, "GPU_DEVICE_ORDINAL": text}
+
+
+def task_gpu_env(ids: tuple[int, ...]) -> dict[str, str]:
+    """One task's own GPUs (the indices the node's device cgroup would allow it)."""
+    text = _ids_text(ids)
+    return {"CUDA_VISIBLE_DEVICES": text, "GPU_DEVICE_ORDINAL": text}
+
+
+def parse_gpu_bind(text: str) -> tuple[str, tuple[int, ...]]:
+    """--gpu-bind as (kind, numbers): ("", ()), ("closest", ()), ("none", ()),
+    ("single", (N,)), ("per_task", (N,)), ("map_gpu", (i0, i1, ...)) with
+    "I*N" repeats expanded. ValueError when it is none of these."""
+    text = text.strip()
+    if text.startswith("verbose,"):
+        text = text[len("verbose,"):]
+    if text in ("", "closest", "none"):
+        return text, ()
+    kind, _, arg = text.partition(":")
+    if kind in ("single", "per_task"):
+        if not arg.isdigit() or int(arg) < 1:
+            raise ValueError(text)
+        return kind, (int(arg),)
+    if kind == "map_gpu" and arg:
+        ids: list[int] = []
+        for item in arg.split(","):
+            head, star, count = item.partition("*")
+            n = int(head, 16) if head.lower().startswith("0x") else int(head)
+            times = int(count) if star else 1
+            if n < 0 or times < 1 or len(ids) + times > 100_000:
+                raise ValueError(text)
+            ids += [n] * times
+        return kind, tuple(ids)
+    raise ValueError(text)
+
+
+def check_gpu_bind(text: str) -> None:
+    """Refuse a --gpu-bind that is none of Slurm's forms, in srun's words."""
+    from lingjund.service import errors
+    try:
+        parse_gpu_bind(text)
+    except ValueError:
+        raise errors.InvalidRequest(f"Invalid --gpu-bind argument: {text}") from None
+
+
+def task_gpus(step_ids: tuple[int, ...], ntasks: int, gpus_per_task: int,
+              bind: str) -> list[tuple[int, ...]]:
+    """Which of the step's GPUs on a node each of its ``ntasks`` tasks there sees
+    (by local task id), Slurm's --gpu-bind:
+
+    - per_task:N (implied by --gpus-per-task=N): task i gets GPUs i*N .. i*N+N-1,
+      round the step's GPUs again when there are more tasks than that;
+    - single:N: the first N tasks get the first GPU, the next N the second...;
+    - map_gpu:L: task i gets GPU L[i % len(L)], an index of the node (as
+      CUDA_VISIBLE_DEVICES shows it) that must be one of the step's there;
+    - closest: the GPUs nearest the task's CPUs. No topology is known here,
+      so every GPU is equally close: each task sees all of the step's GPUs;
+    - none, or nothing given without --gpus-per-task: all of the step's GPUs.
+
+    With 4 GPUs (0-3) and 4 tasks, per_task:1 gives (0,), (1,), (2,), (3,);
+    single:2 gives (0,), (0,), (1,), (1,); map_gpu:3,1 gives (3,), (1,), (3,), (1,).
+    ValueError for a bind that names a GPU the step does not hold."""
+    kind, nums = parse_gpu_bind(bind)
+    if not kind and gpus_per_task:
+        kind, nums = "per_task", (gpus_per_task,)
+    ids = tuple(step_ids)
+    if not ids or kind in ("", "none", "closest"):
+        return [ids] * ntasks
+    if kind == "per_task":
+        n = min(nums[0], len(ids))
+        return [tuple(ids[(i * n + k) % len(ids)] for k in range(n)) for i in range(ntasks)]
+    if kind == "single":
+        return [(ids[(i // nums[0]) % len(ids)],) for i in range(ntasks)]
+    if any(g not in ids for g in nums[:ntasks]):
+        raise ValueError(f"map_gpu names a GPU the step does not hold: {bind}")
+    return [(nums[i % len(nums)],) for i in range(ntasks)]
+
+
 def batch_env(job: JobRecord, cluster: str, controller: str,
               master_addr: str = "") -> dict[str, str]:
     """The complete environment of the batch script on the first node.
@@ -166,11 +259,14 @@ def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
 
 def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
              step_nodes: tuple[str, ...], tasks_per_node: list[int],
-             base_env: dict[str, str], cpus_per_task: int = 0) -> dict[str, dict[str, str]]:
+             base_env: dict[str, str], cpus_per_task: int = 0,
+             step_gpus: dict[str, tuple[int, ...]] | None = None) -> dict[str, dict[str, str]]:
     """Environment common to a step's tasks, per node (keyed by node name).
 
     ``cpus_per_task`` is the step's own -c (22.05: srun does not inherit the
-    job's); when given it is the step's SLURM_CPUS_PER_TASK."""
+    job's); when given it is the step's SLURM_CPUS_PER_TASK. ``step_gpus``:
+    the GPU indices the step holds per node (steps.choose_step_gpus); None =
+    all of the job's there."""
     ntasks = sum(tasks_per_node)
     step_nodelist = slurm.compress_hostlist(list(step_nodes))
     out = {}
@@ -179,7 +275,9 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
         env.update(_job_common(job, cluster))
         job_index = job.nodes.index(node)
         env.update(_node_part(job, job_index))
-        if "SLURM_JOB_GPUS" in env:      # a step gets the job's GPUs (subsets: later work)
+        if step_gpus is not None:
+            env.update(step_gpu_env(step_gpus.get(node, ())))
+        elif "SLURM_JOB_GPUS" in env:
             env["SLURM_STEP_GPUS"] = env["SLURM_JOB_GPUS"]
         env.update({
             "SLURM_NODEID": str(i),

@@ -89,7 +89,8 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         raise errors.InvalidRequest(f"Invalid signal {spec.signal}")
     for field, value in (("min_nodes", spec.min_nodes), ("max_nodes", spec.max_nodes),
                          ("num_tasks", spec.num_tasks), ("ntasks_per_node", spec.ntasks_per_node),
-                         ("cpus_per_task", spec.cpus_per_task), ("gpus_per_node", spec.gpus_per_node)):
+                         ("cpus_per_task", spec.cpus_per_task), ("gpus_per_node", spec.gpus_per_node),
+                         ("gpus_per_task", spec.gpus_per_task), ("cpus_per_gpu", spec.cpus_per_gpu)):
         if value < 0 or value > 1_000_000:
             raise errors.InvalidRequest(f"Invalid {field} value {value}")
     if spec.time_limit_min < -1:
@@ -121,9 +122,12 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         mem_per_cpu = spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else 0
         has_mem = spec.HasField("mem_per_node_mb")
         gpn = gpus_per_node(spec, min_nodes)
-        fitting = nodes.where(lambda c: per_node_tasks * cpt <= c[0]
+        node_cpus = max(per_node_tasks * cpt, gpn * spec.cpus_per_gpu)
+        gpu_mem = gpn * spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else 0
+        fitting = nodes.where(lambda c: node_cpus <= c[0]
                               and (not has_mem or spec.mem_per_node_mb <= c[1])
                               and per_node_tasks * cpt * mem_per_cpu <= c[1]
+                              and gpu_mem <= c[1]
                               and gpn <= c[2])
         if fitting.nodes < min(min_nodes, nodes.with_capacity):
             raise errors.NodeConfigUnavailable()

@@ -32,6 +32,24 @@ nothing and never waits. In a 2-CPU allocation on one node:
     srun -n1 sleep 9 &      holds both CPUs
     srun -n1 hostname       waits until the sleep ends
     srun --overlap hostname runs at once
+
+GPUs inside the allocation, the same way: a step holds, on each of its
+nodes, the GPUs it asked for (--gres=gpu:N / --gpus-per-node per node,
+-G spread over its nodes, --gpus-per-task times its tasks there), chosen
+from the job's GPUs there that no other live step of the job holds; with no
+GPU option it holds all of the job's GPUs there, as Slurm's step does
+(--gres=none: none). Asking more than the job has on a node is refused
+("Invalid generic resource (gres) specification"); more than is free now
+waits ("Requested nodes are busy"). An --overlap step holds none: it sees
+the lowest it asked for (or all). In a job holding GPUs 0-3 on node1:
+
+    srun --exact -n1 --gpus=1 a &   holds 0
+    srun --exact -n1 --gpus=1 b &   holds 1
+    srun --gpus=4 c                 waits until a and b end
+    srun --gpus=5 d                 refused
+
+Which of the step's GPUs each task sees is jobenv.task_gpus's
+(--gpus-per-task, --gpu-bind).
 """
 from __future__ import annotations
 
@@ -63,6 +81,7 @@ class StepRun:
     # rank -> the task's AgentTaskExit, for the step's accounting (MaxRSS...)
     usage: dict[int, agent_pb2.AgentTaskExit] = field(default_factory=dict)
     cpus: dict[str, int] = field(default_factory=dict)   # CPUs held per node (none with --overlap)
+    gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)  # GPU indices held per node
     name: str = ""
     num_tasks: int = 0
     start: float = 0.0
@@ -111,9 +130,68 @@ def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int
     return nodes, tasks
 
 
-def cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
+def job_gpus_on(job, node: str) -> tuple[int, ...]:
+    """The GPU indices the job holds on ``node`` (the lowest n when only a count is known)."""
+    i = job.nodes.index(node)
+    ids = job.gpu_ids[i] if i < len(job.gpu_ids) else ()
+    if ids:
+        return tuple(ids)
+    return tuple(range(job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0))
+
+
+def gpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
                tasks: list[int]) -> dict[str, int]:
-    """CPUs the step holds per node (see the module doc); {} for --overlap."""
+    """How many GPUs the step asks on each of its nodes (see the module doc).
+
+    Refused (InvalidGres) when that is more than the job holds on a node."""
+    asked = {}
+    spread = jobenv.step_layout(nodes, req.gpus) if req.gpus else None
+    for i, (node, n) in enumerate(zip(nodes, tasks)):
+        have = len(job_gpus_on(job, node))
+        if not req.gpus_given:
+            want = have
+        elif req.gpus_per_node:
+            want = req.gpus_per_node
+        elif spread is not None:
+            want = spread[i]
+        else:
+            want = req.gpus_per_task * n
+        if want > have:
+            raise errors.InvalidGres()
+        asked[node] = want
+    return asked
+
+
+def held_gpus(runs, job_id: int) -> dict[str, set[int]]:
+    """GPU indices the job's live steps hold, per node."""
+    held: dict[str, set[int]] = {}
+    for run in runs:
+        if run.job_id == job_id:
+            for node, ids in run.gpus.items():
+                held.setdefault(node, set()).update(ids)
+    return held
+
+
+def choose_step_gpus(job, asked: dict[str, int], held: dict[str, set[int]],
+                     overlap: bool = False) -> dict[str, tuple[int, ...]] | None:
+    """Which of the job's GPUs the step gets on each node: the lowest that no
+    other step holds; None when some node has too few free now. An --overlap
+    step takes the lowest whether held or not."""
+    out = {}
+    for node, n in asked.items():
+        mine = job_gpus_on(job, node)
+        free = mine if overlap else tuple(g for g in mine if g not in held.get(node, ()))
+        if len(free) < n:
+            return None
+        out[node] = free[:n]
+    return out
+
+
+def cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
+               tasks: list[int], gpus: dict[str, int] | None = None) -> dict[str, int]:
+    """CPUs the step holds per node (see the module doc); {} for --overlap.
+
+    With --cpus-per-gpu an exact step holds at least its GPUs there x that."""
     if req.overlap:
         return {}
     asked = {}
@@ -121,6 +199,8 @@ def cpus_asked(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
         have = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else 0
         if req.exact:
             want = n * max(req.cpus_per_task, 1)
+            if req.cpus_per_gpu and gpus:
+                want = max(want, gpus.get(node, 0) * req.cpus_per_gpu)
             if have and want > have:
                 raise errors.NodeConfigUnavailable("More processors requested than permitted")
             asked[node] = want
@@ -183,9 +263,15 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     missing = [n for n in nodes if not ctl.agents.connected(n)]
     if missing:
         raise errors.NodeConfigUnavailable(f"Unable to contact node(s) {','.join(missing)}")
-    asked = cpus_asked(job, req, nodes, tasks)
+    gpu_counts = gpus_asked(job, req, nodes, tasks)
+    asked = cpus_asked(job, req, nodes, tasks, gpu_counts)
+    jobenv.check_gpu_bind(req.gpu_bind)
     said_busy = False
-    while not fits(job, held_cpus(ctl.steps.values(), job.job_id), asked):
+    while True:
+        gpus = choose_step_gpus(job, gpu_counts, held_gpus(ctl.steps.values(), job.job_id),
+                                overlap=req.overlap)
+        if gpus is not None and fits(job, held_cpus(ctl.steps.values(), job.job_id), asked):
+            break
         if not said_busy:
             said_busy = True
             yield api_pb2.StepEvent(waiting=api_pb2.StepWaiting(reason=BUSY))
@@ -196,19 +282,30 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     # No await from the check above to here: no other step can take these CPUs between.
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=job.next_step_id,
                            step_nodes=nodes, tasks_per_node=tasks,
-                           base_env=dict(req.environment), cpus_per_task=req.cpus_per_task)
+                           base_env=dict(req.environment), cpus_per_task=req.cpus_per_task,
+                           step_gpus=gpus if any(job.gpus_per_node) else None)
     step_id = job.next_step_id
     run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked,
+                  gpus={} if req.overlap else {n: ids for n, ids in gpus.items() if ids},
                   name=req.name or os.path.basename(req.argv[0]), num_tasks=sum(tasks),
                   start=ctl.clock(), kill_on_bad_exit=req.kill_on_bad_exit)
     launches = []
     rank = 0
     for i, node in enumerate(nodes):
         specs = []
+        per_task = None
+        if any(job.gpus_per_node):
+            try:
+                per_task = jobenv.task_gpus(gpus.get(node, ()), tasks[i], req.gpus_per_task,
+                                            req.gpu_bind)
+            except ValueError:
+                raise errors.InvalidRequest(f"Invalid --gpu-bind argument: {req.gpu_bind}") from None
         for local in range(tasks[i]):
             out, err = _output_paths(job, req, step_id, node, i, rank)
-            specs.append(agent_pb2.TaskSpec(rank=rank, local_id=local,
-                                            environment=jobenv.task_env(rank, local, envs[node]),
+            env = jobenv.task_env(rank, local, envs[node])
+            if per_task is not None:
+                env.update(jobenv.task_gpu_env(per_task[local]))
+            specs.append(agent_pb2.TaskSpec(rank=rank, local_id=local, environment=env,
                                             stdout_path=out, stderr_path=err))
             run.rank_node[rank] = node
             rank += 1

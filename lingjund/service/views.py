@@ -49,15 +49,24 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
         constraint=spec.constraint, gpu_type=spec.gpu_type,
         mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
+        cpus_per_gpu=spec.cpus_per_gpu,
+        mem_per_gpu_mb=spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else None,
         hold_admin=hold_admin, dependency=dependency,
         array_tasks=array_tasks, array_slots=array_slots)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
-    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the nodes."""
-    if spec.gpus_per_node or not spec.gpus:
+    """GPUs each node must give: --gpus-per-node / --gres, else -G spread over the
+    nodes, else --gpus-per-task times the most tasks a node runs (-n 5 on 2
+    nodes with --gpus-per-task=1: 3 per node)."""
+    if spec.gpus_per_node:
         return spec.gpus_per_node
-    return math.ceil(spec.gpus / max(1, nodes))
+    if spec.gpus:
+        return math.ceil(spec.gpus / max(1, nodes))
+    if spec.gpus_per_task:
+        tasks = spec.ntasks_per_node or math.ceil((spec.num_tasks or 1) / max(1, nodes))
+        return spec.gpus_per_task * tasks
+    return 0
 
 
 def node_capacity(ctl: Controller, name: str, rec: NodeRecord | None = None

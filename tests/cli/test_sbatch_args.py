@@ -322,6 +322,9 @@ SBOPTS_CASES = [
     (["-G", "a100:4"], dict(gpus=4, gpu_type="a100")),
     (["--gpus-per-node=2"], dict(gpus_per_node=2, gpu_type="")),
     (["-W"], dict()),
+    (["-n4", "--gpus-per-task=a100:1"], dict(num_tasks=4, gpus_per_task=1, gpu_type="a100")),
+    (["--gres=gpu:2", "--cpus-per-gpu=4", "--mem-per-gpu=1G"],
+     dict(gpus_per_node=2, cpus_per_gpu=4, mem_per_gpu_mb=1024)),
 ]
 
 
@@ -342,6 +345,8 @@ SBOPTS_CASES = [
     "-G TYPE:N is per job and typed",
     "--gpus-per-node N is untyped",
     "-W is --wait",
+    "--gpus-per-task, typed",
+    "CPUs and memory per GPU",
 ])
 def test_sbopts_reach_the_spec(argv, want, workdir):
     spec = spec_of([*argv, "--wrap=x"], workdir)
@@ -365,6 +370,8 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
     (["--mail-type=sometimes"], {}, "sbatch: error: --mail-type=sometimes invalid\n", 255),
     (["--mem=1G", "--mem-per-cpu=1G"], {},
      "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n", 1),
+    (["--mem-per-gpu=1G", "--mem-per-cpu=1G"], {},
+     "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n", 1),
     ([], {"SBATCH_MEM_PER_CPU": "1", "SBATCH_MEM_PER_NODE": "1"},
      "sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are "
      "mutually exclusive.\n", 1),
@@ -382,7 +389,7 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
     (["--gpus=a:b:1"], {}, "sbatch: error: Invalid --gpus specification\n", 255),
     ([], {"SBATCH_SIGNAL": "NOPE"}, "sbatch: error: Invalid --signal specification\n", 255),
 ], ids=["an unknown signal", "a signal time that is not a number", "an unknown mail type",
-        "--mem with --mem-per-cpu on the command line",
+        "--mem with --mem-per-cpu on the command line", "--mem-per-gpu with --mem-per-cpu",
         "both memory variables in the environment", "a bad memory size per CPU",
         "a constraint that does not parse", "a hostlist that does not parse",
         "a GPU count that is not a number", "two GPU types in one job",

@@ -26,10 +26,20 @@ from cli.step_output import StepOutput
     (["--cpu-bind=none", "true"], dict(ignored=("--cpu-bind",))),
     (["--jobid=12", "true"], dict(jobid=12)),
     (["-l", "bash", "-c", "echo -n hi"], dict(label=True, command=("bash", "-c", "echo -n hi"))),
+    (["--gres=gpu:a100:2", "true"], dict(gpus_given=True, gpus_per_node=2, gpu_type="a100")),
+    (["-G", "3", "true"], dict(gpus_given=True, gpus=3)),
+    (["--gres=none", "true"], dict(gpus_given=True, gpus_per_node=0, gpus=0)),
+    (["-n4", "--gpus-per-task=1", "--gpu-bind=single:2", "true"],
+     dict(ntasks=4, gpus_per_task=1, gpu_bind="single:2")),
+    (["--gpu-bind=verbose,map_gpu:0x3,1*2", "true"], dict(gpu_bind="map_gpu:0x3,1*2")),
+    (["--cpus-per-gpu=4", "--mem-per-gpu=2G", "true"], dict(cpus_per_gpu=4, mem_per_gpu_mb=2048)),
+    (["--mem=0", "true"], dict(mem_mb=0, mem_per_cpu_mb=None)),
 ], ids=["a bare command", "-N2 -l", "a node range", "task shape", "-K alone means 1", "-K=0 turns it off",
         "step sharing flags", "output patterns and input none", "export", "job name, time (rounded up), partition",
         "a hostlist for -w", "pmi2 is accepted", "cpu binding is a hint we accept",
-        "an explicit job", "options after the command belong to the command"])
+        "an explicit job", "options after the command belong to the command",
+        "GPUs per node by --gres, with a type", "GPUs in all by -G", "no GPUs at all",
+        "GPUs per task and their binding", "a GPU map", "CPUs and memory per GPU", "all memory"])
 def test_srun_options(argv, want):
     got = parse_srun(argv)
     assert {k: getattr(got, k) for k in want} == want
@@ -44,11 +54,20 @@ def test_srun_options(argv, want):
     (["-t", "soon", "x"], "srun: error: Invalid --time specification", 1),
     (["--mpi=openmpi", "x"], "srun: error: Invalid MPI type 'openmpi', --mpi=list for acceptable types", 1),
     (["-K2", "x"], 'srun: error: Invalid numeric value "2" for --kill-on-bad-exit.', 1),
-    (["--gres=gpu:1", "x"], "srun: error: --gres is not supported yet", 1),
+    (["--gres=gpux:1", "x"], "srun: error: Invalid generic resource (gres) specification", 1),
+    (["--gpu-bind=map_gpu:a", "x"], "srun: error: Invalid --gpu-bind argument: map_gpu:a", 1),
+    (["--mem=1G", "--mem-per-gpu=2G", "x"],
+     "srun: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.", 1),
+    (["-c2", "--cpus-per-gpu=4", "x"],
+     "srun: error: --cpus-per-gpu is mutually exclusive with --cpus-per-task", 1),
+    (["--constraint=a", "x"], "srun: error: --constraint is not supported yet", 1),
     (["-i", "in.txt", "x"], "srun: error: --input=in.txt is not supported yet (only none)", 1),
 ], ids=["unknown long option", "unknown short option", "missing argument", "bad node count",
         "zero tasks", "bad time", "unknown MPI type", "-K takes only 0 or 1",
-        "GRES would change what runs: refused, not dropped", "stdin from a file is not relayed"])
+        "a GRES other than gpu", "a map_gpu entry that is no number",
+        "two memory options", "cpus per GPU and per task",
+        "options that would change what runs are refused, not dropped",
+        "stdin from a file is not relayed"])
 def test_srun_bad_input_gets_slurms_words(argv, message, rc):
     with pytest.raises(CommandError) as e:
         parse_srun(argv)

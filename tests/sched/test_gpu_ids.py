@@ -82,3 +82,20 @@ def test_an_estimate_frees_the_indices_the_ending_job_holds():
                     running=running)
     when, start = estimate_start(snap, snap.pending[0], NOW)
     assert when == NOW + 60 and start.gpu_ids_per_node == ((1, 3),)
+
+
+def test_cpus_and_memory_follow_from_gpus():
+    # --gres=gpu:2 --cpus-per-gpu=3 --mem-per-gpu=1000: 6 CPUs and 2,000 MB on the node
+    plan = schedule(cluster([node("node1", cpus=8, mem=16000, gpus=4)],
+                            [job(1, gpus=2, cpus_per_gpu=3, mem_per_gpu_mb=1000)]), NOW)
+    (start,) = plan.starts
+    assert (start.cpus_per_node, start.mem_per_node_mb, start.gpu_ids_per_node) == (
+        (6,), (2000,), ((0, 1),))
+
+
+def test_a_second_job_waits_for_the_cpus_its_gpus_bring():
+    # 8 CPUs: a first 2-GPU job at 3 CPUs per GPU leaves 2, too few for a second
+    plan = schedule(cluster([node("node1", cpus=8, gpus=4)],
+                            [job(1, gpus=2, cpus_per_gpu=3), job(2, gpus=2, cpus_per_gpu=3)]), NOW)
+    assert [s.job_id for s in plan.starts] == [1]
+    assert plan.reasons[2] == slurm.REASON_RESOURCES

@@ -33,6 +33,10 @@ the plain scan it must agree with. Required nodes count toward the node
 count, as in Slurm (-w node[1-2] alone asks for two nodes).
 
 Memory per rank: ``mem_per_cpu_mb`` times the rank's CPUs when given.
+
+CPUs and memory from GPUs (Slurm's --cpus-per-gpu, --mem-per-gpu): a rank
+with 2 GPUs and ``cpus_per_gpu`` 4 asks at least 8 CPUs (more if its tasks
+need more); with ``mem_per_gpu_mb`` 1,000 it asks 2,000 MB.
 """
 from __future__ import annotations
 
@@ -75,8 +79,10 @@ def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
     cpt = max(1, job.cpus_per_task)
     out = []
     for t in layout(job, nodes):
-        cpus = max(t, 1) * cpt
+        cpus = max(max(t, 1) * cpt, job.gpus_per_node * job.cpus_per_gpu)
         rank_mem = cpus * job.mem_per_cpu_mb if job.mem_per_cpu_mb else mem
+        if job.mem_per_gpu_mb is not None:
+            rank_mem = job.gpus_per_node * job.mem_per_gpu_mb
         out.append(Ask(tasks=t, cpus=cpus, mem_mb=rank_mem, gpus=job.gpus_per_node,
                        exclusive=job.exclusive))
     return tuple(out)
@@ -90,6 +96,7 @@ class GangPlacement:
         same nodes, get the same answer (the pass remembers shapes that found no room)."""
         return (job.min_nodes, job.max_nodes, job.num_tasks, job.ntasks_per_node,
                 job.cpus_per_task, job.mem_per_node_mb, job.mem_per_cpu_mb, job.gpus_per_node,
+                job.cpus_per_gpu, job.mem_per_gpu_mb,
                 job.exclusive, job.req_nodes)
 
     def place_in(self, job: JobRequest, free: FreeNodes, most_nodes: int) -> Placement | None:
