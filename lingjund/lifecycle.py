@@ -819,9 +819,13 @@ def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code:
 
 
 def node_lost(job: JobRecord, lost: tuple[str, ...], alive: tuple[str, ...], now: float, *,
-              grace_s: float, policy: Policy = Policy()) -> Transition | RunEnd | None:
+              grace_s: float, policy: Policy = Policy(),
+              connected: frozenset[str] | tuple[str, ...] = ()) -> Transition | RunEnd | None:
     """A node of a RUNNING job was lost (``NodeLost``); ``alive``: the job's other
-    nodes that still have an agent. The whole gang stops (``lost_node_outcome``):
+    nodes that still have an agent; ``connected``: those and the lost ones whose
+    agent is still connected (a DOWN a person set): a job that ends here is
+    ended on all of them, and only ``alive`` ones stay completing. The whole
+    gang stops (``lost_node_outcome``):
 
         wait         None: its own stop goes on, its script's result ends it
                      (None too when it is no longer running, or already lost)
@@ -845,7 +849,13 @@ def node_lost(job: JobRecord, lost: tuple[str, ...], alive: tuple[str, ...], now
     else:
         state, reason = slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
     return Transition(job.job_id, finish(state, reason, now, exit_signal=9, completing=alive),
-                      alive, min(2.0, grace_s), "node failure", ended=True)
+                      reachable(job, alive, connected), min(2.0, grace_s), "node failure",
+                      ended=True)
+
+
+def reachable(job: JobRecord, alive, connected) -> tuple[str, ...]:
+    """The nodes of ``job`` told to end it after a node loss: those with an agent."""
+    return tuple(n for n in job.nodes if n in alive or n in connected)
 
 
 # -- an agent registers ------------------------------------------------------------------

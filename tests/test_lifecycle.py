@@ -540,3 +540,11 @@ def test_no_event_makes_a_job_run_and_only_a_requeue_takes_an_ended_run_back_to_
             assert e.fields["restarts"] == j.restarts + 1
         if j.state not in (slurm.PENDING, slurm.RUNNING):
             assert state is None
+
+
+def test_a_lost_node_whose_agent_is_still_there_is_told_to_end_the_job_but_not_awaited():
+    # node2 set DOWN by a person: its agent is connected and obeys
+    alloc = job(batch=False)
+    t = lc.node_lost(alloc, ("node2",), ("node1",), 2000.0, grace_s=30.0,
+                     connected=frozenset({"node1", "node2"}))
+    assert t.terminate == ("node1", "node2") and t.fields["completing"] == ("node1",)
