@@ -2,7 +2,11 @@
 
 The worked example of lingjund/lifecycle.py's docstring is checked moment by
 moment; the properties tie ``next_deadline`` to ``decide``: nothing is due
-before it, and something is due at it.
+before it, and something is due at it. The events (a run's end, scancel, a
+node lost, a registration...) are checked one by one, their worked example
+replayed, and two properties hold over any job and any event: an ended job
+does not change, and no event makes a job run or brings an ended run back
+except a requeue.
 """
 from __future__ import annotations
 
