@@ -1,9 +1,11 @@
-"""The job and node lifecycle: every timer, and the transitions it causes, in one place.
+"""The job and node lifecycle: every timer and every event, and the transitions
+they cause, in one place.
 
-Pure: no I/O, no clock of its own, no store. Each decision is a function of a
-``View`` (plain records: jobs, nodes, the last heartbeat of each open agent
-stream, config values) and ``now``, and returns what must change, as
-dataclasses; the service (``lingjund/service/timers.py`` and the modules that
+Pure: no I/O, no clock of its own, no store. Each timer's decision is a
+function of a ``View`` (plain records: jobs, nodes, the last heartbeat of
+each open agent stream, config values) and ``now``, each event's a function
+of the job it befalls (see "Events" below), and each returns what must
+change, as dataclasses; the service (``lingjund/service/timers.py`` and the modules that
 own each kind of change) loads the view, asks here, commits the changes in
 one transaction, and only then sends what the agents must hear.
 
