@@ -1,9 +1,11 @@
-"""The job and node lifecycle: every timer, and the transitions it causes, in one place.
+"""The job and node lifecycle: every timer and every event, and the transitions
+they cause, in one place.
 
-Pure: no I/O, no clock of its own, no store. Each decision is a function of a
-``View`` (plain records: jobs, nodes, the last heartbeat of each open agent
-stream, config values) and ``now``, and returns what must change, as
-dataclasses; the service (``lingjund/service/timers.py`` and the modules that
+Pure: no I/O, no clock of its own, no store. Each timer's decision is a
+function of a ``View`` (plain records: jobs, nodes, the last heartbeat of
+each open agent stream, config values) and ``now``, each event's a function
+of the job it befalls (see "Events" below), and each returns what must
+change, as dataclasses; the service (``lingjund/service/timers.py`` and the modules that
 own each kind of change) loads the view, asks here, commits the changes in
 one transaction, and only then sends what the agents must hear.
 
@@ -61,6 +63,53 @@ The same job without ``--deadline``:
 And with ``--deadline`` 1500 while still pending at t=950: a 10-minute job
 can no longer end by 1500 from t=900 on, so ``decide`` at 950 returns
 ``[Expire(7)]`` (DEADLINE, reason DeadLine, never started).
+
+Events. What happens to a job from outside is decided here too, by one
+function per event, each a function of the job (and what the service loaded
+for it) and ``now``. A ``Transition`` is the job row to write and the nodes
+to tell; the service commits it and then sends it (service/batch.py's
+``commit`` and ``send``). Every stop of a running job is ``stop``; every end
+of a run writes ``finish``'s fields; every job that never ran ends with
+``never_started``'s.
+
+    event                              decision          becomes
+    the scheduler places a job         start             RUNNING
+    a batch script ends (BatchFinished) batch_ended      RunEnd: the end state
+                                                         (end_state), or PENDING
+                                                         again (requeue, restart)
+    scancel                            cancel            pending: CANCELLED;
+                                                         running: stop(CANCELLED)
+    scontrol requeue, ended job        requeue           PENDING, Restarts+1
+    srun/salloc released               released          COMPLETED | FAILED
+    srun/salloc client gone            abandon           CANCELLED, or stop(CANCELLED)
+    dependency never satisfied         never_runnable    CANCELLED (kill_invalid_depend)
+    pending past its --deadline        expire            DEADLINE
+    a prolog failed                    prolog_failed     PENDING as it was
+    chosen as a preemption victim      preempt           grace time starts
+    a node of a running job lost       node_lost         stop(NODE_FAIL), or the run
+                                                         ends NODE_FAIL now
+    an agent registers                 registered        node back UP; jobs to launch,
+                                                         stop, clean up, or lost
+
+Any event on a job that has ended changes nothing (None, or no new state),
+and only a requeue (``requeue_fields``) takes an ended run back to PENDING;
+nothing but ``start`` makes a job RUNNING.
+
+Worked example, continued. Job 7 runs on node[1-2] (batch host node1,
+requeueable, no restarts yet; restart backoff 10 s):
+
+    t     event                      decision, and what it returns
+    1200  node2 lost, node1 alive    node_lost(job, ("node2",), ("node1",), 1200, ...)
+                                     -> Transition: kill_reason NODE_FAIL; node[1-2]
+                                        told to stop it (its script lives on node1)
+    1203  its script ends, SIGTERM   batch_ended(job, 1203, signal=15, alive={node1})
+                                     -> RunEnd NODE_FAIL, outcome RESTART (1 of 5),
+                                        delay 10: PENDING, reason BeginTime,
+                                        Restarts=1, eligible at 1213; node1 still
+                                        completing, so the nodes stay listed
+    1205  scancel 7                  cancel(job, 1205, by="1000", ...)
+                                     -> CANCELLED, start = end = 1205, nothing to send
+    1206  scancel 7 again            cancel(...) -> None: "already completed"
 """
 from __future__ import annotations
 
@@ -511,8 +560,349 @@ def requeue_fields(job: JobRecord, now: float, delay_s: float, hold: bool,
                   eligible_time=now + delay_s, start_time=0.0, end_time=0.0, exit_code=0,
                   exit_signal=0, kill_reason="", launched=False, cancelled_by="")
     if release_nodes:
-        fields.update(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(),
-                      gpu_ids=(), tasks_per_node=(), batch_host="")
+        fields.update(RELEASED)
     if hold:
         fields.update(held=True, hold_admin=False, reason=slurm.REASON_HELD_USER)
     return fields
+
+
+# -- events: a job's transition, and whom it tells -------------------------------------
+# The job row columns of a placement; a run that let go of its nodes clears them.
+RELEASED = dict(nodes=(), cpus_per_node=(), mem_per_node=(), gpus_per_node=(), gpu_ids=(),
+                tasks_per_node=(), batch_host="")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One job's transition, decided: the job row ``fields`` the service writes in
+    its transaction and, once that has committed, the nodes told to end what
+    the job runs there (``terminate``: TerminateJob, SIGTERM then SIGKILL
+    ``grace_s`` later, ``why`` in the agent's log). ``ended``: the job ended
+    here (it leaves the queue, or its nodes' work is over: the scheduler
+    looks again)."""
+    job_id: int
+    fields: Mapping[str, object]
+    terminate: tuple[str, ...] = ()
+    grace_s: float = 0.0
+    why: str = ""
+    ended: bool = False
+
+
+def start(job: JobRecord, now: float, *, nodes: tuple[str, ...], cpus_per_node=(),
+          mem_per_node=(), gpus_per_node=(), gpu_ids=(), tasks_per_node=()) -> dict:
+    """PENDING -> RUNNING on ``nodes`` (the scheduler's placement): the job row of
+    a run that starts now; its time limit ends it at ``end_time``."""
+    end = now + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
+    return dict(state=slurm.RUNNING, reason=slurm.REASON_NONE, start_time=now, end_time=end,
+                nodes=tuple(nodes), cpus_per_node=tuple(cpus_per_node),
+                mem_per_node=tuple(mem_per_node), gpus_per_node=tuple(gpus_per_node),
+                gpu_ids=tuple(gpu_ids), tasks_per_node=tuple(tasks_per_node),
+                batch_host=nodes[0], launched=False, warn_signal_sent=False)
+
+
+def finish(state: str, reason: str, end_time: float, *, exit_code: int = 0,
+           exit_signal: int = 0, completing: tuple[str, ...] = ()) -> dict:
+    """The end of a run, in ``state``: the one set of end fields. The nodes, CPUs
+    and GPU indices stay on the row (sacct and scontrol show where it ran);
+    ``completing`` are the nodes it still holds until each says JobCleaned."""
+    return dict(state=state, reason=reason, end_time=end_time, exit_code=exit_code,
+                exit_signal=exit_signal, completing=tuple(completing))
+
+
+def never_started(state: str, now: float, **fields) -> dict:
+    """The end of a job that never ran (cancelled or expired while pending): it
+    starts and ends ``now``, as slurmctld records it; its pending reason stays
+    unless ``fields`` give one."""
+    return dict(state=state, start_time=now, end_time=now, **fields)
+
+
+def stop(job: JobRecord, kill_reason: str, now: float, *, why: str, grace_s: float,
+         alive: frozenset[str] | tuple[str, ...] = (), exit_signal: int = 0,
+         **fields) -> Transition:
+    """Stop a RUNNING job for ``kill_reason``: the one transition of every stopper
+    (time limit, deadline, the end of a preemption grace time, scancel, hang,
+    requeue, a lost node, an srun/salloc gone away).
+
+    A batch job's nodes are told to kill it, and its script's BatchFinished
+    ends the run as ``kill_reason`` says (``batch_ended``). An allocation
+    (srun/salloc) has no script to report its end: it ends here, in the state
+    the same kill_reason gives a batch job; its nodes among ``alive`` (those
+    with an agent stream) clean up. ``fields``: more columns (cancelled_by,
+    preempt_killed).
+    """
+    fields = dict(kill_reason=kill_reason, **fields)
+    if job.spec.batch:
+        return Transition(job.job_id, fields, tuple(job.nodes), grace_s, why)
+    state, reason = end_state(kill_reason, signal=exit_signal)
+    completing = tuple(n for n in job.nodes if n in alive)
+    fields.update(finish(state, reason, now, exit_signal=exit_signal, completing=completing))
+    return Transition(job.job_id, fields, completing, grace_s, why, ended=True)
+
+
+def cancel(job: JobRecord, now: float, *, by: str, grace_s: float,
+           alive: frozenset[str] | tuple[str, ...] = ()) -> Transition | None:
+    """scancel (no signal): a pending job ends CANCELLED at once; a running one is
+    stopped (scancel overrides a preemption in its grace time); one already
+    being stopped for something else has its nodes told again. None: it had
+    ended already (Slurm's "Job/step already completing or completed")."""
+    if job.state == slurm.PENDING:
+        return Transition(job.job_id, never_started(slurm.CANCELLED, now, cancelled_by=by),
+                          ended=True)
+    if job.state != slurm.RUNNING:
+        return None
+    if not job.kill_reason or job.kill_reason == slurm.PREEMPTED:
+        return stop(job, slurm.CANCELLED, now, why="cancelled", grace_s=grace_s, alive=alive,
+                    exit_signal=int(signals.SIGTERM), cancelled_by=by)
+    return Transition(job.job_id, {}, tuple(job.nodes), grace_s, "cancelled")
+
+
+def abandon(job: JobRecord, now: float, *, alive: frozenset[str] | tuple[str, ...] = ()
+            ) -> Transition | None:
+    """An srun/salloc's client is gone: pending, it is cancelled; running, it is
+    stopped CANCELLED at once (SIGKILL, no grace). None: nothing left to do."""
+    if job.state == slurm.PENDING:
+        return Transition(job.job_id, never_started(slurm.CANCELLED, now), ended=True)
+    if job.state != slurm.RUNNING or job.kill_reason:
+        return None
+    return stop(job, slurm.CANCELLED, now, why="allocation's client went away", grace_s=0.0,
+                alive=alive, exit_signal=int(signals.SIGKILL))
+
+
+def released(job: JobRecord, now: float, exit_code: int, signal: int, *, grace_s: float,
+             alive: frozenset[str] | tuple[str, ...] = ()) -> Transition:
+    """An srun/salloc's command is done: the allocation ends COMPLETED, or FAILED
+    with its exit (sacct's ExitCode); its nodes among ``alive`` clean up."""
+    ok = exit_code == 0 and signal == 0
+    completing = tuple(n for n in job.nodes if n in alive)
+    return Transition(job.job_id, finish(
+        slurm.COMPLETED if ok else slurm.FAILED,
+        slurm.REASON_NONE if ok else slurm.REASON_NON_ZERO_EXIT, now,
+        exit_code=exit_code, exit_signal=signal, completing=completing),
+        completing, grace_s, "job ended", ended=True)
+
+
+def never_runnable(job: JobRecord, now: float, remaining: str) -> Transition:
+    """A pending job whose dependency can never be satisfied, and which asked to
+    be killed then (--kill-on-invalid-dep, or kill_invalid_depend): CANCELLED,
+    reason DependencyNeverSatisfied, never started."""
+    return Transition(job.job_id, never_started(
+        slurm.CANCELLED, now, reason=slurm.REASON_DEPENDENCY_NEVER, dependency=remaining),
+        ended=True)
+
+
+def expire(job: JobRecord, now: float) -> Transition:
+    """A pending job that can no longer end by its --deadline (``Expire``):
+    DEADLINE, reason DeadLine, never started."""
+    return Transition(job.job_id, never_started(slurm.DEADLINE, now,
+                                                reason=slurm.REASON_DEADLINE), ended=True)
+
+
+def prolog_failed(job: JobRecord) -> Transition:
+    """Its prolog failed before its script started: back to PENDING as it was
+    (same priority, submit time and restart count: it never ran)."""
+    return Transition(job.job_id, dict(state=slurm.PENDING, reason=slurm.REASON_RESOURCES,
+                                       start_time=0.0, end_time=0.0, launched=False, **RELEASED))
+
+
+def requeue(job: JobRecord, now: float, delay_s: float, hold: bool) -> Transition:
+    """scontrol requeue(hold) of a job that has ended: pending again at once, the
+    same id, one more restart (a running one is ``stop``ped for REQUEUE first
+    and pends again when its run has ended: ``batch_ended``)."""
+    return Transition(job.job_id, requeue_fields(job, now, delay_s, hold))
+
+
+def preempt(job: JobRecord, by: int, now: float, requeue: bool) -> dict:
+    """A running job chosen as a victim of job ``by``: its grace time starts now
+    (``grace_due``); at its end the job is stopped PREEMPTED and then ends, or,
+    with ``requeue`` (PreemptMode=REQUEUE), pends again. No --signal warning
+    after this: the victim gets its signal now."""
+    return dict(kill_reason=slurm.PREEMPTED, preempted_by=by, preempt_time=now,
+                preempt_killed=False, preempt_requeue=requeue, warn_signal_sent=True)
+
+
+# -- a batch run's end ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    """What decides whether an ended run runs again: the job's requeueability
+    (--requeue, else the cluster's JobRequeue), the restart backoff, scontrol
+    requeue's delay, and how long its silent nodes may still be fencing it."""
+    requeueable: bool = True
+    backoff_s: float = 0.0
+    backoff_max_s: float = 0.0
+    requeue_delay_s: float = 0.0
+    fence_wait_s: float = 0.0
+
+
+# what becomes of the job after its run ended (RunEnd.outcome)
+FINAL = "final"           # the run's end is the job's end
+GAVE_UP = "gave_up"       # the same, with a restart limit reached (a line in its history)
+REQUEUED = "requeued"     # scontrol requeue or PreemptMode=REQUEUE: pending again
+RESTART = "restart"       # the restart policy runs it again after a backoff
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """A batch run ended: ``state``/``reason`` say how (``end_state``), ``outcome``
+    what becomes of the job, ``fields`` its row, ``step_state`` the batch
+    step's, ``attempt_state`` the state the run is kept as in the job's
+    attempts ("" when it is not kept: the job row is the last run), ``limit``
+    and ``delay`` the restart policy's; ``terminate``: the nodes that clean up."""
+    job_id: int
+    state: str
+    reason: str
+    outcome: str
+    fields: Mapping[str, object]
+    step_state: str
+    attempt_state: str = ""
+    cause: str = ""
+    limit: int = 0
+    delay: float = 0.0
+    terminate: tuple[str, ...] = ()
+
+
+def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code: int = 0,
+                signal: int = 0, error: str = "", lost: bool = False,
+                alive: frozenset[str] | tuple[str, ...] = (), policy: Policy = Policy()
+                ) -> RunEnd | None:
+    """A RUNNING batch job's script ended (BatchFinished), or was lost with its
+    node (``lost``). What stopped it decides the state, else its exit
+    (``end_state``); then:
+
+        stopped for REQUEUE(_HOLD), or preempted with PreemptMode=REQUEUE
+                                  -> REQUEUED: pending again after requeue_delay_s
+        NODE_FAIL, FAILED (or HANG) with restarts left (``restart_limit``)
+                                  -> RESTART: pending again after the backoff
+        otherwise                 -> FINAL (GAVE_UP when a limit was reached)
+
+    Either way pending again waits for the fences of its silent nodes too, and
+    its nodes among ``alive`` stay "completing" (the requeued job keeps them
+    listed) until each has said JobCleaned. None: the run had ended already
+    (a result reported twice changes nothing).
+    """
+    if job.state != slurm.RUNNING:
+        return None
+    end_time = end_time or now
+    state, reason = end_state(job.kill_reason, exit_code=exit_code, signal=signal, error=error,
+                              lost=lost)
+    completing = tuple(n for n in job.nodes if n in alive)
+    cause = HANG if job.kill_reason == HANG else state
+    limit, delay, attempt = 0, 0.0, ""
+    if (job.kill_reason in (REQUEUE, REQUEUE_HOLD)
+            or job.kill_reason == slurm.PREEMPTED and job.preempt_requeue) and not lost:
+        outcome = REQUEUED
+        attempt = slurm.PREEMPTED if state == slurm.PREEMPTED else slurm.REQUEUED
+        delay = policy.requeue_delay_s
+    elif state in (slurm.NODE_FAIL, slurm.FAILED):
+        limit = restart_limit(job, cause, policy.requeueable)
+        if job.restarts < limit:
+            outcome, attempt = RESTART, state
+            delay = restart_backoff_s(job.restarts, policy.backoff_s, policy.backoff_max_s)
+        else:
+            outcome = GAVE_UP if limit else FINAL
+    else:
+        outcome = FINAL
+    if outcome in (REQUEUED, RESTART):
+        fields = dict(requeue_fields(job, now, max(delay, policy.fence_wait_s),
+                                     hold=job.kill_reason == REQUEUE_HOLD,
+                                     release_nodes=not completing), completing=completing)
+    else:
+        fields = finish(state, reason, end_time, exit_code=exit_code, exit_signal=signal,
+                        completing=completing)
+    if outcome == REQUEUED:
+        step_state = slurm.REQUEUED
+    elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE, slurm.PREEMPTED):
+        step_state = slurm.CANCELLED
+    elif state == slurm.NODE_FAIL:
+        step_state = slurm.NODE_FAIL
+    else:
+        step_state = slurm.COMPLETED if exit_code == 0 and signal == 0 else slurm.FAILED
+    return RunEnd(job.job_id, state, reason, outcome, fields, step_state, attempt, cause, limit,
+                  delay, completing)
+
+
+def node_lost(job: JobRecord, lost: tuple[str, ...], alive: tuple[str, ...], now: float, *,
+              grace_s: float, policy: Policy = Policy(),
+              connected: frozenset[str] | tuple[str, ...] = ()) -> Transition | RunEnd | None:
+    """A node of a RUNNING job was lost (``NodeLost``); ``alive``: the job's other
+    nodes that still have an agent; ``connected``: those and the lost ones whose
+    agent is still connected (a DOWN a person set): a job that ends here is
+    ended on all of them, and only ``alive`` ones stay completing. The whole
+    gang stops (``lost_node_outcome``):
+
+        wait         None: its own stop goes on, its script's result ends it
+                     (None too when it is no longer running, or already lost)
+        end_stopped  Transition: it ends as its stop says, now
+        end_alloc    Transition: the allocation ends NODE_FAIL, now
+        stop         Transition: ``stop`` for NODE_FAIL (the script lives)
+        end_run      RunEnd: the run ends NODE_FAIL, now (``batch_ended``, lost)
+    """
+    if job.state != slurm.RUNNING or job.kill_reason == NODE_LOST:
+        return None
+    outcome = lost_node_outcome(job, lost, alive)
+    if outcome == "wait":
+        return None
+    if outcome == "stop":
+        return stop(job, NODE_LOST, now, why="node failure", grace_s=grace_s, alive=alive)
+    if outcome == "end_run":
+        return batch_ended(job, now, end_time=now, signal=9, lost=True, alive=alive,
+                           policy=policy)
+    if outcome == "end_stopped":
+        state, reason = end_state(job.kill_reason, signal=9)
+    else:
+        state, reason = slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
+    return Transition(job.job_id, finish(state, reason, now, exit_signal=9, completing=alive),
+                      reachable(job, alive, connected), min(2.0, grace_s), "node failure",
+                      ended=True)
+
+
+def reachable(job: JobRecord, alive, connected) -> tuple[str, ...]:
+    """The nodes of ``job`` told to end it after a node loss: those with an agent."""
+    return tuple(n for n in job.nodes if n in alive or n in connected)
+
+
+# -- an agent registers ------------------------------------------------------------------
+# what a registering agent is told next about a job (Registration.follow)
+LAUNCH = "launch"         # its batch script never started: launch it (again)
+TERMINATE = "terminate"   # it is being stopped: stop it (again)
+CLEANUP = "cleanup"       # it ended and this node still holds it: end what is left
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What an agent's Register changes. ``back``: a node DOWN only for silence
+    returns to service (Slurm's ReturnToService=2); a DOWN a person set
+    stays. ``expected``: the jobs the node is to keep running (it kills
+    the others); ``follow``: (LAUNCH | TERMINATE | CLEANUP, job, why) in
+    order; ``lost``: batch scripts it started, no longer runs and has no
+    result for: their runs end as lost with the node (``batch_ended``)."""
+    back: bool
+    expected: tuple[int, ...] = ()
+    follow: tuple[tuple[str, int, str], ...] = ()
+    lost: tuple[int, ...] = ()
+
+
+def registered(node: str, rec: NodeRecord | None, jobs: tuple[JobRecord, ...],
+               running: frozenset[int], reported: frozenset[int]) -> Registration:
+    """``node``'s agent registered, running ``running`` and having just reported
+    the results ``reported``; ``jobs``: the jobs holding or cleaning up on it
+    (after those results were recorded)."""
+    back = rec is not None and rec.down and rec.reason == NOT_RESPONDING
+    expected: list[int] = []
+    follow: list[tuple[str, int, str]] = []
+    lost: list[int] = []
+    for job in jobs:
+        if node not in job.nodes:
+            continue
+        if job.state == slurm.RUNNING and not job.kill_reason:
+            if (job.spec.batch and job.batch_host == node and job.job_id not in running
+                    and job.job_id not in reported):
+                if job.launched:
+                    lost.append(job.job_id)
+                    continue
+                follow.append((LAUNCH, job.job_id, ""))
+            expected.append(job.job_id)
+        elif job.state == slurm.RUNNING:
+            follow.append((TERMINATE, job.job_id, job.kill_reason.lower()))
+        if node in job.completing:
+            follow.append((CLEANUP, job.job_id, "cleanup"))
+    return Registration(back, tuple(expected), tuple(follow), tuple(lost))

@@ -112,3 +112,54 @@ def test_every_service_error_class_has_its_status_listed_here():
     missing = sorted(c.__name__ for c in subclasses(errors.SlurmError)
                      if c.__module__.startswith("lingjund.") and c not in listed)
     assert not missing, f"errors without a status checked here: {missing}"
+
+
+# -- job transitions are decided in the lifecycle ----------------------------------------
+# Calls that write a job row; a state among their keywords is a transition decided
+# on the spot. The lifecycle decides them (lingjund/lifecycle.py) and the service
+# writes what it returns.
+JOB_WRITES = {"update_job", "split_array_task", "split_task", "replace"}
+# Service modules that may still write a job's state themselves: none. The
+# submission builds its PENDING row as a JobRecord, which is no write of a state.
+STATE_WRITES_ALLOWED: set[str] = set()
+
+
+def state_writes(source: str, name: str) -> list[str]:
+    """Where ``source`` writes a job's state outside the lifecycle: a job-writing
+    call with a ``state`` keyword, or a ``dict(state=...)`` / ``{"state": ...}``
+    (the fields of such a call, built aside)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if fname in JOB_WRITES | {"dict"} and any(k.arg == "state" for k in node.keywords):
+                found.append(f"{name}:{node.lineno} {fname}(state=...)")
+        elif isinstance(node, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "state" for k in node.keys):
+                found.append(f"{name}:{node.lineno} {{'state': ...}}")
+    return found
+
+
+def test_no_service_module_decides_a_job_transition_itself():
+    found = [w for p in SERVICE if p.name not in STATE_WRITES_ALLOWED
+             for w in state_writes(p.read_text(), p.name)]
+    assert not found, ("job states written in lingjund/service, not decided in "
+                       f"lingjund/lifecycle.py: {found}")
+
+
+@pytest.mark.parametrize("source", [
+    "def f(st):\n    st.update_job(1, state=slurm.FAILED, end_time=2)\n",
+    "def f(st, job):\n    fields = dict(state=slurm.CANCELLED)\n    st.update_job(1, **fields)\n",
+    "def f(st):\n    st.update_job(1, **{'state': 'FAILED'})\n",
+    "def f(st, meta):\n    st.split_array_task(meta, 3, state=slurm.CANCELLED)\n",
+])
+def test_the_transition_check_finds_a_state_written_on_the_spot(source):
+    assert state_writes(source, "x.py"), "the check would miss this write of a job state"
+
+
+def test_the_transition_check_lets_the_lifecycles_fields_through():
+    source = ("def f(st, job, now):\n"
+              "    st.update_job(job.job_id, **lifecycle.expire(job, now).fields)\n"
+              "    st.update_job(job.job_id, completing=())\n")
+    assert state_writes(source, "x.py") == []

@@ -2,7 +2,11 @@
 
 The worked example of lingjund/lifecycle.py's docstring is checked moment by
 moment; the properties tie ``next_deadline`` to ``decide``: nothing is due
-before it, and something is due at it.
+before it, and something is due at it. The events (a run's end, scancel, a
+node lost, a registration...) are checked one by one, their worked example
+replayed, and two properties hold over any job and any event: an ended job
+does not change, and no event makes a job run or brings an ended run back
+except a requeue.
 """
 from __future__ import annotations
 
@@ -293,3 +297,258 @@ def test_something_is_due_at_next_deadline_and_nothing_before_it(view, now):
     before = due - 2 * lc.SLACK
     if before >= 0:
         assert decide(view, before) == [], f"due before the next deadline {due}"
+
+
+# -- events ---------------------------------------------------------------------------------
+POLICY = lc.Policy(requeueable=True, backoff_s=10.0, backoff_max_s=300.0, requeue_delay_s=5.0)
+TERM = int(signal.SIGTERM)
+
+
+def test_the_worked_example_of_the_events_node_loss_restart_then_scancel():
+    j = job(time_min=10)
+    t = lc.node_lost(j, ("node2",), ("node1",), 1200.0, grace_s=30.0, policy=POLICY)
+    assert t == lc.Transition(7, {"kill_reason": lc.NODE_LOST}, ("node1", "node2"), 30.0,
+                              "node failure")
+    stopping = dataclasses.replace(j, **t.fields)
+    end = lc.batch_ended(stopping, 1203.0, signal=TERM, alive=frozenset({"node1"}), policy=POLICY)
+    assert (end.state, end.outcome, end.limit, end.delay) == \
+        (slurm.NODE_FAIL, lc.RESTART, lc.DEFAULT_MAX_RESTARTS, 10.0)
+    assert (end.fields["state"], end.fields["reason"], end.fields["restarts"],
+            end.fields["eligible_time"], end.fields["completing"]) == \
+        (slurm.PENDING, slurm.REASON_BEGIN_TIME, 1, 1213.0, ("node1",))
+    assert "nodes" not in end.fields, "node1 still cleans up: the nodes stay listed"
+    pending = dataclasses.replace(stopping, **end.fields)
+    c = lc.cancel(pending, 1205.0, by="1000", grace_s=30.0)
+    assert c == lc.Transition(7, dict(state=slurm.CANCELLED, start_time=1205.0, end_time=1205.0,
+                                      cancelled_by="1000"), ended=True)
+    assert lc.cancel(dataclasses.replace(pending, **c.fields), 1206.0, by="1000",
+                     grace_s=30.0) is None
+
+
+@pytest.mark.parametrize("kill_reason,result,want", [
+    ("", dict(), (slurm.COMPLETED, lc.FINAL, slurm.COMPLETED, "")),
+    ("", dict(exit_code=3), (slurm.FAILED, lc.FINAL, slurm.FAILED, "")),
+    (slurm.TIMEOUT, dict(signal=TERM), (slurm.TIMEOUT, lc.FINAL, slurm.CANCELLED, "")),
+    (slurm.CANCELLED, dict(signal=TERM), (slurm.CANCELLED, lc.FINAL, slurm.CANCELLED, "")),
+    (lc.REQUEUE, dict(signal=TERM), (slurm.FAILED, lc.REQUEUED, slurm.REQUEUED, slurm.REQUEUED)),
+    (lc.HANG, dict(signal=TERM), (slurm.FAILED, lc.RESTART, slurm.FAILED, slurm.FAILED)),
+    ("", dict(lost=True, signal=9), (slurm.NODE_FAIL, lc.RESTART, slurm.NODE_FAIL,
+                                     slurm.NODE_FAIL)),
+])
+def test_how_a_batch_script_ends_decides_the_job_and_the_batch_step(kill_reason, result, want):
+    end = lc.batch_ended(job(kill_reason=kill_reason), 2000.0, policy=POLICY, **result)
+    assert (end.state, end.outcome, end.step_state, end.attempt_state) == want
+    if end.outcome == lc.FINAL:
+        assert end.fields["end_time"] == 2000.0 and end.fields["state"] == end.state
+        assert "nodes" not in end.fields, "sacct still shows where it ran"
+    else:
+        assert end.fields["state"] == slurm.PENDING and end.fields["nodes"] == ()
+
+
+def test_a_requeue_waits_its_delay_and_the_fences_and_requeuehold_holds():
+    held = lc.batch_ended(job(kill_reason=lc.REQUEUE_HOLD), 2000.0, signal=TERM,
+                          policy=dataclasses.replace(POLICY, fence_wait_s=12.0))
+    assert (held.outcome, held.fields["eligible_time"], held.fields["held"],
+            held.fields["reason"]) == (lc.REQUEUED, 2012.0, True, slurm.REASON_HELD_USER)
+
+
+def test_a_preemption_victim_requeues_only_with_preemptmode_requeue():
+    victim = job(kill_reason=slurm.PREEMPTED, preempt_requeue=True)
+    end = lc.batch_ended(victim, 2000.0, signal=TERM, policy=POLICY)
+    assert (end.outcome, end.attempt_state, end.fields["eligible_time"]) == \
+        (lc.REQUEUED, slurm.PREEMPTED, 2005.0)
+    cancelled = lc.batch_ended(dataclasses.replace(victim, preempt_requeue=False), 2000.0,
+                               signal=TERM, policy=POLICY)
+    assert (cancelled.state, cancelled.outcome) == (slurm.PREEMPTED, lc.FINAL)
+    lost = lc.batch_ended(victim, 2000.0, lost=True, policy=POLICY)
+    assert (lost.state, lost.outcome) == (slurm.NODE_FAIL, lc.RESTART), \
+        "a victim lost with its node is a node failure, not a requeue"
+
+
+def test_restarts_stop_at_the_limit_and_say_so_and_a_failure_without_policy_is_final():
+    tired = job(restarts=lc.DEFAULT_MAX_RESTARTS)
+    end = lc.batch_ended(tired, 2000.0, lost=True, policy=POLICY)
+    assert (end.outcome, end.fields["state"], end.limit) == \
+        (lc.GAVE_UP, slurm.NODE_FAIL, lc.DEFAULT_MAX_RESTARTS)
+    norequeue = lc.batch_ended(job(), 2000.0, lost=True,
+                               policy=dataclasses.replace(POLICY, requeueable=False))
+    assert (norequeue.outcome, norequeue.attempt_state) == (lc.FINAL, "")
+    assert lc.batch_ended(job(restarts=2, max_restarts=3), 2000.0, exit_code=1,
+                          policy=POLICY).delay == 40.0, "the third restart waits 10 * 2**2"
+
+
+def test_only_the_nodes_with_an_agent_stay_completing():
+    end = lc.batch_ended(job(), 2000.0, alive=frozenset({"node2", "node9"}), policy=POLICY)
+    assert end.terminate == ("node2",) and end.fields["completing"] == ("node2",)
+
+
+@pytest.mark.parametrize("kill_reason,want", [
+    ("", "stop"), (slurm.PREEMPTED, "stop"), (slurm.TIMEOUT, "again"),
+])
+def test_scancel_stops_a_running_job_once_and_overrides_a_preemption(kill_reason, want):
+    j = job(kill_reason=kill_reason)
+    t = lc.cancel(j, 2000.0, by="1000", grace_s=30.0)
+    assert t.terminate == ("node1", "node2") and t.why == "cancelled"
+    if want == "stop":
+        assert t.fields == {"kill_reason": slurm.CANCELLED, "cancelled_by": "1000"}
+    else:
+        assert t.fields == {}, "already being stopped: its nodes are only told again"
+
+
+def test_an_allocation_stopped_ends_at_once_in_the_state_a_batch_job_would():
+    alloc = job(batch=False)
+    t = lc.stop(alloc, slurm.TIMEOUT, 2000.0, why="time limit", grace_s=30.0,
+                alive=frozenset({"node1"}))
+    assert t.ended and t.terminate == ("node1",)
+    assert {k: t.fields[k] for k in ("kill_reason", "state", "reason", "end_time", "completing")} \
+        == dict(kill_reason=slurm.TIMEOUT, state=slurm.TIMEOUT, reason=slurm.REASON_TIME_LIMIT,
+                end_time=2000.0, completing=("node1",))
+    c = lc.cancel(alloc, 2000.0, by="0", grace_s=30.0)
+    assert (c.fields["state"], c.fields["exit_signal"], c.fields["cancelled_by"]) == \
+        (slurm.CANCELLED, TERM, "0")
+
+
+def test_an_allocation_released_or_abandoned():
+    alloc = job(batch=False)
+    ok = lc.released(alloc, 2000.0, 0, 0, grace_s=2.0, alive=frozenset({"node1", "node2"}))
+    assert (ok.fields["state"], ok.terminate) == (slurm.COMPLETED, ("node1", "node2"))
+    bad = lc.released(alloc, 2000.0, 3, 0, grace_s=2.0)
+    assert (bad.fields["state"], bad.fields["reason"], bad.fields["exit_code"]) == \
+        (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT, 3)
+    gone = lc.abandon(alloc, 2000.0, alive=frozenset({"node1"}))
+    assert (gone.fields["state"], gone.grace_s, gone.fields["exit_signal"]) == \
+        (slurm.CANCELLED, 0.0, int(signal.SIGKILL))
+    assert lc.abandon(job(batch=False, state=slurm.PENDING), 2000.0).fields == \
+        dict(state=slurm.CANCELLED, start_time=2000.0, end_time=2000.0)
+    assert lc.abandon(job(batch=False, kill_reason=slurm.TIMEOUT), 2000.0) is None
+
+
+def test_a_pending_job_that_can_never_run_or_expires_ends_never_started():
+    p = job(state=slurm.PENDING)
+    assert lc.never_runnable(p, 2000.0, "afterok:5(failed)").fields == dict(
+        state=slurm.CANCELLED, start_time=2000.0, end_time=2000.0,
+        reason=slurm.REASON_DEPENDENCY_NEVER, dependency="afterok:5(failed)")
+    assert lc.expire(p, 2000.0).fields == dict(state=slurm.DEADLINE, start_time=2000.0,
+                                               end_time=2000.0, reason=slurm.REASON_DEADLINE)
+
+
+def test_a_failed_prolog_puts_the_job_back_as_it_was():
+    t = lc.prolog_failed(job(restarts=2))
+    assert t.fields["state"] == slurm.PENDING and t.fields["nodes"] == ()
+    assert "restarts" not in t.fields, "it never ran: no restart counted"
+
+
+def test_a_placed_job_starts_with_its_time_limit_from_now():
+    f = lc.start(job(state=slurm.PENDING, time_min=10), 3000.0, nodes=("node3", "node4"))
+    assert (f["state"], f["end_time"], f["batch_host"], f["launched"]) == \
+        (slurm.RUNNING, 3600.0, "node3", False)
+
+
+@pytest.mark.parametrize("kill_reason,batch,lost,alive,want", [
+    (slurm.CANCELLED, True, ("node2",), ("node1",), None),
+    (slurm.CANCELLED, True, ("node1",), ("node2",), (slurm.CANCELLED, ("node2",))),
+    ("", False, ("node2",), ("node1",), (slurm.NODE_FAIL, ("node1",))),
+    ("", True, ("node2",), ("node1",), ("stop", ("node1", "node2"))),
+    ("", True, ("node1",), ("node2",), ("run", ("node2",))),
+])
+def test_what_a_lost_node_does_carried_to_the_job_row(kill_reason, batch, lost, alive, want):
+    t = lc.node_lost(job(batch=batch, kill_reason=kill_reason), lost, alive, 2000.0,
+                     grace_s=30.0, policy=POLICY)
+    if want is None:
+        assert t is None
+    elif want[0] == "stop":
+        assert t.fields == {"kill_reason": lc.NODE_LOST} and t.terminate == want[1]
+    elif want[0] == "run":
+        assert isinstance(t, lc.RunEnd) and t.state == slurm.NODE_FAIL
+        assert t.terminate == want[1]
+    else:
+        assert (t.fields["state"], t.terminate, t.fields["exit_signal"]) == (want[0], want[1], 9)
+
+
+def test_a_registering_agent_is_told_what_to_launch_stop_and_clean_and_its_lost_scripts():
+    running = job(1)                                        # its script runs there
+    unlaunched = job(2, launched=False)                     # prolog done, script not started
+    vanished = job(3)                                       # launched, not running, no result
+    reported = job(4)                                       # its result came with the Register
+    stopping = job(5, kill_reason=slurm.TIMEOUT)
+    ended = dataclasses.replace(job(6, state=slurm.COMPLETED), nodes=("node1",),
+                                completing=("node1",))
+    elsewhere = job(8, nodes=("node2", "node1"))            # node1 holds a part, not the script
+    r = lc.registered("node1", NodeRecord("node1", registered=True, down=True,
+                                          reason=lc.NOT_RESPONDING),
+                      (running, unlaunched, vanished, reported, stopping, ended, elsewhere),
+                      running=frozenset({1}), reported=frozenset({4}))
+    assert r.back
+    assert r.expected == (1, 2, 4, 8)
+    assert r.follow == ((lc.LAUNCH, 2, ""), (lc.TERMINATE, 5, "timeout"), (lc.CLEANUP, 6, "cleanup"))
+    assert r.lost == (3,)
+    person = NodeRecord("node1", registered=True, down=True, reason="bad fan")
+    assert not lc.registered("node1", person, (), frozenset(), frozenset()).back, \
+        "a DOWN a person set stays until a person resumes it"
+
+
+# -- properties of the events ------------------------------------------------------------------
+FINISHED = [slurm.COMPLETED, slurm.FAILED, slurm.CANCELLED, slurm.TIMEOUT, slurm.NODE_FAIL,
+            slurm.DEADLINE, slurm.PREEMPTED]
+
+
+@st.composite
+def any_jobs(draw) -> JobRecord:
+    state = draw(st.sampled_from([slurm.PENDING, slurm.RUNNING] + FINISHED))
+    j = job(draw(st.integers(1, 50)), state=state, batch=draw(st.booleans()),
+            launched=draw(st.booleans()), restarts=draw(st.integers(0, 6)),
+            kill_reason=draw(st.sampled_from(["", slurm.CANCELLED, slurm.TIMEOUT, slurm.PREEMPTED,
+                                              lc.HANG, lc.REQUEUE, lc.NODE_LOST]))
+            if state == slurm.RUNNING else "",
+            preempt_requeue=draw(st.booleans()))
+    if state in FINISHED:
+        j = dataclasses.replace(j, nodes=("node1", "node2"), end_time=1500.0, start_time=1000.0,
+                                completing=tuple(draw(st.sampled_from([(), ("node1",)]))))
+    return j
+
+
+def events(j: JobRecord, now: float, draw) -> list:
+    """Every event function applied to ``j``, as the service could call them."""
+    alive = frozenset(draw(st.sampled_from([(), ("node1",), ("node1", "node2")])))
+    return [
+        lc.cancel(j, now, by="1", grace_s=30.0, alive=alive),
+        lc.abandon(j, now, alive=alive),
+        lc.node_lost(j, ("node2",), tuple(sorted(alive - {"node2"})), now, grace_s=30.0,
+                     policy=POLICY),
+        lc.batch_ended(j, now, exit_code=draw(st.integers(0, 2)), signal=draw(
+            st.sampled_from([0, 9, 15])), lost=draw(st.booleans()), alive=alive, policy=POLICY),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_jobs(), times, st.data())
+def test_no_event_changes_a_job_that_has_ended(j, now, data):
+    ended = dataclasses.replace(j, state=data.draw(st.sampled_from(FINISHED)), kill_reason="")
+    assert [e for e in events(ended, now, data.draw) if e is not None] == []
+    r = lc.registered("node1", None, (ended,), frozenset({ended.job_id}), frozenset())
+    assert r.expected == () and r.lost == () and all(w == lc.CLEANUP for w, _, _ in r.follow)
+
+
+@settings(max_examples=500, deadline=None)
+@given(any_jobs(), times, st.data())
+def test_no_event_makes_a_job_run_and_only_a_requeue_takes_an_ended_run_back_to_pending(j, now,
+                                                                                        data):
+    for e in events(j, now, data.draw):
+        if e is None:
+            continue
+        state = e.fields.get("state")
+        assert state != slurm.RUNNING, f"{e} starts a job; only the scheduler does (start)"
+        if state == slurm.PENDING:
+            assert j.state == slurm.RUNNING and isinstance(e, lc.RunEnd)
+            assert e.outcome in (lc.REQUEUED, lc.RESTART)
+            assert e.fields["restarts"] == j.restarts + 1
+        if j.state not in (slurm.PENDING, slurm.RUNNING):
+            assert state is None
+
+
+def test_a_lost_node_whose_agent_is_still_there_is_told_to_end_the_job_but_not_awaited():
+    # node2 set DOWN by a person: its agent is connected and obeys
+    alloc = job(batch=False)
+    t = lc.node_lost(alloc, ("node2",), ("node1",), 2000.0, grace_s=30.0,
+                     connected=frozenset({"node1", "node2"}))
+    assert t.terminate == ("node1", "node2") and t.fields["completing"] == ("node1",)

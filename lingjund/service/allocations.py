@@ -25,7 +25,7 @@ restart. Then the jobs are kept: a client may take the lease again
 within the heartbeat timeout.
 
 An allocation is ended by its stream, or stopped as any running job is
-(``batch.stop_running``: scancel, its time limit, its deadline, preemption),
+(``lifecycle.stop``: scancel, its time limit, its deadline, preemption),
 which ends it at once; the stream tells the client which (``ended``), so
 srun and salloc can say "revoked".
 """
@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal as signals
 from dataclasses import dataclass
 
 from lingjun import slurm
@@ -163,13 +162,13 @@ def release(ctl: Controller, job_id: int, exit_code: int, signal: int):
         job = st.job(job_id)
         if _over(job):
             return job
-        state = slurm.COMPLETED if exit_code == 0 and signal == 0 else slurm.FAILED
-        reason = slurm.REASON_NONE if state == slurm.COMPLETED else slurm.REASON_NON_ZERO_EXIT
-        nodes = batch.finish_allocation(ctl, st, job, state, reason, now,
-                                        exit_code=exit_code, exit_signal=signal)
+        t = lifecycle.released(job, now, exit_code, signal,
+                               grace_s=min(2.0, ctl.config.controller.kill_wait_s),
+                               alive=batch.alive(ctl, job))
+        batch.commit(st, job, t, now)
         job = st.job(job_id)
-    log.info("job=%d: allocation released, %s (exit %d:%d)", job_id, state, exit_code, signal)
-    batch.send_cleanup(ctl, job_id, nodes, min(2.0, ctl.config.controller.kill_wait_s), "job ended")
+    log.info("job=%d: allocation released, %s (exit %d:%d)", job_id, job.state, exit_code, signal)
+    batch.send(ctl, [t])
     return job
 
 
@@ -177,24 +176,13 @@ def abandon(ctl: Controller, job_id: int) -> None:
     """The client is gone: a pending allocation is cancelled, a running one ended
     as CANCELLED and whatever it still runs is killed."""
     now = ctl.clock()
-    stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
         job = st.job(job_id)
-        if job is None:
+        t = lifecycle.abandon(job, now, alive=batch.alive(ctl, job)) if job is not None else None
+        if t is None:
             return
-        if job.state == slurm.PENDING:
-            st.update_job(job_id, state=slurm.CANCELLED, start_time=now, end_time=now)
-        elif not _over(job):
-            stop = batch.stop_running(ctl, st, job, slurm.CANCELLED, now,
-                                      "allocation's client went away",
-                                      exit_signal=int(signals.SIGKILL), grace_s=0.0)
-        else:
-            return
-    if stop is None:
-        ctl.wake_scheduler()
-        ctl.jobs_changed()
-    else:
-        batch.send_stops(ctl, [stop])
+        batch.commit(st, job, t, now)
+    batch.send(ctl, [t])
 
 
 def sweep_orphans(ctl: Controller, started_at: float) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 
 from lingjun import slurm
+from lingjund import lifecycle
 from lingjund.sched import dependency
+from lingjund.service import batch
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -62,8 +64,7 @@ def settle(ctl: Controller, now: float) -> dict[int, str]:
         for job in waiting:
             verdict = world.evaluate(job.dependency, job_view(job), now)
             if verdict.state == dependency.NEVER and kills_on_invalid(ctl, job):
-                st.update_job(job.job_id, state=slurm.CANCELLED, start_time=now, end_time=now,
-                              reason=slurm.REASON_DEPENDENCY_NEVER, dependency=verdict.remaining)
+                batch.commit(st, job, lifecycle.never_runnable(job, now, verdict.remaining), now)
                 log.info("job=%d cancelled: dependency %s can never be satisfied",
                          job.job_id, verdict.remaining)
                 continue

@@ -7,7 +7,7 @@ holding a DOWN node, as a whole gang (no half-gang keeps running):
     RUNNING, node2 of node[1-2] DOWN
       batch host (node1) alive:  kill_reason NODE_FAIL, node1 told to stop the
                                  job; its BatchFinished ends the run NODE_FAIL
-                                 (batch.record_batch_finished -> restarts.after_run)
+                                 (lifecycle.batch_ended, batch.commit_run_end)
       batch host lost:           the run ends here and now, NODE_FAIL; the
                                  survivors are told to stop and clean up
     then: restartable (restarts.py) -> PENDING, same id and priority,
@@ -60,10 +60,10 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
-from lingjund.lifecycle import NODE_LOST, requeue_fields
+from lingjund.lifecycle import NODE_LOST
 from lingjund.service import batch, errors, restarts, timers
 from lingjund.service.context import Controller
-from lingjund.store.store import JobRecord, StepRecord
+from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.faulttol")
 
@@ -82,9 +82,9 @@ def handle_lost_nodes(ctl: Controller) -> None:
 
 
 def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, now: float) -> None:
+    """Carry out ``lifecycle.node_loss``'s NodeLost for one job: load, ask
+    ``lifecycle.node_lost``, commit, send."""
     lost_txt = slurm.compress_hostlist(lost)
-    cleanup: tuple[str, ...] = ()
-    stop: batch.Stop | None = None
     with ctl.store.transaction() as st:
         cur = st.job(job_id)
         if cur is None or cur.state != slurm.RUNNING or cur.kill_reason == NODE_LOST:
@@ -93,45 +93,26 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
             st, cur.job_id, restarts.EV_NODE_LOST,
             f"node {lost_txt} lost ({why}) while running on "
             f"{slurm.compress_hostlist(list(cur.nodes))}", now)
-        alive = tuple(n for n in cur.nodes if n not in lost and ctl.agents.connected(n))
-        outcome = lifecycle.lost_node_outcome(cur, lost, alive)
-        if outcome == "wait":
+        connected = batch.alive(ctl, cur)
+        alive = tuple(n for n in cur.nodes if n not in lost and n in connected)
+        grace = ctl.config.controller.kill_wait_s
+        change = lifecycle.node_lost(cur, lost, alive, now, grace_s=grace,
+                                     policy=restarts.policy(ctl, st, cur, now),
+                                     connected=connected)
+        if change is None:
             return      # already being stopped (cancel, time limit...): its result ends it
-        if outcome == "end_stopped":
-            # Being stopped, and its script is gone with the node: end it as asked.
-            state, reason = lifecycle.end_state(cur.kill_reason, signal=9)
-            cleanup = alive
-            st.update_job(cur.job_id, state=state, reason=reason, end_time=now, exit_signal=9,
-                          completing=alive)
-        elif outcome == "end_alloc":
-            cleanup = batch.finish_allocation(ctl, st, cur, slurm.NODE_FAIL,
-                                              slurm.REASON_NODE_DOWN, now, exit_signal=9)
-        elif outcome == "stop":
-            # The script still runs: stop it; its result ends the run (batch.py).
-            stop = batch.stop_running(ctl, st, cur, NODE_LOST, now, "node failure")
+        if isinstance(change, lifecycle.RunEnd):
+            # its script is gone with the node: the run ends here and now
+            batch.commit_run_end(st, cur, change,
+                                 agent_pb2.BatchFinished(job_id=cur.job_id, signal=9), now)
+            change = lifecycle.Transition(cur.job_id, {},
+                                          lifecycle.reachable(cur, alive, connected),
+                                          min(2.0, grace), "node failure", ended=True)
         else:
-            cleanup = alive
-            delay = restarts.after_run(ctl, st, cur, slurm.NODE_FAIL, now, 0, 9, now)
-            if delay is not None:
-                delay = max(delay, restarts.fence_wait_s(ctl, st, cur, now))
-                st.update_job(cur.job_id, completing=alive,
-                              **requeue_fields(cur, now, delay, hold=False,
-                                               release_nodes=not alive))
-            else:
-                st.update_job(cur.job_id, state=slurm.NODE_FAIL, reason=slurm.REASON_NODE_DOWN,
-                              end_time=now, exit_code=0, exit_signal=9, completing=alive)
-            st.put_step(StepRecord(
-                job_id=cur.job_id, step_id="batch", name="batch", state=slurm.NODE_FAIL,
-                exit_signal=9, nodes=(cur.batch_host,), num_tasks=1,
-                num_cpus=cur.cpus_per_node[0] if cur.cpus_per_node else 1,
-                start_time=cur.start_time, end_time=now))
+            batch.commit(st, cur, change, now)
     log.warning("job=%d node=%s: node lost (%s), stopping the job on %s", job_id, lost_txt,
                 why, slurm.compress_hostlist(list(alive)) or "no node")
-    if stop is not None:
-        batch.send_stops(ctl, [stop])
-    else:
-        batch.send_cleanup(ctl, cur.job_id, cleanup, min(2.0, ctl.config.controller.kill_wait_s),
-                           "node failure")
+    batch.send(ctl, [change])
 
 
 # -- hangs ---------------------------------------------------------------------------

@@ -233,10 +233,7 @@ def _prolog_failed(ctl: Controller, p: Prolog, nodes: list[str], drain_failed: b
         job = st.job(p.job_id)
         if job is None or job.state != slurm.RUNNING or job.kill_reason or job.launched:
             return
-        st.update_job(p.job_id, state=slurm.PENDING, reason=slurm.REASON_RESOURCES,
-                      start_time=0.0, end_time=0.0, nodes=(), cpus_per_node=(),
-                      mem_per_node=(), gpus_per_node=(), gpu_ids=(), tasks_per_node=(), batch_host="",
-                      launched=False)
+        batch.commit(st, job, lifecycle.prolog_failed(job), now)
     log.warning("job=%d: prolog failed on %s; back to PENDING, queue place kept",
                 p.job_id, slurm.compress_hostlist(nodes))
     ctl.jobs_changed()

@@ -24,7 +24,8 @@ from lingjund.sched import dependency
 from lingjund.service import authz, batch, errors
 from lingjund.service.context import Controller
 from lingjund.service.jobs import _validate, validate_dependency
-from lingjund.lifecycle import REQUEUE, REQUEUE_HOLD, requeue_fields
+from lingjund import lifecycle
+from lingjund.lifecycle import REQUEUE, REQUEUE_HOLD
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobctl")
@@ -158,7 +159,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
 def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.JobControlResponse:
     results = []
     stopping: list[JobRecord] = []
-    stops: list[batch.Stop] = []
+    stops: list[lifecycle.Transition] = []
     now = ctl.clock()
     delay = ctl.config.controller.requeue_delay_s
     with ctl.store.transaction() as st:
@@ -179,18 +180,20 @@ def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.Job
                 if job.completing or job.kill_reason:
                     raise errors.AlreadyDone()
                 if job.state == slurm.RUNNING:
-                    stops.append(batch.stop_running(ctl, st, job,
-                                                    REQUEUE_HOLD if req.hold else REQUEUE, now,
-                                                    "requeued"))
+                    t = lifecycle.stop(job, REQUEUE_HOLD if req.hold else REQUEUE, now,
+                                       why="requeued", grace_s=ctl.config.controller.kill_wait_s,
+                                       alive=batch.alive(ctl, job))
+                    stops.append(t)
                     stopping.append(job)
                 else:
-                    st.update_job(job_id, **requeue_fields(job, now, delay, req.hold))
+                    t = lifecycle.requeue(job, now, delay, req.hold)
+                batch.commit(st, job, t, now)
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=True))
             except errors.SlurmError as e:
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
     for job in stopping:
         log.info("job=%d requeued by uid %d: stopping it", job.job_id, req.requester_uid)
-    batch.send_stops(ctl, stops)
+    batch.send(ctl, stops)
     if any(r.ok for r in results):
         ctl.wake_scheduler()
     return api_pb2.JobControlResponse(results=results)

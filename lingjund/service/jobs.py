@@ -18,6 +18,7 @@ from lingjun import slurm
 from lingjun.config import PartitionConfig
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
+from lingjund import lifecycle
 from lingjund.sched import dependency
 from lingjund.service import authz, batch, catalog, errors, preemption
 from lingjund.service.context import Controller
@@ -467,9 +468,11 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             raise errors.InvalidRequest("No job identification provided")
         targets = [j for j in ctl.store.jobs(states=slurm.ACTIVE_STATES) if _matches(j, req)]
     now = ctl.clock()
-    stops: list[batch.Stop] = []
+    stops: list[lifecycle.Transition] = []
     to_signal: list[JobRecord] = []
     done: set[int] = set()
+    grace = ctl.config.controller.kill_wait_s
+    by = str(req.requester_uid)
 
     def cancel_row(st, job: JobRecord) -> None:
         if job.job_id in done:      # "scancel 12 12_1" answers once per job
@@ -482,29 +485,23 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
                                                 error=errors.AccessDenied.message))
             return
-        if job.state == slurm.PENDING:
-            if req.signal:
-                results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
-                                                    error="Job is pending execution"))
-                return
-            st.update_job(job.job_id, state=slurm.CANCELLED, end_time=now, start_time=now,
-                          cancelled_by=str(req.requester_uid))
-            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-        elif job.state == slurm.RUNNING and req.signal:
+        if job.state == slurm.PENDING and req.signal:
+            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
+                                                error="Job is pending execution"))
+            return
+        if job.state == slurm.RUNNING and req.signal:
             to_signal.append(job)
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-        elif job.state == slurm.RUNNING:
-            if not job.kill_reason or job.kill_reason == slurm.PREEMPTED:  # scancel beats preemption
-                stops.append(batch.stop_running(ctl, st, job, slurm.CANCELLED, now, "cancelled",
-                                                exit_signal=int(signals.SIGTERM),
-                                                cancelled_by=str(req.requester_uid)))
-            else:   # already being stopped: tell its nodes again
-                stops.append(batch.Stop(job.job_id, tuple(job.nodes),
-                                        ctl.config.controller.kill_wait_s, "cancelled"))
-            results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
-        else:
+            return
+        t = lifecycle.cancel(job, now, by=by, grace_s=grace, alive=batch.alive(ctl, job))
+        if t is None:
             results.append(api_pb2.CancelResult(job_id=job.job_id, ok=False,
                                                 error=errors.AlreadyDone.message))
+            return
+        batch.commit(st, job, t, now)
+        if job.state == slurm.RUNNING:
+            stops.append(t)
+        results.append(api_pb2.CancelResult(job_id=job.job_id, ok=True))
 
     with ctl.store.transaction() as st:
         for job in targets:
@@ -512,10 +509,10 @@ def cancel(ctl: Controller, req: api_pb2.CancelJobsRequest) -> api_pb2.CancelJob
         for sel in req.array_tasks:
             _cancel_array_tasks(st, req, sel.array_job_id, sel.task_ids, now, results, cancel_row,
                                 ctl.config.authz)
-    for s in stops:
-        log.info("job=%d%s cancelled by uid %d", s.job_id, " (allocation)" if s.ended else "",
+    for t in stops:
+        log.info("job=%d%s cancelled by uid %d", t.job_id, " (allocation)" if t.ended else "",
                  req.requester_uid)
-    batch.send_stops(ctl, stops)
+    batch.send(ctl, stops)
     for job in to_signal:
         msg = agent_pb2.ControllerMessage(signal_job=agent_pb2.SignalJob(
             job_id=job.job_id, signal=req.signal, batch_only=req.batch_only, step_id=-1))
@@ -564,8 +561,7 @@ def _cancel_array_tasks(st, req: api_pb2.CancelJobsRequest, array_job_id: int, t
     if set(split) == pending:
         cancel_row(st, meta)
         return
-    cancelled = dict(state=slurm.CANCELLED, start_time=now, end_time=now,
-                     cancelled_by=str(req.requester_uid))
+    cancelled = lifecycle.never_started(slurm.CANCELLED, now, cancelled_by=str(req.requester_uid))
     for task in split:
         job_id = st.split_array_task(meta, task, **cancelled)
         st.update_job(job_id, **output_paths(meta.spec, job_id, meta.name, array_job_id, task))

@@ -35,39 +35,23 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     for res in reg.unacked:
         batch.record_batch_finished(ctl, name, res)
         acked.append(res.job_id)
+    running_there = set(reg.running_job_ids)
     with ctl.store.transaction() as st:
-        back = {}
         rec = st.node(name)
-        if rec is not None and rec.down and rec.reason == NOT_RESPONDING:
-            # ReturnToService=2 for silence: a node that was only silent comes back by
-            # registering. A DOWN a person set stays until a person resumes it.
-            back = dict(down=False, reason="", reason_user="", reason_time=0)
+        jobs = {j.job_id: j for j in st.jobs_on_node(name)}
+        r = lifecycle.registered(name, rec, tuple(jobs.values()), frozenset(running_there),
+                                 frozenset(acked))
+        back = dict(down=False, reason="", reason_user="", reason_time=0) if r.back else {}
+        if r.back:
             log.info("node=%s: responding again, returned to service", name)
         st.put_node(name, registered=True, inventory=reg.inventory,
                     agent_start_time=reg.agent_start_time, last_seen=now, **back)
     if rec is None or rec.inventory != reg.inventory:
         ctl.nodes_changed()     # a new node, or new capacity: submissions check against it
     conn.last_heartbeat = now
-    running_there = set(reg.running_job_ids)
-    expected, follow = [], []
-    lost = []
-    for job in ctl.store.jobs_on_node(name):
-        if name not in job.nodes:
-            continue
-        if job.state == slurm.RUNNING and not job.kill_reason:
-            if (job.spec.batch and job.batch_host == name and job.job_id not in running_there
-                    and job.job_id not in acked):
-                if job.launched:
-                    lost.append(job)
-                    continue
-                follow.append(launch_message(ctl, job))
-            expected.append(job.job_id)
-        elif job.state == slurm.RUNNING and job.kill_reason:
-            follow.append(agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
-                job_id=job.job_id, grace_s=ctl.config.controller.kill_wait_s, reason=job.kill_reason.lower())))
-        if job.completing and name in job.completing:
-            follow.append(agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
-                job_id=job.job_id, grace_s=0, reason="cleanup")))
+    expected = list(r.expected)
+    follow = [_follow(ctl, jobs[jid], what, why) for what, jid, why in r.follow]
+    lost = [jobs[jid] for jid in r.lost]
     for job in lost:
         log.warning("job=%d node=%s: the agent no longer runs the batch script and has no result",
                     job.job_id, name)
@@ -96,6 +80,15 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     else:
         _wake_for_capacity(ctl)
     return reply, follow
+
+
+def _follow(ctl: Controller, job, what: str, why: str) -> agent_pb2.ControllerMessage:
+    """The message that carries out one of ``lifecycle.registered``'s follow-ups."""
+    if what == lifecycle.LAUNCH:
+        return launch_message(ctl, job)
+    grace = ctl.config.controller.kill_wait_s if what == lifecycle.TERMINATE else 0
+    return agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
+        job_id=job.job_id, grace_s=grace, reason=why))
 
 
 # A node that registers with nothing to repair only adds capacity: a pass

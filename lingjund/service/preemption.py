@@ -95,9 +95,7 @@ def preempt(ctl: Controller, preemptions: tuple[Preemption, ...], now: float) ->
             if mode_of(ctl, job) == OFF:
                 continue
             requeue = mode_of(ctl, job) == REQUEUE and requeueable(ctl, job)
-            st.update_job(job.job_id, kill_reason=slurm.PREEMPTED, preempted_by=p.by,
-                          preempt_time=now, preempt_killed=False, preempt_requeue=requeue,
-                          warn_signal_sent=True)
+            st.update_job(job.job_id, **lifecycle.preempt(job, p.by, now, requeue))
             taken.append((job, p.by, requeue))
     for job, by, requeue in taken:
         note_preempted(ctl, job, by, requeue, now)

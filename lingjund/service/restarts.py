@@ -5,7 +5,7 @@ why, for ``lingjun events``) and ``job_attempts`` (each earlier run: nodes,
 times, how it ended, for ``sacct -D``). The job row itself always describes
 the current (or last) run, so a job that never ran twice has no attempt rows.
 
-Which runs run again (``may_restart``):
+Which runs run again (decided by ``lifecycle.batch_ended``):
 
     cause        --max-restarts=N given     not given
     NODE_FAIL    while restarts < N         requeueable: up to 5 times (Slurm's
@@ -85,52 +85,32 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
     return spec.requeue if spec.HasField("requeue") else ctl.config.controller.job_requeue
 
 
-def restart_limit(ctl: Controller, job: JobRecord, cause: str) -> int:
-    """How many restarts this cause allows in all (see the table above)."""
-    return lifecycle.restart_limit(job, cause, requeueable(ctl, job))
-
-
-def may_restart(ctl: Controller, job: JobRecord, cause: str) -> bool:
-    return job.restarts < restart_limit(ctl, job, cause)
-
-
-def backoff_s(ctl: Controller, job: JobRecord) -> float:
-    """Wait before the next automatic restart: doubling per restart, capped."""
+def policy(ctl: Controller, st, job: JobRecord, now: float) -> lifecycle.Policy:
+    """What ``lifecycle.batch_ended`` needs to decide whether ``job``'s run runs again."""
     ft = ctl.config.faulttol
-    return lifecycle.restart_backoff_s(job.restarts, ft.restart_backoff_s, ft.restart_backoff_max_s)
+    return lifecycle.Policy(requeueable=requeueable(ctl, job), backoff_s=ft.restart_backoff_s,
+                            backoff_max_s=ft.restart_backoff_max_s,
+                            requeue_delay_s=ctl.config.controller.requeue_delay_s,
+                            fence_wait_s=fence_wait_s(ctl, st, job, now))
 
 
-def after_run(ctl: Controller, st, job: JobRecord, state: str, end_time: float,
-              exit_code: int, exit_signal: int, now: float, *, cause: str = "",
-              requeued: bool = False) -> float | None:
-    """A run of ``job`` ended in ``state``; inside the caller's transaction.
-
-    Returns the backoff when the job is to be restarted automatically (the
-    caller puts it back in the queue), None when not. ``requeued`` says the
-    caller requeues it anyway (scontrol requeue): only the attempt is kept.
-    ``cause`` defaults to ``state`` (HANG for a run stopped by hang detection).
-    """
-    cause = cause or state
-    if requeued:     # scontrol requeue, or preempted with PreemptMode=REQUEUE
-        record_attempt(st, job, slurm.PREEMPTED if state == slurm.PREEMPTED else slurm.REQUEUED,
-                       end_time, exit_code, exit_signal)
-        return None
-    if state not in (slurm.NODE_FAIL, slurm.FAILED):
-        return None
-    limit = restart_limit(ctl, job, cause)
-    if job.restarts >= limit:
-        if limit:
-            record_job_event(st, job.job_id, EV_GAVE_UP,
-                             f"{state} after {job.restarts} restart(s): limit of {limit} reached", now)
-        return None
-    delay = backoff_s(ctl, job)
-    record_attempt(st, job, state, end_time, exit_code, exit_signal)
-    why = {HANG: "hang"}.get(cause, state)
-    record_job_event(st, job.job_id, EV_REQUEUED,
-                     f"attempt {job.restarts + 1} ended {why} on "
-                     f"{slurm.compress_hostlist(list(job.nodes))}; restart {job.restarts + 1} "
-                     f"of {limit} in {delay:g} s", now)
-    return delay
+def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,
+                   exit_code: int, exit_signal: int, now: float) -> None:
+    """Keep the history of a run's end (``lifecycle.batch_ended`` decided it), in
+    the caller's transaction: the run as an attempt when the job runs again,
+    and a line for a restart or for a limit reached."""
+    if end.attempt_state:
+        record_attempt(st, job, end.attempt_state, end_time, exit_code, exit_signal)
+    if end.outcome == lifecycle.GAVE_UP:
+        record_job_event(st, job.job_id, EV_GAVE_UP,
+                         f"{end.state} after {job.restarts} restart(s): "
+                         f"limit of {end.limit} reached", now)
+    elif end.outcome == lifecycle.RESTART:
+        why = {HANG: "hang"}.get(end.cause, end.state)
+        record_job_event(st, job.job_id, EV_REQUEUED,
+                         f"attempt {job.restarts + 1} ended {why} on "
+                         f"{slurm.compress_hostlist(list(job.nodes))}; restart {job.restarts + 1} "
+                         f"of {end.limit} in {end.delay:g} s", now)
 
 
 def note_started(st, job: JobRecord, now: float) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from lingjun import slurm
+from lingjund import lifecycle
 from lingjund.sched.cycle import schedule
 from lingjund.sched.snapshot import Plan, Snapshot, Start
 from lingjund.service import batch, dependencies, faulttol, health, preemption, timers
@@ -25,13 +26,9 @@ log = logging.getLogger("lingjund.sched")
 
 
 def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
-    end = now + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
-    return dict(state=slurm.RUNNING, reason=slurm.REASON_NONE,
-                start_time=now, end_time=end, nodes=s.nodes,
-                cpus_per_node=s.cpus_per_node, mem_per_node=s.mem_per_node_mb,
-                gpus_per_node=s.gpus_per_node, gpu_ids=s.gpu_ids_per_node,
-                tasks_per_node=s.tasks_per_node,
-                batch_host=s.nodes[0], launched=False, warn_signal_sent=False)
+    return lifecycle.start(job, now, nodes=s.nodes, cpus_per_node=s.cpus_per_node,
+                           mem_per_node=s.mem_per_node_mb, gpus_per_node=s.gpus_per_node,
+                           gpu_ids=s.gpu_ids_per_node, tasks_per_node=s.tasks_per_node)
 
 
 def _stale(ctl: Controller, plan: Plan) -> set[int]:

@@ -85,9 +85,9 @@ def enforce(ctl: Controller, now: float) -> None:
 
 def apply(ctl: Controller, changes: list, now: float) -> None:
     """Commit the job timers' changes in one transaction, then send."""
-    stops: list[batch.Stop] = []
+    stops: list[lifecycle.Transition] = []
     signals: list[lifecycle.Signal] = []
-    expired: list[int] = []
+    expired: list[lifecycle.Transition] = []
     with ctl.store.transaction() as st:
         for c in changes:
             if isinstance(c, lifecycle.Stop):
@@ -103,12 +103,12 @@ def apply(ctl: Controller, changes: list, now: float) -> None:
             elif isinstance(c, lifecycle.Expire):
                 cur = st.job(c.job_id)
                 if cur is not None and cur.state == slurm.PENDING:
-                    st.update_job(c.job_id, state=slurm.DEADLINE, reason=slurm.REASON_DEADLINE,
-                                  start_time=now, end_time=now)
-                    expired.append(c.job_id)
-    for jid in expired:
-        log.info("job=%d cannot end by its deadline; ended DEADLINE", jid)
-    batch.send_stops(ctl, stops)
+                    t = lifecycle.expire(cur, now)
+                    batch.commit(st, cur, t, now)
+                    expired.append(t)
+    for t in expired:
+        log.info("job=%d cannot end by its deadline; ended DEADLINE", t.job_id)
+    batch.send(ctl, stops)
     for c in signals:
         log.info("job=%d sending warning signal %d, %d s before its time limit%s",
                  c.job_id, c.signal, c.before_s, " (batch shell)" if c.batch_only else "")
@@ -121,7 +121,7 @@ def apply(ctl: Controller, changes: list, now: float) -> None:
         ctl.jobs_changed()
 
 
-def _stop(ctl: Controller, st, c: lifecycle.Stop, now: float) -> batch.Stop | None:
+def _stop(ctl: Controller, st, c: lifecycle.Stop, now: float) -> lifecycle.Transition | None:
     job = st.job(c.job_id)
     if job is None or not lifecycle.may_stop(job, c.kill_reason):
         return None      # ended, or stopped for something else, since the view
@@ -134,8 +134,10 @@ def _stop(ctl: Controller, st, c: lifecycle.Stop, now: float) -> batch.Stop | No
         log.info("job=%d reached its time limit of %d min", job.job_id, job.time_limit_min)
     elif c.kill_reason == slurm.DEADLINE:
         log.info("job=%d reached its deadline", job.job_id)
-    s = batch.stop_running(ctl, st, job, c.kill_reason, now, c.why,
-                           exit_signal=c.exit_signal, **fields)
+    s = lifecycle.stop(job, c.kill_reason, now, why=c.why,
+                       grace_s=ctl.config.controller.kill_wait_s, alive=batch.alive(ctl, job),
+                       exit_signal=c.exit_signal, **fields)
+    batch.commit(st, job, s, now)
     if c.event:
         restarts.record_job_event(st, job.job_id, EVENT_KINDS.get(c.kill_reason, "stopped"),
                                   c.event, now)

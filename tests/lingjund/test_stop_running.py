@@ -1,5 +1,5 @@
 """Stopping a running job, over a real SQLite store and a hand-moved clock:
-every stopper goes through ``batch.stop_running``, so a batch job and an
+every stopper goes through ``lifecycle.stop``, so a batch job and an
 srun/salloc allocation end alike. A batch job is told to stop and ends when
 its script reports; an allocation has no script, so it ends at once, in the
 state and reason Slurm gives that stop, and its nodes are told to clean up.
