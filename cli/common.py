@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, TextIO
@@ -62,13 +63,32 @@ def run(command: Callable[..., int], argv: list[str] | None, api, out: TextIO | 
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else argv
     try:
-        return command(argv, api, out, err, **extra)
-    except CommandError as e:
-        print(e.message, file=err)
-        return e.rc
-    except Reply as e:
-        out.write(e.text)
-        return 0
+        try:
+            rc = command(argv, api, out, err, **extra)
+        except CommandError as e:
+            print(e.message, file=err)
+            rc = e.rc
+        except Reply as e:
+            out.write(e.text)
+            rc = 0
+        out.flush()
+        return rc
+    except BrokenPipeError:
+        return _reader_gone(out)
+
+
+def _reader_gone(out: TextIO) -> int:
+    """``squeue | head -1``: the reader left. End quietly, as a C command
+    killed by SIGPIPE does (the shell sees 128 + 13); Python would otherwise
+    print a traceback, and again when it flushes stdout at exit."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+    return 128 + signal.SIGPIPE
 
 
 def parse_options(prog: str, argv: list[str], opts: list[Opt], rc: int = 1,
