@@ -29,6 +29,14 @@ MAX_IDS = 100_000
 
 def _check_submit(req: api_pb2.SubmitJobRequest) -> None:
     spec = req.spec
+    if not spec.batch:
+        # SubmitJob makes batch jobs only (srun and salloc allocate through
+        # Allocate, which holds the allocation while its client lives): a
+        # client that left `batch` unset but sent a script means a batch job;
+        # without a script there is nothing to run, and it is refused.
+        if not spec.script:
+            raise errors.InvalidRequest("Batch script is empty or lacks #!")
+        spec.batch = True
     if len(spec.environment) > MAX_ENV_ENTRIES:
         raise errors.InvalidRequest("Too many environment variables")
     if len(spec.dependency) > 100_000:

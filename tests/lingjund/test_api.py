@@ -145,3 +145,21 @@ def test_submitting_several_jobs_in_one_call_answers_each_and_refuses_a_bad_one_
     assert (e.job_id, e.duplicate) == (a.job_id, True)     # the same token, within one call
     names = {j["job_id"]: j["name"] for j in store.dump()["jobs"]}
     assert names == {a.job_id: "a", d.job_id: "d"}
+
+
+def test_a_script_submitted_without_the_batch_flag_is_a_batch_job(api):
+    """An SDK client that leaves `batch` unset gets the batch job it sent a script
+    for (it used to be cancelled at once as an allocation nobody held)."""
+    stub, store = api
+    r = stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(batch=False, name="sdk")))
+    job = store.job(r.job_id)
+    assert (job.state, job.spec.batch) == ("PENDING", True)
+
+
+def test_a_submission_with_neither_batch_flag_nor_script_is_refused(api):
+    stub, store = api
+    with pytest.raises(grpc.RpcError) as e:
+        stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(batch=False, script="")))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Batch script is empty or lacks #!" in e.value.details()
+    assert store.dump()["jobs"] == []
