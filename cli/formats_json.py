@@ -383,66 +383,51 @@ def dump_json(obj: Any) -> str:
     return "\n".join(lines)
 
 
-# Plain YAML scalars that would read back as something else, or break the line.
-_YAML_SPECIAL_START = set("!&*-?{}[],#|>@`\"'%:")
-
-
-def _yaml_str(s: str) -> str:
-    if (s[0] in _YAML_SPECIAL_START and s not in ("-",)) or s != s.strip() \
-            or ": " in s or " #" in s or s.endswith(":") or "\n" in s:
-        return "'" + s.replace("'", "''") + "'"
-    return s
+_TAG = "tag:yaml.org,2002:"
 
 
 def dump_yaml(obj: Any) -> str:
     """libyaml as Slurm drives it: a %YAML 1.1 document with every node tagged;
-    "" is written as null, as Slurm's data_t keeps unset strings."""
-    lines = ["%YAML 1.1", "--- !!map"]
+    "" is written as null, as Slurm's data_t keeps unset strings.
 
-    def scalar(v: Any) -> str:
-        if v is None or v == "":
-            return "!!null null"
-        if isinstance(v, bool):
-            return f"!!bool {'true' if v else 'false'}"
-        if isinstance(v, int):
-            return f"!!int {v}"
-        if isinstance(v, float):
-            return f"!!float {v:f}"
-        return f"!!str {_yaml_str(str(v))}"
+    Written through PyYAML's binding to libyaml, the emitter Slurm itself
+    uses, so quoting and escaping (a tab, a newline, a leading dash, "null"
+    as a name) are libyaml's own: the document reads back as it was meant.
+    Imported here, not at the top: only --yaml pays for it."""
+    import yaml
 
-    def mapping(d: dict, indent: str) -> None:
-        for k, v in d.items():
-            key = f"{indent}!!str {_yaml_str(str(k))}:"
-            if isinstance(v, dict):
-                if v:
-                    lines.append(f"{key} !!map")
-                    mapping(v, indent + "  ")
-                else:
-                    lines.append(f"{key} !!map {{}}")
-            elif isinstance(v, list):
-                if v:
-                    lines.append(f"{key} !!seq")
-                    sequence(v, indent)
-                else:
-                    lines.append(f"{key} !!seq []")
-            else:
-                lines.append(f"{key} {scalar(v)}")
+    def scalar(tag: str, value: str):
+        return yaml.ScalarEvent(None, _TAG + tag, (False, False), value)
 
-    def sequence(items: list, indent: str) -> None:
-        for v in items:
-            if isinstance(v, dict) and v:
-                lines.append(f"{indent}- !!map")
-                mapping(v, indent + "  ")
-            elif isinstance(v, list) and v:
-                lines.append(f"{indent}- !!seq")
-                sequence(v, indent + "  ")
-            elif isinstance(v, dict):
-                lines.append(f"{indent}- !!map {{}}")
-            elif isinstance(v, list):
-                lines.append(f"{indent}- !!seq []")
-            else:
-                lines.append(f"{indent}- {scalar(v)}")
+    def node(v: Any):
+        if isinstance(v, dict):
+            yield yaml.MappingStartEvent(None, _TAG + "map", False, flow_style=not v or None)
+            for k, x in v.items():
+                yield scalar("str", str(k))
+                yield from node(x)
+            yield yaml.MappingEndEvent()
+        elif isinstance(v, list):
+            yield yaml.SequenceStartEvent(None, _TAG + "seq", False, flow_style=not v or None)
+            for x in v:
+                yield from node(x)
+            yield yaml.SequenceEndEvent()
+        elif v is None or v == "":
+            yield scalar("null", "null")
+        elif isinstance(v, bool):
+            yield scalar("bool", "true" if v else "false")
+        elif isinstance(v, int):
+            yield scalar("int", str(v))
+        elif isinstance(v, float):
+            yield scalar("float", f"{v:f}")
+        else:
+            yield scalar("str", str(v))
 
-    mapping(obj, "")
-    lines.append("...")
-    return "\n".join(lines) + "\n"
+    def events():
+        yield yaml.StreamStartEvent()
+        yield yaml.DocumentStartEvent(explicit=True, version=(1, 1))
+        yield from node(obj)
+        yield yaml.DocumentEndEvent(explicit=True)
+        yield yaml.StreamEndEvent()
+
+    dumper = getattr(yaml, "CDumper", yaml.Dumper)
+    return yaml.emit(events(), Dumper=dumper, allow_unicode=True)

@@ -353,3 +353,14 @@ def test_sinfo_O_suffix_and_unknown_field():
     fields = formats.parse_sinfo_O("NodeList:0|,Bogus:0|,StateLong:0", strict=False)
     got = formats.sinfo_table(idle_nodes(), [PART], fields_O=fields)
     assert got.splitlines() == ["NODELIST||STATE", "node[1-4]||idle"]
+
+
+@pytest.mark.parametrize("name", [
+    "a\ttab", "two\nlines", "- dash", "key: value", "# hash", "null", "true", "1.5", "0x10",
+    "'quoted'", '"double"', "trailing ", " leading", "ünïcödé 训练", "[list]", "{map}", "*alias",
+    "&anchor", "!tag", "%percent", "@at", "`tick`", "a\\back", "\x07bell",
+], ids=repr)
+def test_yaml_reads_back_every_hostile_job_name(name):
+    import yaml
+    doc = formats_json.dump_yaml({"jobs": [{"name": name, "id": 7}]})
+    assert yaml.safe_load(doc) == {"jobs": [{"name": name, "id": 7}]}, doc
