@@ -332,7 +332,7 @@ def _running_record(run: StepRun) -> RunningStepRecord:
         job_id=run.job_id, step_id=run.step_id, name=run.name, nodes=run.nodes,
         rank_node=dict(run.rank_node), cpus=dict(run.cpus), num_tasks=run.num_tasks,
         num_cpus=sum(run.cpus.values()) or run.num_tasks, start_time=run.start,
-        kill_on_bad_exit=run.kill_on_bad_exit)
+        kill_on_bad_exit=run.kill_on_bad_exit, gpus=dict(run.gpus))
 
 
 def _resume_msg(run: StepRun, node: str) -> agent_pb2.StepResume:
@@ -486,7 +486,7 @@ def recover(ctl: Controller) -> None:
     for r in ctl.store.running_steps():
         run = StepRun(r.job_id, r.step_id, r.nodes, dict(r.rank_node), cpus=dict(r.cpus),
                       name=r.name, num_tasks=r.num_tasks, start=r.start_time,
-                      kill_on_bad_exit=r.kill_on_bad_exit)
+                      kill_on_bad_exit=r.kill_on_bad_exit, gpus=dict(r.gpus))
         ctl.steps[(r.job_id, r.step_id)] = run
         log.info("job=%d step=%d: still running on %s, waiting for its srun", r.job_id,
                  r.step_id, slurm.compress_hostlist(list(r.nodes)))

@@ -111,6 +111,7 @@ class RunningStepRecord:
     num_cpus: int
     start_time: float
     kill_on_bad_exit: bool = False
+    gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)   # GPU indices held per node
 
 
 @dataclass(frozen=True)

@@ -227,4 +227,11 @@ MIGRATIONS: list[str] = [
     -- before indices were kept (no semicolons here: the script is split on them).
     ALTER TABLE jobs ADD COLUMN gpu_ids TEXT NOT NULL DEFAULT '[]'
     """,
+    # 13
+    """
+    -- the GPUs a running srun step holds of its job's, per node (JSON
+    -- {node: [indices]}), so that after a restart no new step of the job is
+    -- given a GPU a recovered one still uses
+    ALTER TABLE running_steps ADD COLUMN gpus TEXT NOT NULL DEFAULT '{}'
+    """,
 ]

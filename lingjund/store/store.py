@@ -344,7 +344,8 @@ class Store:
             job_id=r.job_id, step_id=r.step_id, name=r.name, nodes=json.dumps(list(r.nodes)),
             rank_node=json.dumps({str(k): v for k, v in r.rank_node.items()}),
             cpus=json.dumps(r.cpus), num_tasks=r.num_tasks, num_cpus=r.num_cpus,
-            start_time=r.start_time, kill_on_bad_exit=int(r.kill_on_bad_exit)),
+            start_time=r.start_time, kill_on_bad_exit=int(r.kill_on_bad_exit),
+            gpus=json.dumps({n: list(ids) for n, ids in r.gpus.items()})),
             pk=("job_id", "step_id"))
 
     def delete_running_step(self, job_id: int, step_id: int) -> None:
@@ -357,7 +358,8 @@ class Store:
             nodes=tuple(json.loads(r["nodes"])),
             rank_node={int(k): v for k, v in json.loads(r["rank_node"]).items()},
             cpus=json.loads(r["cpus"]), num_tasks=r["num_tasks"], num_cpus=r["num_cpus"],
-            start_time=r["start_time"], kill_on_bad_exit=bool(r["kill_on_bad_exit"]))
+            start_time=r["start_time"], kill_on_bad_exit=bool(r["kill_on_bad_exit"]),
+            gpus={n: tuple(ids) for n, ids in json.loads(r["gpus"]).items()})
             for r in self.db.query("SELECT * FROM running_steps ORDER BY job_id, step_id")]
 
     def steps(self, job_ids: Iterable[int]) -> dict[int, list[StepRecord]]:

@@ -114,3 +114,23 @@ def test_a_step_sees_its_gpus_and_the_jobs_each_task_its_own():
     none = jobenv.step_env(JOB, "c", "ctl:1", step_id=4, step_nodes=("node1",), tasks_per_node=[1],
                            base_env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, step_gpus={"node1": ()})
     assert none["node1"]["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_restarted_controller_still_knows_which_gpus_a_running_step_holds(tmp_path):
+    """The step's GPUs are written with it (running_steps); after a restart a new
+    step of the job is not given a GPU the recovered step still uses."""
+    from lingjund.service import steps as stepsmod
+    from lingjund.store.records import RunningStepRecord
+    from tests.lingjund import handclock
+    conf = '[[nodes]]\nnames = "node[1-2]"\ncpus = 8\ngpus = 4\n[[partitions]]\nname = "debug"\nnodes = "ALL"\n'
+    with handclock.controller(tmp_path, conf, ["node1", "node2"]) as ctl:
+        with ctl.store.transaction() as st:
+            st.put_running_step(RunningStepRecord(
+                job_id=7, step_id=0, name="a", nodes=("node1",), rank_node={0: "node1"},
+                cpus={"node1": 1}, num_tasks=1, num_cpus=1, start_time=1.0,
+                gpus={"node1": (0,)}))
+        ctl.steps.clear()                      # as a fresh controller has them: none
+        stepsmod.recover(ctl)
+        held = held_gpus(ctl.steps.values(), 7)
+        assert held == {"node1": {0}}
+        assert choose_step_gpus(JOB, {"node1": 1}, held) == {"node1": (1,)}
