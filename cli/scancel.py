@@ -13,6 +13,7 @@ from typing import TextIO
 
 import grpc
 
+from cli import helptext
 from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,
                         own_options, parse_array_selectors, parse_options, resolve_user, run)
 from cli.options import NO, REQUIRED, Opt, comma_list
@@ -58,7 +59,7 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     req = api_pb2.CancelJobsRequest(requester_uid=os.getuid())
     quiet = False
     filtered = False
-    for key, value, spelled in own_options(PROG, opts, USAGE):
+    for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SCANCEL):
         if key == "batch":
             req.batch_only = True
         elif key == "name":

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from cli import formats, formats_json
+from cli import formats, formats_json, helptext
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
@@ -64,7 +64,7 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     tests = []
     dump = ""
     fields_O = None
-    for key, value, spelled in own_options(PROG, opts, USAGE):
+    for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SINFO):
         if key in ("json", "yaml"):
             dump = key
         elif key == "Format":

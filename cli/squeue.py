@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TextIO
 
-from cli import formats, formats_json
+from cli import formats, formats_json, helptext
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
                         make_api, own_options, parse_array_selectors, parse_options, resolve_user,
                         run, select_array_tasks, select_jobs)
@@ -81,7 +81,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     bad_user = False
     dump = ""
     with bad_values(PROG):
-        for key, value, spelled in own_options(PROG, opts, USAGE):
+        for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SQUEUE):
             if key in ("json", "yaml"):
                 dump = key
             elif key == "noheader":
