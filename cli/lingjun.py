@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from cli.options import VERSION
 
 import grpc
 import psutil
@@ -433,8 +434,19 @@ def cmd_health(args) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed package's version, and the Slurm its commands answer as."""
+    from importlib import metadata
+    try:
+        mine = metadata.version("lingjun")
+    except metadata.PackageNotFoundError:
+        mine = "unknown (not installed)"
+    return f"lingjun {mine} (commands compatible with {VERSION.strip()})"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Lingjun cluster commands")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a local cluster on this machine")
     up.add_argument("--nodes", type=int, default=4)

@@ -37,3 +37,14 @@ def test_usage_stays_the_short_synopsis(name):
     rc, text = output(mod, "--usage")
     assert (rc, text) == (0, mod.USAGE)
     assert len(output(mod, "--help")[1].splitlines()) > 3 * len(text.splitlines())
+
+
+def test_lingjun_version_names_its_release_and_the_slurm_it_answers_as(capsys):
+    from importlib import metadata
+
+    from cli import lingjun
+    with pytest.raises(SystemExit) as e:
+        lingjun.main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == (f"lingjun {metadata.version('lingjun')} "
+                                       "(commands compatible with slurm 22.05.8)\n")
