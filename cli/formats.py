@@ -15,6 +15,7 @@ checked against golden Slurm output with hand-built messages.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import time
 from dataclasses import dataclass
@@ -365,21 +366,34 @@ def squeue_column(jobs: Sequence[api_pb2.JobInfo], letter: str, now: int | None)
     return [f(_JobRow(j, now)) for j in jobs]
 
 
-def _template_text(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def _cell(index: int, width: int, right: bool) -> str:
-    """The str.format field of one cell: pad()'s truncate-then-justify is a precision and a width."""
+def _padded(col: list[str], width: int, right: bool, before: str) -> list[str]:
+    """``before`` + pad(v, width, right) for each v of a column; a column of few
+    distinct values (partition, state, user...) pads each of them once."""
     if width <= 0:
-        return "{%d}" % index
-    return "{%d:%s%d.%d}" % (index, ">" if right else "<", width, width)
+        return [before + v for v in col] if before else col
+    distinct = set(col)
+    if len(distinct) * 4 < len(col):
+        memo = {v: before + (v[:width].rjust(width) if right else v[:width].ljust(width))
+                for v in distinct}
+        return [memo[v] for v in col]
+    if right:
+        return [before + v[:width].rjust(width) for v in col]
+    return [before + v[:width].ljust(width) for v in col]
 
 
-def _render_columns(template: str, columns: list[list[str]], rows: int) -> str:
-    if not columns:
-        return template.format() * rows
-    return "".join(map(template.format, *columns))
+def _render_columns(pieces: list, columns: list[list[str]], rows: int) -> str:
+    """The rows of a table: ``pieces`` is the row's layout, literal text and
+    (column, width, right) cells, each column's cells padded at once."""
+    cells, before = [], ""
+    for piece in pieces:
+        if isinstance(piece, str):
+            before += piece
+            continue
+        i, width, right = piece
+        cells.append(_padded(columns[i], width, right, before))
+        before = ""
+    cells.append(itertools.repeat(before, rows))
+    return "".join(map("".join, zip(*cells)))
 
 
 def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORMAT,
@@ -390,20 +404,21 @@ def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORM
     plan, end = _row_plan(fields, trailer, {})
     head = _render_row(plan, end, SQUEUE_HEADERS.get) if header else ""
     jobs = sort_jobs(jobs) if sort else list(jobs)
-    # The row as one str.format template, each letter a column computed once.
-    parts, index = [], {}
+    # The row's layout, each letter a column computed once.
+    pieces: list = []
+    index: dict[str, int] = {}
     for prefix, letter, w, justify in plan:
-        parts.append(_template_text(prefix))
+        pieces.append(prefix)
         if letter is None:
             continue
         if letter not in _SQUEUE_LETTERS:      # an empty cell, padded like any other
-            parts.append(_template_text("".ljust(w) if justify is not None else ""))
+            pieces.append("".ljust(w) if justify is not None else "")
             continue
         i = index.setdefault(letter, len(index))
-        parts.append(_cell(i, w if justify is not None else 0, justify is str.rjust))
-    parts.append(_template_text(end))
+        pieces.append((i, w if justify is not None else 0, justify is str.rjust))
+    pieces.append(end)
     columns = [squeue_column(jobs, letter, now) for letter in index]
-    return head + _render_columns("".join(parts), columns, len(jobs))
+    return head + _render_columns(pieces, columns, len(jobs))
 
 
 def squeue_long_header(now: int) -> str:
@@ -589,7 +604,9 @@ def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = Tr
     if header:
         head = "".join(pad(h, w, r) + sfx for h, w, r, _, sfx in cols) + "\n"
     jobs = sort_jobs(jobs) if sort else list(jobs)
-    parts, columns, index = [], [], {}
+    pieces: list = []
+    columns: list[list[str]] = []
+    index: dict = {}
     for _, w, r, src, sfx in cols:
         key = src if isinstance(src, str) else id(src)
         i = index.get(key)
@@ -597,10 +614,9 @@ def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = Tr
             i = index[key] = len(columns)
             columns.append(squeue_column(jobs, src, now) if isinstance(src, str)
                            else [src(j) for j in jobs])
-        parts.append(_cell(i, w, r))
-        parts.append(_template_text(sfx))
-    parts.append("\n")
-    return head + _render_columns("".join(parts), columns, len(jobs))
+        pieces += [(i, w, r), sfx]
+    pieces.append("\n")
+    return head + _render_columns(pieces, columns, len(jobs))
 
 
 def squeue_O_fields(spec: str) -> set[str]:
