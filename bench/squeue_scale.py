@@ -15,7 +15,8 @@ fields), ``squeue`` (the command, output to a pipe) is run RUNS (3) times a
 second apart after one untimed warm-up call (the first call after a start
 builds the kept encodings): the median wall seconds, min and max, the lines
 printed, the controller's CPU seconds per call (user+system time of the
-lingjund process over the call) and squeue's own (user+system of the
+lingjund process over the call, less what it spends idle over as long, as
+measured for 5 s before the runs) and squeue's own (user+system of the
 command's process): on a shared machine the CPU figures are the steadier.
 
 ``--code DIR`` runs lingjund and the commands from another checkout (the
@@ -96,8 +97,17 @@ def cpu_s(ctl: Controller) -> float:
     return t.user + t.system
 
 
+def idle_cpu_rate(ctl: Controller, seconds: float = 5.0) -> float:
+    """The controller's CPU seconds per second with no command running (its
+    timers and scheduling passes), taken off each call's CPU figure."""
+    c0, t0 = cpu_s(ctl), time.perf_counter()
+    time.sleep(seconds)
+    return (cpu_s(ctl) - c0) / (time.perf_counter() - t0)
+
+
 def time_squeue(ctl: Controller, args: list[str], runs: int) -> dict:
     ctl.run("squeue", *args)        # warm-up: builds the kept encodings
+    idle = idle_cpu_rate(ctl)
     walls, cpus, client, lines, err = [], [], [], 0, ""
     for _ in range(runs):
         time.sleep(1.0)
@@ -105,7 +115,7 @@ def time_squeue(ctl: Controller, args: list[str], runs: int) -> dict:
         c0, t0 = cpu_s(ctl), time.perf_counter()
         p = ctl.run("squeue", *args)
         walls.append(time.perf_counter() - t0)
-        cpus.append(cpu_s(ctl) - c0)
+        cpus.append(max(0.0, cpu_s(ctl) - c0 - idle * walls[-1]))
         u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         client.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
         lines = p.stdout.count("\n")
