@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -304,12 +305,18 @@ SQUEUE_BASE_FIELDS = ("job_id", "array_job_id", "array_task_id", "array_task_str
                       "partition", "priority")
 
 
+def _attr(jobs, name: str) -> list:
+    return list(map(operator.attrgetter(name), jobs))
+
+
 def _col_job_id(jobs, now):
+    if not any(_attr(jobs, "array_job_id")):
+        return list(map(str, _attr(jobs, "job_id")))
     return [array_job_text(j) if j.array_job_id else str(j.job_id) for j in jobs]
 
 
 def _states(jobs) -> list[str]:
-    return [j.state or slurm.PENDING for j in jobs]
+    return [s or slurm.PENDING for s in _attr(jobs, "state")]
 
 
 @functools.lru_cache(maxsize=256)
@@ -319,13 +326,19 @@ def _state_code(state: str) -> str:
 
 def _col_used(jobs, now):
     pending = slurm.PENDING
-    return ["0:00" if j.state == pending or not j.start_time
-            else slurm.format_elapsed(job_used_seconds(j, now)) for j in jobs]
+    return ["0:00" if s == pending or not t else slurm.format_elapsed(job_used_seconds(j, now))
+            for j, s, t in zip(jobs, _attr(jobs, "state"), _attr(jobs, "start_time"))]
+
+
+@functools.lru_cache(maxsize=4096)
+def _in_parens(reason: str) -> str:
+    return f"({reason or slurm.REASON_NONE})"
 
 
 def _col_reason_list(jobs, now):
-    return [f"({j.reason or slurm.REASON_NONE})" if (j.state or slurm.PENDING) in _REASON_STATES
-            else j.nodes for j in jobs]
+    shown = _REASON_STATES | {""}        # no state reads as PENDING
+    return [_in_parens(r) if s in shown else n
+            for s, r, n in zip(_attr(jobs, "state"), _attr(jobs, "reason"), _attr(jobs, "nodes"))]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -336,20 +349,20 @@ def _time_limit(minutes: int) -> str:
 # The letters of the default and common formats, a column at a time (a list
 # comprehension over the jobs costs a fraction of a call per letter per job);
 # the others go through _SQUEUE_LETTERS job by job. Each gives what its
-# _SQUEUE_LETTERS entry gives, checked by tests/cli/test_formats.py.
+# _SQUEUE_LETTERS entry gives, checked by tests/cli/test_squeue_fields.py.
 _SQUEUE_COLUMNS: dict[str, Callable[[Sequence[api_pb2.JobInfo], int | None], list[str]]] = {
     "i": _col_job_id,
-    "A": lambda jobs, now: [str(j.job_id) for j in jobs],
-    "j": lambda jobs, now: [j.name for j in jobs],
-    "u": lambda jobs, now: [j.user for j in jobs],
-    "P": lambda jobs, now: [j.partition for j in jobs],
-    "N": lambda jobs, now: [j.nodes for j in jobs],
-    "r": lambda jobs, now: [j.reason or slurm.REASON_NONE for j in jobs],
+    "A": lambda jobs, now: list(map(str, _attr(jobs, "job_id"))),
+    "j": lambda jobs, now: _attr(jobs, "name"),
+    "u": lambda jobs, now: _attr(jobs, "user"),
+    "P": lambda jobs, now: _attr(jobs, "partition"),
+    "N": lambda jobs, now: _attr(jobs, "nodes"),
+    "r": lambda jobs, now: [r or slurm.REASON_NONE for r in _attr(jobs, "reason")],
     "T": lambda jobs, now: _states(jobs),
-    "t": lambda jobs, now: [_state_code(s) for s in _states(jobs)],
-    "D": lambda jobs, now: [str(j.num_nodes) for j in jobs],
-    "C": lambda jobs, now: [str(j.num_cpus) for j in jobs],
-    "l": lambda jobs, now: [_time_limit(j.time_limit_min) for j in jobs],
+    "t": lambda jobs, now: list(map(_state_code, _states(jobs))),
+    "D": lambda jobs, now: list(map(str, _attr(jobs, "num_nodes"))),
+    "C": lambda jobs, now: list(map(str, _attr(jobs, "num_cpus"))),
+    "l": lambda jobs, now: list(map(_time_limit, _attr(jobs, "time_limit_min"))),
     "M": _col_used,
     "R": _col_reason_list,
 }
