@@ -27,6 +27,7 @@ whatever it holds: submit with ``--slurm-submit Q`` first, held jobs).
     python bench/squeue_scale.py                               # after
     python bench/squeue_scale.py --code /work/main             # before
     python bench/squeue_scale.py --queued 100000 --queue mix
+    python bench/squeue_scale.py --queued 100000 --against /tmp/main-tree   # both at once
 """
 from __future__ import annotations
 
@@ -130,6 +131,33 @@ def time_squeue(ctl: Controller, args: list[str], runs: int) -> dict:
                 lines=lines, err=err)
 
 
+def compare(ctls: dict, args: list[str], runs: int) -> dict:
+    """``runs`` calls on each side, taking turns (the side going first
+    alternates), so that a shared machine's load weighs on both alike."""
+    for ctl in ctls.values():
+        ctl.run("squeue", *args)
+    idle = {side: idle_cpu_rate(ctl) for side, ctl in ctls.items()}
+    got: dict = {side: [] for side in ctls}
+    for r in range(runs):
+        for side in (list(ctls) if r % 2 == 0 else list(ctls)[::-1]):
+            ctl = ctls[side]
+            time.sleep(0.5)
+            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            c0, t0 = cpu_s(ctl), time.perf_counter()
+            p = ctl.run("squeue", *args)
+            wall = time.perf_counter() - t0
+            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            got[side].append((wall, max(0.0, cpu_s(ctl) - c0 - idle[side] * wall),
+                              u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime,
+                              p.stdout.count("\n"), p.stderr.strip()[:200] if p.returncode else ""))
+    out = {}
+    for side, v in got.items():
+        w, c, u = (sorted(x[i] for x in v) for i in range(3))
+        out[side] = dict(wall=w[len(w) // 2], min=w[0], max=w[-1], ctl_cpu=c[len(c) // 2],
+                         client_cpu=u[len(u) // 2], lines=v[-1][3], err=v[-1][4])
+    return out
+
+
 def time_slurm(args: list[str], runs: int) -> dict | None:
     env = {"PATH": "/usr/bin:/bin"}
     try:
@@ -157,15 +185,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
     ap.add_argument("--code", default=str(ROOT),
                     help="the checkout whose lingjund and commands run (e.g. main's, for a before)")
+    ap.add_argument("--against", default="", metavar="DIR",
+                    help="also run DIR's lingjund and commands (e.g. main's tree) at the same "
+                         "time, the two sides taking turns call by call")
     ap.add_argument("--slurm", action="store_true", help="also time real Slurm's squeue")
     o = ap.parse_args(argv)
     # As an installed package is: compiled to bytecode once (this environment
     # may set PYTHONDONTWRITEBYTECODE, and then every command would compile
     # its modules from source at each start).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "cli", "lingjun", "lingjund"],
-                   cwd=o.code, check=False, stdout=subprocess.DEVNULL)
+    for tree in filter(None, (o.code, o.against)):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "cli", "lingjun", "lingjund"],
+                       cwd=tree, check=False, stdout=subprocess.DEVNULL)
     rows = []
-    for q in o.queued:
+    for q in o.queued if o.against else ():
+        sides = {}
+        try:
+            for side, tree in (("this", o.code), ("against", o.against)):
+                work = Path(tempfile.mkdtemp(prefix=f"lingjun-squeue-{q}-{side}-"))
+                sides[side] = Controller(
+                    work, o.nodes, q, max_array=1001, code=tree,
+                    prefill=prefill_mix(o.nodes) if o.queue == "mix" else None,
+                    controller_conf="heartbeat_timeout_s = 86400.0")
+            print(f"# Q={q} ({o.queue}): {o.code} against {o.against}; load average "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+            for name in o.formats:
+                for side, r in compare(sides, FORMATS[name], o.runs).items():
+                    system = "lingjun" if side == "this" else f"lingjun {o.against}"
+                    rows.append((q, name, system, r))
+                    print(f"Q={q} {side} squeue_{name} {r['wall']:.3f} s (min {r['min']:.3f} max "
+                          f"{r['max']:.3f}) ctl_cpu {r['ctl_cpu']:.3f} s client_cpu "
+                          f"{r['client_cpu']:.3f} s  # {r['lines']} lines"
+                          + (f"; {r['err']}" if r["err"] else ""), flush=True)
+        finally:
+            for ctl in sides.values():
+                ctl.stop()
+                shutil.rmtree(ctl.work, ignore_errors=True)
+    for q in () if o.against else o.queued:
         work = Path(tempfile.mkdtemp(prefix=f"lingjun-squeue-{q}-"))
         t0 = time.perf_counter()
         ctl = Controller(work, o.nodes, q, max_array=1001, code=o.code,
