@@ -132,7 +132,7 @@ class Controller:
     """A lingjund over a fresh state directory holding ``queued`` held jobs."""
 
     def __init__(self, work: Path, nodes: int, queued: int, max_array: int, profile: str = "",
-                 code: str = str(ROOT)):
+                 code: str = str(ROOT), prefill=None, controller_conf: str = ""):
         self.work = work
         state = work / "state"
         state.mkdir(parents=True)
@@ -144,6 +144,7 @@ class Controller:
 listen = "127.0.0.1:{self.port}"
 state_dir = "{state}"
 max_array_size = {max_array}
+{controller_conf}
 [auth]
 key_file = "{work / 'cluster.key'}"
 socket = "{work / 'auth.sock'}"
@@ -161,7 +162,7 @@ default = true
                         PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                         PYTHONPATH=code)
         if queued:
-            _prefill(state / "lingjund.db", queued)
+            (prefill or _prefill)(state / "lingjund.db", queued)
         self.log = open(work / "lingjund.log", "ab")
         prof = ["-m", "cProfile", "-o", profile] if profile else []
         self.proc = subprocess.Popen([sys.executable, *prof, "-m", "lingjund.daemon", "-c", str(self.conf)],

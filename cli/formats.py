@@ -15,6 +15,8 @@ checked against golden Slurm output with hand-built messages.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -274,23 +276,162 @@ def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     Slurm compares state *names*, so CANCELLED < COMPLETED < PENDING < RUNNING;
     ties go by job id, an array task by its array's id and then its index (squeue
     sorts by id first: golden squeue_default_after_completion lists 12_1, 12_2,
-    12_3 though 12_3 kept the array's own id 12).
+    12_3 though 12_3 kept the array's own id 12). The controller sorts the same
+    way when asked (slurm.squeue_order_key), and says so in its reply.
     """
-    return sorted(jobs, key=lambda j: (j.partition, j.state, -j.priority,
-                                       j.array_job_id or j.job_id, j.array_task_id))
+    return sorted(jobs, key=slurm.squeue_order_key)
+
+
+# What each squeue % letter reads of a JobInfo: a command asks the controller
+# for these fields only (GetJobsRequest.job_fields). tests/cli/test_formats.py
+# checks that a job cut down to them prints as the whole job does.
+SQUEUE_LETTER_FIELDS: dict[str, tuple[str, ...]] = {
+    "i": ("job_id", "array_job_id", "array_task_id", "array_task_str", "state"),
+    "A": ("job_id",), "j": ("name",), "u": ("user",), "U": ("uid",), "g": ("group",),
+    "G": ("gid",), "t": ("state",), "T": ("state",), "M": ("state", "start_time", "end_time"),
+    "D": ("num_nodes",), "R": ("state", "reason", "nodes"), "r": ("reason",), "N": ("nodes",),
+    "P": ("partition",), "l": ("time_limit_min",),
+    "L": ("time_limit_min", "state", "start_time", "end_time"),
+    "S": ("start_time",), "V": ("submit_time",), "e": ("end_time",), "C": ("num_cpus",),
+    "c": ("cpus_per_task", "ntasks_per_node"), "m": ("mem_per_node_mb",),
+    "b": ("gpus_per_node", "gpu_type"), "n": ("req_nodes",), "a": ("account",), "q": ("qos",),
+    "p": ("priority",), "Q": ("priority",), "y": ("nice",), "Z": ("work_dir",),
+    "k": ("comment",), "o": ("command",), "h": ("exclusive",), "B": ("batch_host",),
+    "E": ("dependency",), "f": ("features",), "F": ("array_job_id", "job_id"),
+    "K": ("array_job_id", "array_task_id", "array_task_str"), "x": ("exc_nodes",),
+}
+# What squeue itself reads besides its columns: the order, -j and -r.
+SQUEUE_BASE_FIELDS = ("job_id", "array_job_id", "array_task_id", "array_task_str", "state",
+                      "partition", "priority")
+
+
+def _attr(jobs, name: str) -> list:
+    return list(map(operator.attrgetter(name), jobs))
+
+
+def _col_job_id(jobs, now):
+    if not any(_attr(jobs, "array_job_id")):
+        return list(map(str, _attr(jobs, "job_id")))
+    return [array_job_text(j) if j.array_job_id else str(j.job_id) for j in jobs]
+
+
+def _states(jobs) -> list[str]:
+    return [s or slurm.PENDING for s in _attr(jobs, "state")]
+
+
+@functools.lru_cache(maxsize=256)
+def _state_code(state: str) -> str:
+    return slurm.job_state_code(state)
+
+
+def _col_used(jobs, now):
+    pending = slurm.PENDING
+    return ["0:00" if s == pending or not t else slurm.format_elapsed(job_used_seconds(j, now))
+            for j, s, t in zip(jobs, _attr(jobs, "state"), _attr(jobs, "start_time"))]
+
+
+@functools.lru_cache(maxsize=4096)
+def _in_parens(reason: str) -> str:
+    return f"({reason or slurm.REASON_NONE})"
+
+
+def _col_reason_list(jobs, now):
+    shown = _REASON_STATES | {""}        # no state reads as PENDING
+    return [_in_parens(r) if s in shown else n
+            for s, r, n in zip(_attr(jobs, "state"), _attr(jobs, "reason"), _attr(jobs, "nodes"))]
+
+
+@functools.lru_cache(maxsize=4096)
+def _time_limit(minutes: int) -> str:
+    return slurm.format_time_limit(minutes)
+
+
+# The letters of the default and common formats, a column at a time (a list
+# comprehension over the jobs costs a fraction of a call per letter per job);
+# the others go through _SQUEUE_LETTERS job by job. Each gives what its
+# _SQUEUE_LETTERS entry gives, checked by tests/cli/test_squeue_fields.py.
+_SQUEUE_COLUMNS: dict[str, Callable[[Sequence[api_pb2.JobInfo], int | None], list[str]]] = {
+    "i": _col_job_id,
+    "A": lambda jobs, now: list(map(str, _attr(jobs, "job_id"))),
+    "j": lambda jobs, now: _attr(jobs, "name"),
+    "u": lambda jobs, now: _attr(jobs, "user"),
+    "P": lambda jobs, now: _attr(jobs, "partition"),
+    "N": lambda jobs, now: _attr(jobs, "nodes"),
+    "r": lambda jobs, now: [r or slurm.REASON_NONE for r in _attr(jobs, "reason")],
+    "T": lambda jobs, now: _states(jobs),
+    "t": lambda jobs, now: list(map(_state_code, _states(jobs))),
+    "D": lambda jobs, now: list(map(str, _attr(jobs, "num_nodes"))),
+    "C": lambda jobs, now: list(map(str, _attr(jobs, "num_cpus"))),
+    "l": lambda jobs, now: list(map(_time_limit, _attr(jobs, "time_limit_min"))),
+    "M": _col_used,
+    "R": _col_reason_list,
+}
+
+
+def squeue_column(jobs: Sequence[api_pb2.JobInfo], letter: str, now: int | None) -> list[str]:
+    """One % letter's text for each of ``jobs`` ("" for a letter squeue does not know)."""
+    col = _SQUEUE_COLUMNS.get(letter)
+    if col is not None:
+        return col(jobs, now)
+    f = _SQUEUE_LETTERS.get(letter)
+    if f is None:
+        return [""] * len(jobs)
+    return [f(_JobRow(j, now)) for j in jobs]
+
+
+def _padded(col: list[str], width: int, right: bool, before: str) -> list[str]:
+    """``before`` + pad(v, width, right) for each v of a column; a column of few
+    distinct values (partition, state, user...) pads each of them once."""
+    if width <= 0:
+        return [before + v for v in col] if before else col
+    distinct = set(col)
+    if len(distinct) * 4 < len(col):
+        memo = {v: before + (v[:width].rjust(width) if right else v[:width].ljust(width))
+                for v in distinct}
+        return [memo[v] for v in col]
+    if right:
+        return [before + v[:width].rjust(width) for v in col]
+    return [before + v[:width].ljust(width) for v in col]
+
+
+def _render_columns(pieces: list, columns: list[list[str]], rows: int) -> str:
+    """The rows of a table: ``pieces`` is the row's layout, literal text and
+    (column, width, right) cells, each column's cells padded at once."""
+    cells, before = [], ""
+    for piece in pieces:
+        if isinstance(piece, str):
+            before += piece
+            continue
+        i, width, right = piece
+        cells.append(_padded(columns[i], width, right, before))
+        before = ""
+    cells.append(itertools.repeat(before, rows))
+    return "".join(map("".join, zip(*cells)))
 
 
 def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORMAT,
                  header: bool = True, now: int | None = None, sort: bool = True) -> str:
-    """squeue with a %-format (-o); jobs sorted as Slurm sorts them."""
+    """squeue with a %-format (-o); jobs sorted as Slurm sorts them (unless
+    ``sort`` is False: they come sorted already)."""
     fields, trailer = parse_format(fmt)
     plan, end = _row_plan(fields, trailer, {})
-    lines = [_render_row(plan, end, SQUEUE_HEADERS.get)] if header else []
-    letters = _SQUEUE_LETTERS
-    for j in (sort_jobs(jobs) if sort else jobs):
-        r = _JobRow(j, now)     # each letter's text straight into the row, no dict between
-        lines.append(_render_row(plan, end, lambda k: letters[k](r) if k in letters else ""))
-    return "".join(lines)
+    head = _render_row(plan, end, SQUEUE_HEADERS.get) if header else ""
+    jobs = sort_jobs(jobs) if sort else list(jobs)
+    # The row's layout, each letter a column computed once.
+    pieces: list = []
+    index: dict[str, int] = {}
+    for prefix, letter, w, justify in plan:
+        pieces.append(prefix)
+        if letter is None:
+            continue
+        if letter not in _SQUEUE_LETTERS:      # an empty cell, padded like any other
+            pieces.append("".ljust(w) if justify is not None else "")
+            continue
+        i = index.setdefault(letter, len(index))
+        pieces.append((i, w if justify is not None else 0, justify is str.rjust))
+    pieces.append(end)
+    columns = [squeue_column(jobs, letter, now) for letter in index]
+    return head + _render_columns(pieces, columns, len(jobs))
 
 
 def squeue_long_header(now: int) -> str:
@@ -403,6 +544,24 @@ SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] =
 }
 
 
+# What the -O fields that are not a % letter read of a JobInfo (the others
+# read what their letter does); those not named read nothing.
+SQUEUE_O_READS: dict[str, tuple[str, ...]] = {
+    "exit_code": ("exit_code", "exit_signal"), "numtasks": ("num_tasks",),
+    "cpus-per-task": ("cpus_per_task",), "stdout": ("stdout_path",),
+    "stderr": ("stderr_path",), "stdin": ("stdin_path",), "requeue": ("requeue",),
+    "restartcnt": ("restarts",), "eligibletime": ("eligible_time",),
+    "submithost": ("submit_host",), "accruetime": ("eligible_time",),
+    "allocnodes": ("submit_host",), "batchflag": ("batch",),
+    "derivedec": ("derived_exit_code", "derived_exit_signal"),
+    "lastschedeval": ("start_time", "eligible_time", "submit_time"),
+    "maxnodes": ("max_nodes",), "ntpernode": ("ntasks_per_node",),
+    "pendingtime": ("start_time", "now", "eligible_time", "submit_time"),
+    "tres-alloc": ("num_cpus", "mem_per_node_mb", "num_nodes", "nodes"),
+    "tres-per-job": ("gpus", "gpus_per_node"),
+}
+
+
 class FormatError(ValueError):
     """A -o/-O/--format specification that the command cannot print."""
 
@@ -452,20 +611,44 @@ def parse_squeue_O(spec: str, strict: bool = True) -> list[tuple]:
 
 
 def squeue_O_table(jobs: Sequence[api_pb2.JobInfo], spec: str, header: bool = True,
-                   now: int | None = None) -> str:
+                   now: int | None = None, sort: bool = True) -> str:
     cols = parse_squeue_O(spec, strict=False)
-    lines = []
+    head = ""
     if header:
-        lines.append("".join(pad(h, w, r) + sfx for h, w, r, _, sfx in cols))
-    letters = {src for _, _, _, src, _ in cols if isinstance(src, str)}
-    for job in sort_jobs(jobs):
-        vals = squeue_values(job, now, letters)
-        cells = []
-        for _, w, r, src, sfx in cols:
-            text = vals[src] if isinstance(src, str) else src(job)
-            cells.append(pad(text, w, r) + sfx)
-        lines.append("".join(cells))
-    return "".join(line + "\n" for line in lines)
+        head = "".join(pad(h, w, r) + sfx for h, w, r, _, sfx in cols) + "\n"
+    jobs = sort_jobs(jobs) if sort else list(jobs)
+    pieces: list = []
+    columns: list[list[str]] = []
+    index: dict = {}
+    for _, w, r, src, sfx in cols:
+        key = src if isinstance(src, str) else id(src)
+        i = index.get(key)
+        if i is None:
+            i = index[key] = len(columns)
+            columns.append(squeue_column(jobs, src, now) if isinstance(src, str)
+                           else [src(j) for j in jobs])
+        pieces += [(i, w, r), sfx]
+    pieces.append("\n")
+    return head + _render_columns(pieces, columns, len(jobs))
+
+
+def squeue_O_fields(spec: str) -> set[str]:
+    """The JobInfo fields a -O spec's columns read."""
+    out: set[str] = set()
+    for token in (t for t in spec.split(",") if t):
+        key = split_O_token(token)[0].lower()
+        src = SQUEUE_O_FIELDS.get(key, ("", ""))[1]
+        if isinstance(src, str):
+            out.update(SQUEUE_LETTER_FIELDS.get(src, ()))
+        else:
+            out.update(SQUEUE_O_READS.get(key, ()))
+    return out
+
+
+def squeue_format_fields(fmt: str) -> set[str]:
+    """The JobInfo fields a %-format's letters read."""
+    fields, _ = parse_format(fmt)
+    return {name for f in fields for name in SQUEUE_LETTER_FIELDS.get(f.letter, ())}
 
 
 # --- jobs: scontrol show job ----------------------------------------------------

@@ -128,38 +128,59 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 
     if dump:
         return _dump(api or make_api(), dump, out)
+    if fmt_O:
+        columns = formats.squeue_O_fields(fmt_O)
+    else:
+        if long_ and not fmt:
+            fmt = formats.SQUEUE_LONG_FORMAT
+        fmt = fmt or formats.SQUEUE_DEFAULT_FORMAT
+        columns = formats.squeue_format_fields(fmt)
+    filtered = bool(users or partitions or names or accounts or nodelist or job_ids)
     jobs: list[api_pb2.JobInfo] = []
     now = 0
+    in_order = False
     if not (bad_user and not users):
+        # Only the fields this format shows (and what squeue itself reads);
+        # the controller filters and sorts, and the rows come as they will print.
+        wanted_fields = columns | set(formats.SQUEUE_BASE_FIELDS)
+        if filtered:
+            wanted_fields |= {"user", "name", "account", "nodes"}
         request = api_pb2.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
-            states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states))
+            states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states),
+            accounts=accounts, nodes=sorted(nodelist), job_fields=sorted(wanted_fields),
+            squeue_order=True)
         with controller_errors("slurm_load_jobs error: ",
                                not_found="slurm_load_jobs error: Invalid job id specified"):
             reply = (api or make_api()).call("GetJobs", request)
         now = reply.now
-        wanted = slurm.DEFAULT_SQUEUE_STATES if states == set() else states
-        jobs = select_jobs((j for j in reply.jobs if wanted is None or j.state in wanted),
-                           users=users, partitions=partitions, names=names,
-                           accounts=accounts, nodes=nodelist)
-        # -j 12 takes the whole array, -j 12_2 one task; -r shows each pending task
-        jobs = select_array_tasks(jobs, selectors, unfold=unfold)
+        jobs = list(reply.jobs)
+        if not reply.squeue_order or states != set() or job_ids:
+            # without -t or -j a controller that knows job_fields sent the active jobs only
+            wanted = slurm.DEFAULT_SQUEUE_STATES if states == set() else states
+            if wanted is not None:
+                jobs = [j for j in jobs if j.state in wanted]
+        if filtered:
+            jobs = select_jobs(jobs, users=users, partitions=partitions, names=names,
+                               accounts=accounts, nodes=nodelist)
+        if selectors or unfold:
+            # -j 12 takes the whole array, -j 12_2 one task; -r shows each pending task
+            jobs = select_array_tasks(jobs, selectors, unfold=unfold)
+        in_order = reply.squeue_order and not (selectors or unfold)
     if not now:
         import time
         now = int(time.time())
-    for j in jobs:
-        if not j.now:
-            j.now = now
+    if "now" in columns:        # a job's own clock (-O PendingTime); a cut-down one has none
+        for j in jobs:
+            if not j.now:
+                j.now = now
     text = ""
     if fmt_O:
-        text = formats.squeue_O_table(jobs, fmt_O, header=header, now=now)
+        text = formats.squeue_O_table(jobs, fmt_O, header=header, now=now, sort=not in_order)
     else:
-        if long_ and not fmt:
-            fmt = formats.SQUEUE_LONG_FORMAT
         if long_ and header:
             text += formats.squeue_long_header(now)
-        text += formats.squeue_table(jobs, fmt or formats.SQUEUE_DEFAULT_FORMAT,
-                                     header=header, now=now)
+        text += formats.squeue_table(jobs, fmt, header=header, now=now, sort=not in_order)
     out.write(text)
     return 0
 

@@ -54,7 +54,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import jwt
 
 KEY_BYTES = 64
 MIN_KEY_BYTES = 32
@@ -215,6 +214,7 @@ class Identity:
 
 
 def mint_token(key: ClusterKey, uid: int, gid: int, ttl_s: float, now: float | None = None) -> str:
+    import jwt      # here, not at the top: every command imports this module, few mint
     now = time.time() if now is None else now
     return jwt.encode({"uid": int(uid), "gid": int(gid), "iat": int(now), "exp": int(now + ttl_s),
                        "nonce": secrets.token_hex(16)}, key.token, algorithm="HS256")
@@ -222,6 +222,7 @@ def mint_token(key: ClusterKey, uid: int, gid: int, ttl_s: float, now: float | N
 
 def verify_token(key: ClusterKey, token: str, now: float | None = None) -> Identity:
     """The token's identity; AuthError when it is forged, malformed or expired."""
+    import jwt
     try:
         claims = jwt.decode(token, key.token, algorithms=["HS256"],
                             options={"require": ["exp", "uid", "gid"], "verify_iat": False})

@@ -97,6 +97,14 @@ def job_state_code(state: str) -> str:
     return JOB_STATE_CODES.get(state.upper(), state[:2].upper())
 
 
+def squeue_order_key(job) -> tuple:
+    """squeue's default order "P,t,-p" for a JobInfo: partition, state name,
+    priority descending; ties by job id, an array task by its array's id and
+    then its index. The command sorts by it, and the controller when asked."""
+    return (job.partition, job.state, -job.priority, job.array_job_id or job.job_id,
+            job.array_task_id)
+
+
 def parse_job_state(word: str) -> str:
     """'pd', 'PENDING', 'pending' -> PENDING. ValueError when unknown."""
     w = word.strip().upper()

@@ -419,7 +419,7 @@ class GetFaulttolEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[FaulttolJobEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
-    __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps", "window_start", "window_end", "accounts")
+    __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps", "window_start", "window_end", "accounts", "job_fields", "squeue_order", "nodes")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +430,9 @@ class GetJobsRequest(_message.Message):
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    SQUEUE_ORDER_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     users: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedScalarFieldContainer[str]
@@ -440,15 +443,20 @@ class GetJobsRequest(_message.Message):
     window_start: int
     window_end: int
     accounts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., names: _Optional[_Iterable[str]] = ..., all_states: _Optional[bool] = ..., with_steps: _Optional[bool] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., accounts: _Optional[_Iterable[str]] = ...) -> None: ...
+    job_fields: _containers.RepeatedScalarFieldContainer[str]
+    squeue_order: bool
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ..., names: _Optional[_Iterable[str]] = ..., all_states: _Optional[bool] = ..., with_steps: _Optional[bool] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., accounts: _Optional[_Iterable[str]] = ..., job_fields: _Optional[_Iterable[str]] = ..., squeue_order: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetJobsResponse(_message.Message):
-    __slots__ = ("jobs", "now")
+    __slots__ = ("jobs", "now", "squeue_order")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
+    SQUEUE_ORDER_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobInfo]
     now: int
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ..., now: _Optional[int] = ...) -> None: ...
+    squeue_order: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ..., now: _Optional[int] = ..., squeue_order: _Optional[bool] = ...) -> None: ...
 
 class CancelJobsRequest(_message.Message):
     __slots__ = ("job_ids", "user", "name", "states", "partitions", "signal", "batch_only", "requester_uid", "array_tasks")

@@ -47,6 +47,9 @@ class Controller:
     # job_id -> (record, config, catalog, its JobInfo encoded): kept while the
     # record is unchanged (jobs._fill_infos)
     job_infos: dict = field(default_factory=dict)
+    # squeue's cut-down JobInfo: field names -> job_id -> (record, config,
+    # catalog, squeue order key, its reply element encoded) (jobs.encoded_jobs)
+    job_views: dict = field(default_factory=dict)
     _wake: asyncio.Event | None = None
     _catalog: catalogmod.Catalog | None = None
     _jobs_changed: asyncio.Event | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import operator
 import signal as signals
 from dataclasses import dataclass
 from typing import Mapping
@@ -690,10 +691,9 @@ def _signal_spec(spec: api_pb2.JobSpec) -> str:
     return f"{prefix}{spec.signal}@{spec.signal_time_s}"
 
 
-def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest) -> api_pb2.GetJobsResponse:
-    """squeue and scontrol show job, from the live state (sacct's history is
-    service/accounting.py's)."""
-    now = ctl.clock()
+def _selected(ctl: Controller, req: api_pb2.GetJobsRequest, now: float) -> list[JobRecord]:
+    """The live jobs a GetJobs request names: -j, -t (or the active ones),
+    -u, -p, -n, -A and -w, each from the live state."""
     st = ctl.store
     recent = now - ctl.config.controller.min_job_age_s
     if req.job_ids:
@@ -706,26 +706,111 @@ def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest) -> api_pb2.GetJobsRes
     else:
         jobs = st.jobs(ended_after=recent)
         jobs = [j for j in jobs if j.state in slurm.ACTIVE_STATES or j.completing]
+    if not (req.users or req.partitions or req.names or req.states or req.accounts or req.nodes):
+        return jobs
+    users, partitions, names = set(req.users), set(req.partitions), set(req.names)
+    states, accounts, nodes = set(req.states), set(req.accounts), set(req.nodes)
+
     def keep(j: JobRecord) -> bool:
-        if req.users and j.user not in req.users and str(j.uid) not in req.users:
+        if users and j.user not in users and str(j.uid) not in users:
             return False
-        if req.partitions and j.partition not in req.partitions:
+        if partitions and j.partition not in partitions:
             return False
-        if req.names and j.name not in req.names:
+        if names and j.name not in names:
             return False
-        if req.states:
+        if states:
             shown = slurm.COMPLETING if j.completing else j.state
-            if shown not in req.states and j.state not in req.states:
+            if shown not in states and j.state not in states:
                 return False
+        if accounts and (j.spec.account or j.user) not in accounts:
+            return False
+        if nodes and nodes.isdisjoint(j.nodes):
+            return False
         return True
-    jobs = [j for j in jobs if keep(j)]
+    return [j for j in jobs if keep(j)]
+
+
+def get_jobs(ctl: Controller, req: api_pb2.GetJobsRequest) -> api_pb2.GetJobsResponse:
+    """squeue and scontrol show job, from the live state (sacct's history is
+    service/accounting.py's)."""
+    if req.job_fields:
+        return api_pb2.GetJobsResponse.FromString(encoded_jobs(ctl, req))
+    now = ctl.clock()
+    jobs = _selected(ctl, req, now)
     if req.with_steps:
-        steps = st.steps([j.job_id for j in jobs])
+        steps = ctl.store.steps([j.job_id for j in jobs])
         return api_pb2.GetJobsResponse(
             jobs=[job_info(ctl, j, steps.get(j.job_id), now) for j in jobs], now=int(now))
     reply = api_pb2.GetJobsResponse(now=int(now))
     _fill_infos(ctl, reply.jobs, jobs, now)
+    if req.squeue_order:
+        reply.jobs.sort(key=slurm.squeue_order_key)
+        reply.squeue_order = True
     return reply
+
+
+JOB_INFO_FIELDS = frozenset(api_pb2.JobInfo.DESCRIPTOR.fields_by_name)
+# how many field sets (squeue formats) keep their jobs' encodings at once
+# (100,000 jobs: about 30 MB each)
+KEPT_VIEWS = 4
+
+
+def encoded_jobs(ctl: Controller, req: api_pb2.GetJobsRequest) -> bytes:
+    """A GetJobsResponse, encoded, whose jobs carry only ``req.job_fields``
+    (squeue's columns): the reply is a fraction of the full one to build,
+    send and parse.
+
+    Each job's element of the reply (field 1's tag, length and the cut-down
+    JobInfo) is kept encoded in ``ctl.job_views`` while its record, the
+    configuration and the node catalog are the same objects (as
+    ``_fill_infos`` keeps whole JobInfos), together with its squeue order
+    key; the wire form of a repeated field is its elements' encodings one
+    after another, so the reply is those bytes joined, in squeue's order
+    when asked, then ``now``. A cut-down job has no ``now`` of its own.
+    """
+    fields = tuple(sorted(set(req.job_fields)))
+    unknown = [f for f in fields if f not in JOB_INFO_FIELDS]
+    if unknown:
+        raise errors.InvalidRequest(f"Invalid job_fields: {unknown[0]}")
+    now = ctl.clock()
+    jobs = _selected(ctl, req, now)
+    views = ctl.job_views
+    kept = views.pop(fields, None)
+    if kept is None:
+        kept = {}
+        while len(views) >= KEPT_VIEWS:
+            del views[next(iter(views))]
+    views[fields] = kept            # the most recently used last
+    live = ctl.store.live.jobs
+    config, cat = ctl.config, ctl.catalog()
+    elements = []
+    for job in jobs:
+        k = kept.get(job.job_id)
+        if k is None or k[0] is not job or k[1] is not config or k[2] is not cat:
+            k = _view(ctl, job, fields, now, config, cat)
+            if live.get(job.job_id) is job:
+                kept[job.job_id] = k
+        elements.append(k)
+    if req.squeue_order:
+        elements.sort(key=operator.itemgetter(3))
+    if len(kept) > 2 * len(live) + 1000:
+        for i in [i for i, k in kept.items() if live.get(i) is not k[0]]:
+            del kept[i]
+    tail = api_pb2.GetJobsResponse(now=int(now), squeue_order=req.squeue_order)
+    return b"".join([k[4] for k in elements] + [tail.SerializeToString()])
+
+
+def _view(ctl: Controller, job: JobRecord, fields: tuple[str, ...], now: float,
+          config, cat) -> tuple:
+    """(record, config, catalog, squeue order key, reply element) of one job."""
+    full = ctl.job_infos.get(job.job_id)
+    if full is not None and full[0] is job and full[1] is config and full[2] is cat:
+        info = api_pb2.JobInfo.FromString(full[3])
+    else:
+        info = job_info(ctl, job, None, now)
+    cut = api_pb2.JobInfo(**{f: getattr(info, f) for f in fields if f != "now"})
+    element = api_pb2.GetJobsResponse(jobs=[cut]).SerializeToString()
+    return job, config, cat, slurm.squeue_order_key(info), element
 
 
 def _fill_infos(ctl: Controller, out, jobs: list[JobRecord], now: float) -> None:

@@ -127,6 +127,10 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def GetJobs(self, request, context):
         if len(request.job_ids) > MAX_IDS:
             raise errors.InvalidRequest("Too many job ids")
+        if request.job_fields:
+            # squeue: the reply assembled from kept encodings, sent as it is
+            # (server.py's serializer passes bytes through)
+            return jobs.encoded_jobs(self.ctl, request)
         return jobs.get_jobs(self.ctl, request)
 
     async def GetAccounting(self, request, context):

@@ -53,7 +53,7 @@ def build_server(ctl: Controller, listen: str,
         ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
         ("grpc.server_max_unrequested_time_in_server", 300),
     ])
-    api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
+    api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), _EncodedReplies(server))
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -75,6 +75,46 @@ def build_server(ctl: Controller, listen: str,
         raise OSError(errno.EADDRINUSE, _bind_failure(listen))
     authn.server_port = port        # loopback callers' sockets are found by it
     return server, port, health_servicer
+
+
+ENCODED_REPLY_METHODS = frozenset({"GetJobs"})
+
+
+def _serialize_or_pass(serialize):
+    def serializer(reply):
+        return reply if isinstance(reply, bytes) else serialize(reply)
+    return serializer
+
+
+def _pass_encoded(method: str, handler):
+    """``handler`` of SlurmApi's ``method``, whose replies may come encoded
+    already (bytes: GetJobs for squeue) and are then sent as they are."""
+    if handler is None or method.rsplit("/", 1)[-1] not in ENCODED_REPLY_METHODS:
+        return handler
+    return handler._replace(response_serializer=_serialize_or_pass(handler.response_serializer))
+
+
+class _EncodedReply(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler):
+        self.inner = inner
+
+    def service(self, handler_call_details):
+        return _pass_encoded(handler_call_details.method, self.inner.service(handler_call_details))
+
+
+class _EncodedReplies:
+    """The server as add_SlurmApiServicer_to_server sees it: SlurmApi's
+    handlers registered with _pass_encoded's serializer."""
+
+    def __init__(self, server: grpc.aio.Server):
+        self.server = server
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        self.server.add_generic_rpc_handlers(tuple(_EncodedReply(h) for h in handlers))
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.server.add_registered_method_handlers(
+            service, {m: _pass_encoded(m, h) for m, h in handlers.items()})
 
 
 def _bind_failure(listen: str) -> str:
