@@ -1,0 +1,53 @@
+"""A real agent's lease while the controller answers only some of its heartbeats.
+
+``lingjun up --heartbeat-timeout 20`` beats every 2 s; the controller answers
+a heartbeat at least 4 s after the last answered one (a quarter of the timeout
+less half an interval: lingjund/service/nodes.py ``echo_after_s``), so about
+every second one. A job that runs longer than the timeout must never be
+fenced, and the lease must be renewed with most of it left.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lingjun_agent.launcher import lease
+from tests.e2e.conftest import Cluster, wait_for
+
+TIMEOUT = 20.0
+RUN_S = 28          # longer than the timeout: only renewals keep the job alive
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, nodes=1, heartbeat_timeout=TIMEOUT)
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def test_a_job_outlives_the_timeout_on_thinned_answers_and_its_lease_keeps_most_of_it(cluster):
+    c = cluster
+    c.wait_nodes_up()
+    (state_dir,) = c.info()["agent_state_dirs"].values()
+    path = lease.lease_path(state_dir)
+    jid = c.sbatch("-o", "/dev/null", "--wrap", f"sleep {RUN_S}")
+    wait_for("job running", lambda: c.state_of(jid) == "RUNNING", 30)
+    ends, least = set(), None
+    t0 = time.time()
+    while c.state_of(jid) == "RUNNING" and time.time() - t0 < RUN_S + 30:
+        cur = lease.read(path)
+        if cur is not None:
+            ends.add(cur.expires_at)
+            least = cur.left() if least is None else min(least, cur.left())
+        time.sleep(0.25)
+    # a fenced batch script is killed: the job would end NODE_FAIL or FAILED
+    assert c.wait_state(jid, ("COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED")) == "COMPLETED"
+    # renewed about every 4 s, not at each of the ~14 heartbeats of the run,
+    # and always with more than half of the 20 s lease left
+    print(f"\n{len(ends)} renewals in {time.time() - t0:.0f} s; least left {least:.1f} s")
+    assert 3 <= len(ends) <= 10, len(ends)
+    assert least > TIMEOUT / 2, least
