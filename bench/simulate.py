@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connect-rate", type=float, default=0.0, help="new agent streams per s at start (0: all at once)")
     p.add_argument("--interval", "--heartbeat-interval", dest="heartbeat_interval", type=float,
                    default=2.0, help="heartbeat interval, s (2: what `lingjun up` configures; "
-                   "the controller's default is 5)")
+                   "0: the controller's default, 5 s, longer past 5,000 nodes)")
     p.add_argument("--quiet", type=float, default=0.0,
                    help="seconds with heartbeats off after the idle phase (their cost is the difference)")
     p.add_argument("--heartbeat-timeout", type=float, default=30.0)

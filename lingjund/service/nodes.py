@@ -49,7 +49,7 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         ctl.nodes_changed()     # a new node, or new capacity: submissions check against it
     conn.last_heartbeat = now
     conn.echoed_at = now                # the accepted Register renews the agent's lease
-    conn.echo_after_s = echo_after_s(ctl.config.controller.heartbeat_interval_s,
+    conn.echo_after_s = echo_after_s(ctl.config.heartbeat_interval,
                                      ctl.config.controller.heartbeat_timeout_s)
     running_there = set(reg.running_job_ids)
     expected, follow = [], []
@@ -85,7 +85,7 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
              sorted(running_there), expected)
     reply = agent_pb2.RegisterReply(
         accepted=True, controller_time=now,
-        heartbeat_interval_s=ctl.config.controller.heartbeat_interval_s,
+        heartbeat_interval_s=ctl.config.heartbeat_interval,
         expected_job_ids=expected, acked_job_ids=acked,
         heartbeat_timeout_s=ctl.config.controller.heartbeat_timeout_s,
         fence_grace_s=ctl.config.controller.fence_grace,

@@ -113,3 +113,27 @@ def test_a_silent_node_is_down_no_earlier_than_its_lease_lapsed(tmp_path):
     assert answered[-1] != sent, "the last heartbeat went unanswered (seed)"
     lease_end, down_at = ends[-1]
     assert lease_end < down_at - 4, (lease_end, down_at)
+
+
+@pytest.mark.parametrize("size,interval,want", [
+    (4, None, 5.0), (5_000, None, 5.0), (10_000, None, 10.0), (100_000, None, 15.0),
+    (10_000, 2, 2.0)])
+def test_agents_beat_less_often_on_big_clusters_and_are_down_after_the_same_timeout(
+        tmp_path, size, interval, want):
+    """Unset, the interval is 5 s up to 5,000 configured nodes, then grows so
+    that the controller hears about 1,000 heartbeats a second, up to a quarter
+    of the timeout; the timeout, how soon a silent node is DOWN, is 60 s at
+    every size. A set interval is what it says."""
+    text = f"""
+[controller]
+{f"heartbeat_interval_s = {interval}" if interval else ""}
+[[nodes]]
+names = "node[1-{size}]"
+cpus = 2
+memory_mb = 2000
+"""
+    with handclock.controller(tmp_path, text, ["node1"]) as ctl:
+        reply, _ = nodes.register(ctl, Connection("node1"), agent_pb2.Register(
+            node_name="node1", inventory=agent_pb2.Inventory(hostname="node1", cpus=2,
+                                                             real_memory_mb=2000)))
+    assert (reply.heartbeat_interval_s, reply.heartbeat_timeout_s) == (want, 60.0)
