@@ -512,6 +512,11 @@ class Config:
         scaled = min(len(self._nodes_by_name) / HEARTBEATS_PER_S, c.heartbeat_timeout_s / 4)
         return max(HEARTBEAT_INTERVAL_S, scaled)
 
+    @cached_property
+    def heartbeats_per_s(self) -> float:
+        """What the configured nodes' agents send the controller together."""
+        return len(self._nodes_by_name) / self.heartbeat_interval
+
     def effective_partitions(self) -> tuple[PartitionConfig, ...]:
         if self.partitions:
             return self.partitions

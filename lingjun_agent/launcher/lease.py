@@ -11,9 +11,10 @@ when its lease lapses:
   clock (CLOCK_BOOTTIME, which no one sets and which counts suspend) at the
   send;
 - the controller answers heartbeats it receives (SanityClock, echo_seq):
-  every one where the timeout holds fewer than four intervals, else as often
-  as the lease needs, at least every quarter of the timeout
-  (lingjund/service/nodes.py ``echo_after_s``); the agent then renews the
+  every one, or on a big cluster (500 heartbeats a second or more) where the
+  timeout holds four intervals or more, as often as the lease needs, at
+  least every quarter of the timeout (lingjund/service/nodes.py
+  ``echo_after_s``); the agent then renews the
   lease to ``sent + heartbeat_timeout_s`` for the newest heartbeat answered
   (and, at registration, for the Register);
 - the agent writes that end to ``<state_dir>/lease.json`` (atomically) at

@@ -50,7 +50,8 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     conn.last_heartbeat = now
     conn.echoed_at = now                # the accepted Register renews the agent's lease
     conn.echo_after_s = echo_after_s(ctl.config.heartbeat_interval,
-                                     ctl.config.controller.heartbeat_timeout_s)
+                                     ctl.config.controller.heartbeat_timeout_s,
+                                     ctl.config.heartbeats_per_s)
     running_there = set(reg.running_job_ids)
     expected, follow = [], []
     lost = []
@@ -165,16 +166,21 @@ def _register_batch(ctl: Controller) -> None:
 
 # The answer to a heartbeat (SanityClock) renews the agent's lease on its jobs
 # to the heartbeat's send + heartbeat_timeout_s (lingjun_agent/launcher/lease.py)
-# and feeds its clock probe. Writing it was half of what a heartbeat cost the
-# controller (at 10,000 agents every 5 s, 2,000 writes a second), so a node's
-# heartbeats are answered only as often as its lease needs: at least this many
-# times per timeout, i.e. every 15 s at the defaults (5 s, 60 s): every third.
+# and feeds its clock probe. Writing it is a good part of what a heartbeat
+# costs the controller, so on a big cluster (its configured nodes sending at
+# least THIN_FROM_PER_S heartbeats a second together) a node's heartbeats are
+# answered only as often as its lease needs: at least ECHOES_PER_TIMEOUT times
+# per timeout, i.e. every 15 s at the defaults (5 s, 60 s): every third.
+# Smaller clusters get every heartbeat answered, as before: thinning shortens
+# how long a controller outage the running jobs survive (below), for no CPU
+# worth saving.
 ECHOES_PER_TIMEOUT = 4
+THIN_FROM_PER_S = 500.0
 
 
-def echo_after_s(interval_s: float, timeout_s: float) -> float:
+def echo_after_s(interval_s: float, timeout_s: float, heartbeats_per_s: float) -> float:
     """How long after the last answered heartbeat (or registration) of a node
-    the next one is answered; 0: every one.
+    the next one is answered; 0: every one (always below THIN_FROM_PER_S).
 
     The next answer comes at most ``timeout_s / ECHOES_PER_TIMEOUT`` after the
     last plus half an interval of jitter (the heartbeats arrive about
@@ -183,13 +189,13 @@ def echo_after_s(interval_s: float, timeout_s: float) -> float:
     while at least ``timeout_s * 3/4 - interval_s / 2`` of it is left (42.5 s
     of 60 at the defaults). What that costs: a controller away for longer than
     that (a restart) lets the leases lapse and the jobs are fenced, where
-    before it took ``timeout_s - interval_s`` (55 s). Where the timeout holds
-    fewer than ``ECHOES_PER_TIMEOUT`` intervals (``lingjun up``: timeout =
-    3 intervals; the tests' short timeouts) every heartbeat is answered, as
-    before. Answering fewer never lets a lease outlast the controller's DOWN:
+    before it took ``timeout_s - interval_s`` (55 s). Below THIN_FROM_PER_S,
+    and where the timeout holds fewer than ``ECHOES_PER_TIMEOUT`` intervals
+    (``lingjun up``: timeout = 3 intervals; the tests' short timeouts), every
+    heartbeat is answered, as before. Answering fewer never lets a lease outlast the controller's DOWN:
     the lease runs from the send of a heartbeat the controller received, and
     DOWN comes one timeout after the newest one received."""
-    if timeout_s <= 0 or interval_s <= 0:
+    if timeout_s <= 0 or interval_s <= 0 or heartbeats_per_s < THIN_FROM_PER_S:
         return 0.0
     every = timeout_s / ECHOES_PER_TIMEOUT
     if every <= interval_s:

@@ -20,16 +20,19 @@ from lingjund.service.agents import Connection
 from tests.lingjund import handclock
 
 
-def conf(interval: float, timeout: float) -> str:
+def conf(interval: float, timeout: float, size: int) -> str:
     return f"""
 [controller]
 heartbeat_interval_s = {interval:g}
 heartbeat_timeout_s = {timeout:g}
 [[nodes]]
-names = "node1"
+names = "node[1-{size}]"
 cpus = 2
 memory_mb = 2000
 """
+
+
+BIG = 5_000     # 1,000 heartbeats a second at 5 s: answers are thinned (THIN_FROM_PER_S)
 
 
 class AgentClock:
@@ -44,12 +47,13 @@ class AgentClock:
         return self.now
 
 
-def beat(tmp_path, interval: float, timeout: float, minutes: float = 10, seed: int = 1):
+def beat(tmp_path, interval: float, timeout: float, minutes: float = 10, seed: int = 1,
+         size: int = BIG):
     """Run one node's heartbeats; returns (answered seqs, sent count, the
     lease's time left at each renewal, and per heartbeat received: the
     lease's end and the controller's DOWN moment, both on the controller's clock)."""
     rng = random.Random(seed)
-    with handclock.controller(tmp_path, conf(interval, timeout), ["node1"]) as ctl:
+    with handclock.controller(tmp_path, conf(interval, timeout, size), ["node1"]) as ctl:
         agent_clock = AgentClock(ctl.clock, offset=-873.25)
         holder = lease.Holder(tmp_path / "lease.json", clock=agent_clock)
         conn = Connection("node1")
@@ -81,7 +85,7 @@ def beat(tmp_path, interval: float, timeout: float, minutes: float = 10, seed: i
     return answered, seq, left_at_renewal, ends
 
 
-def test_at_the_defaults_every_third_heartbeat_renews_the_lease_with_most_of_it_left(tmp_path):
+def test_on_a_big_cluster_every_third_heartbeat_renews_the_lease_with_most_of_it_left(tmp_path):
     answered, sent, left, ends = beat(tmp_path, interval=5, timeout=60)
     # about one answer in three (every 15 s), never two in a row
     assert sent / 4 < len(answered) < sent / 2, (len(answered), sent)
@@ -95,14 +99,20 @@ def test_at_the_defaults_every_third_heartbeat_renews_the_lease_with_most_of_it_
         [(e, d) for e, d in ends if e > d][:3]
 
 
-@pytest.mark.parametrize("interval,timeout", [(1, 3), (2, 8)])
-def test_short_timeouts_answer_every_heartbeat(tmp_path, interval, timeout):
-    """``lingjun up --heartbeat-timeout T`` beats every min(2, T/3) s: where the
-    timeout holds fewer than four intervals, each heartbeat renews the lease, as
-    before answers were thinned."""
-    answered, sent, left, ends = beat(tmp_path, interval=interval, timeout=timeout, minutes=2)
+@pytest.mark.parametrize("interval,timeout,size", [(5, 60, 4), (5, 60, 2_000), (1, 3, BIG),
+                                                   (2, 8, BIG)])
+def test_small_clusters_and_short_timeouts_answer_every_heartbeat(tmp_path, interval, timeout,
+                                                                  size):
+    """Under 500 heartbeats a second (a cluster of up to 2,500 nodes at 5 s),
+    or where the timeout holds fewer than four intervals (``lingjun up
+    --heartbeat-timeout T`` beats every min(2, T/3) s), each heartbeat renews
+    the lease, as before answers were thinned: a controller restart of up to
+    the timeout less one interval disturbs no job."""
+    answered, sent, left, ends = beat(tmp_path, interval=interval, timeout=timeout, minutes=2,
+                                      size=size)
     assert answered == list(range(1, sent + 1))
     assert all(end <= down + 1e-6 for end, down in ends)
+    assert min(left) > timeout - interval - 1.0, min(left)
 
 
 def test_a_silent_node_is_down_no_earlier_than_its_lease_lapsed(tmp_path):
