@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", help="directory of the state store (overrides the config)")
     p.add_argument("--ready-file", help="write the bound port here once serving")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--check-config", action="store_true",
+                   help="check the configuration file, say what is wrong in it, and exit")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -178,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     except configmod.ConfigError as e:
         print(f"lingjund: error: {e}", file=sys.stderr)
         return 1
+    if args.check_config:
+        print(f"lingjund: {cfg.path or 'the default configuration'}: {len(cfg.nodes)} nodes, "
+              f"{len(cfg.effective_partitions())} partitions; no errors")
+        return 0
     over = {}
     if args.listen:
         over["listen"] = args.listen

@@ -80,9 +80,10 @@ def test_authz_defaults_and_keys():
 
 
 @pytest.mark.parametrize("text,words", [
-    ('[authz]\noperators = "ops"\n', "operators: a list of user names"),
-    ('[authz]\nmax_message_bytes = 10\n', "max_message_bytes: at least 1024"),
-    ('[authz]\nmax_submit_jobs_per_user = -1\n', "max_submit_jobs_per_user: 0 (none) or more"),
+    ('[authz]\noperators = "ops"\n', "[authz] operators = 'ops': expected `array`, got `str`"),
+    ('[authz]\nmax_message_bytes = 10\n', "[authz] max_message_bytes = 10: expected `int` >= 1024"),
+    ('[authz]\nmax_submit_jobs_per_user = -1\n',
+     "[authz] max_submit_jobs_per_user = -1: expected `int` >= 0"),
     ('[authz]\nadmins = ["x"]\n', "unknown key(s) admins"),
 ], ids=["operators must be a list", "a message limit too small to be useful",
         "a negative submit limit", "an unknown key"])
@@ -108,7 +109,7 @@ def test_purge_job_after_takes_slurmdbd_syntax(text, want):
     ('"3weeks"', "[accounting] purge_job_after: invalid value '3weeks'"),
     ('"0days"', "[accounting] purge_job_after: invalid value '0days'"),
     ('"-5days"', "[accounting] purge_job_after: invalid value '-5days'"),
-    ("12", "[accounting] purge_job_after: a string such as"),
+    ("12", "[accounting] purge_job_after = 12: expected `str`, got `int`"),
 ], ids=["a word", "weeks are not slurmdbd's unit", "zero", "negative", "not a string"])
 def test_a_bad_purge_job_after_is_refused_with_the_key_named(value, message):
     with pytest.raises(config.ConfigError) as e:

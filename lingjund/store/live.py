@@ -31,6 +31,11 @@ ends COMPLETED while node2 still cleans up, then node2 reports done:
             completing=(n2,))   nodes are not free); uid_active[1000]=0
     put_job(7 completing=())    holding={}; on_node empty; 7 stays for
                                 squeue until keep_finished_s after its end
+
+Every ``put_job`` also notes the job's id for ``take_changed``: the
+scheduler's snapshot rebuilds only the requests of jobs put since its last
+pass (``service/views.py``), not one per pending job each pass. The note is
+bounded: past ``CHANGED_MAX`` ids it gives up and says "everything".
 """
 from __future__ import annotations
 
@@ -57,6 +62,9 @@ def holds_nodes(job: JobRecord) -> bool:
     return job.state == slurm.RUNNING or bool(job.completing)
 
 
+CHANGED_MAX = 200_000
+
+
 class Live:
     def __init__(self, keep_finished_s: float):
         self.keep_finished_s = keep_finished_s
@@ -73,10 +81,16 @@ class Live:
         # finished jobs that ended before this may have left memory (then the
         # store answers from SQL)
         self.evicted_before = float("-inf")
+        self._changed: set[int] | None = set()     # put since take_changed (None: too many)
 
     # -- writes (the store's only) -------------------------------------------
     def put_job(self, job: JobRecord | None, job_id: int) -> None:
         """Make job ``job_id`` read as ``job`` (None: not live any more)."""
+        changed = self._changed
+        if changed is not None:
+            changed.add(job_id)
+            if len(changed) > CHANGED_MAX:
+                self._changed = None
         old = self.jobs.get(job_id)
         if old is not None:
             self._unindex(old)
@@ -138,6 +152,12 @@ class Live:
             if job is not None and not is_live(job) and job.end_time < before:
                 self.put_job(None, jid)
         self.evicted_before = max(self.evicted_before, before)
+
+    def take_changed(self) -> set[int] | None:
+        """The ids of the jobs put since the last call (None: too many to have
+        kept, treat every job as changed); starts a new list."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     # -- reads ------------------------------------------------------------------
     def in_states(self, states: Iterable[str]) -> list[JobRecord]:

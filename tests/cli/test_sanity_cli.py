@@ -34,7 +34,7 @@ def test_up_without_sanity_writes_nothing_and_declared_gpus_turn_the_gpu_probe_o
     ("[sanity]\ndisabled = ['gpus']", "[sanity] disabled: unknown probe(s) gpus"),
     ("[sanity]\nseverity = {disk = 'panic'}", "[sanity] severity.disk: 'panic' is not drain or warn"),
     ("[sanity]\nintervall_s = 3", "[sanity]: unknown key(s) intervall_s"),
-    ("[sanity]\njitter = 1.5", "jitter < 1"),
+    ("[sanity]\njitter = 1.5", "jitter = 1.5: expected `float` < 1.0"),
 ], ids=["an unknown probe", "an unknown severity", "a misspelt key", "jitter of a whole interval"])
 def test_a_bad_sanity_table_is_refused(text, message):
     with pytest.raises(config.ConfigError) as e:

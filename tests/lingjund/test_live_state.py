@@ -13,6 +13,7 @@ from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.service import jobs, scheduling
 from lingjund.service.agents import Connection
+from lingjund.service.views import Views
 from lingjund.store.records import _job_from_row
 from lingjund.store.store import Store
 
@@ -66,6 +67,7 @@ def test_live_state_answers_as_the_file_does(tmp_path_factory, writes):
     path = str(tmp_path_factory.mktemp("live") / "db.sqlite")
     now = 10_000.0
     store = Store(path, now=now)
+    kept = Views()      # the scheduler's: follows the changes from pass to pass
     ids: list[int] = []
     nodes = ("n1", "n2", "n3")
     for what, i, v in writes:
@@ -107,6 +109,11 @@ def test_live_state_answers_as_the_file_does(tmp_path_factory, writes):
         except RuntimeError:
             pass
         assert_live_matches_file(store, now)
+        # the requests the next pass sees, kept up to date from the changes alone,
+        # are those built afresh from every pending job
+        waiting = {ids[0]: "Dependency"} if ids else {}
+        assert (kept.pending_requests(store.live, {ids[-1]: 1} if ids else {}, waiting)
+                == Views().pending_requests(store.live, {ids[-1]: 1} if ids else {}, waiting))
     store.close()
     reopened = Store(path, now=now)
     assert_live_matches_file(reopened, now)
