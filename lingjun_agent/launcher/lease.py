@@ -14,9 +14,9 @@ when its lease lapses:
   every one, or on a big cluster (500 heartbeats a second or more) where the
   timeout holds four intervals or more, as often as the lease needs, at
   least every quarter of the timeout (lingjund/service/nodes.py
-  ``echo_after_s``); the agent then renews the
-  lease to ``sent + heartbeat_timeout_s`` for the newest heartbeat answered
-  (and, at registration, for the Register);
+  ``echo_after_s``); the agent then renews the lease to ``sent +
+  heartbeat_timeout_s`` for the newest heartbeat answered (and, at
+  registration, for the Register);
 - the agent writes that end to ``<state_dir>/lease.json`` (atomically) at
   each renewal; every supervisor of a job on this node (``wait`` below) and
   the node's fence keeper (``fencekeeper``) sleep until the end, read the file

@@ -192,9 +192,10 @@ def echo_after_s(interval_s: float, timeout_s: float, heartbeats_per_s: float) -
     before it took ``timeout_s - interval_s`` (55 s). Below THIN_FROM_PER_S,
     and where the timeout holds fewer than ``ECHOES_PER_TIMEOUT`` intervals
     (``lingjun up``: timeout = 3 intervals; the tests' short timeouts), every
-    heartbeat is answered, as before. Answering fewer never lets a lease outlast the controller's DOWN:
-    the lease runs from the send of a heartbeat the controller received, and
-    DOWN comes one timeout after the newest one received."""
+    heartbeat is answered, as before. Answering fewer never lets a lease
+    outlast the controller's DOWN: the lease runs from the send of a heartbeat
+    the controller received, and DOWN comes one timeout after the newest one
+    received."""
     if timeout_s <= 0 or interval_s <= 0 or heartbeats_per_s < THIN_FROM_PER_S:
         return 0.0
     every = timeout_s / ECHOES_PER_TIMEOUT

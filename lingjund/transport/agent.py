@@ -12,8 +12,9 @@ Register, for the node the proof named; nothing else is sent to a stream
 before its registration has been accepted (registrations arriving together
 are committed together, nodes.register_batched). Then a reader task
 dispatches what the agent says to the service layer and answers the
-heartbeats itself (as often as the agent's lease needs: nodes.heartbeat), while this generator writes the commands queued for the
-node; a lock keeps their writes apart.
+heartbeats itself (as often as the agent's lease needs: nodes.heartbeat),
+while this generator writes the commands queued for the node; a lock keeps
+their writes apart.
 """
 from __future__ import annotations
 
