@@ -74,6 +74,39 @@ def probe_commands(cl: SimCluster, stop: threading.Event, every: float, max_runs
     return list(times.values())
 
 
+class _Window:
+    """The controller's CPU seconds and the heartbeats the agents sent over a stretch of time."""
+
+    def __init__(self, cl: SimCluster):
+        self.cl = cl
+        self.t0, self.cpu0, self.hb0 = self._now()
+
+    def _now(self) -> tuple[float, float, int]:
+        c = self.cl.controller.ps.cpu_times()
+        return time.monotonic(), c.user + c.system, self.cl.fleet.stats().heartbeats
+
+    def close(self) -> None:
+        t1, cpu1, hb1 = self._now()
+        self.seconds = t1 - self.t0
+        self.cpu_share = (cpu1 - self.cpu0) / self.seconds      # of one core
+        self.heartbeats_per_s = (hb1 - self.hb0) / self.seconds
+
+
+def _per_heartbeat(beating: _Window, quiet: _Window) -> dict:
+    """What one heartbeat costs the controller (its CPU with heartbeats less
+    without, over the rate sent), and that at 2,000 a second (10,000 agents
+    every 5 s): comparable between runs the machine's load slowed down
+    differently, which the plain CPU share is not."""
+    extra = beating.cpu_share - quiet.cpu_share
+    rate = beating.heartbeats_per_s
+    us = extra / rate * 1e6 if rate > 0 else float("nan")
+    return {"heartbeats_per_s_idle": round(rate, 1),
+            "controller_cpu_pct_beating": round(100 * beating.cpu_share, 2),
+            "controller_cpu_pct_quiet": round(100 * quiet.cpu_share, 2),
+            "controller_us_per_heartbeat": round(us, 1),
+            "heartbeat_cpu_pct_at_2000_per_s": round(us * 2000 / 1e4, 2)}
+
+
 class _NoWorkload(Exception):
     """The run ends after the idle phases (``--jobs 0 --duration 0``)."""
 
@@ -98,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connect-rate", type=float, default=0.0, help="new agent streams per s at start (0: all at once)")
     p.add_argument("--interval", "--heartbeat-interval", dest="heartbeat_interval", type=float,
                    default=2.0, help="heartbeat interval, s (2: what `lingjun up` configures; "
-                   "the controller's default is 5)")
+                   "0: the controller's default, 5 s, longer past 5,000 nodes)")
     p.add_argument("--quiet", type=float, default=0.0,
                    help="seconds with heartbeats off after the idle phase (their cost is the difference)")
     p.add_argument("--heartbeat-timeout", type=float, default=30.0)
@@ -136,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     active = 0
     registered_at_end = 0
     log_lines: list[str] = []
+    per_hb: dict = {}
     try:
         registered_at_start = args.nodes
         try:
@@ -145,11 +179,20 @@ def main(argv: list[str] | None = None) -> int:
             registered_at_start = cl.fleet.registered()
         print(f"registered: {cl.register_s:.1f} s", flush=True)
         ctl.phase = "idle"
-        time.sleep(args.idle)
+        settle = min(2.0, args.idle / 2)
+        time.sleep(settle)
+        beating = _Window(cl)
+        time.sleep(args.idle - settle)
+        beating.close()
         if args.quiet:
             cl.fleet.beat(False)
             ctl.phase = "quiet"
-            time.sleep(args.quiet)
+            settle = min(2.0, args.quiet / 2)
+            time.sleep(settle)
+            quiet = _Window(cl)
+            time.sleep(args.quiet - settle)
+            quiet.close()
+            per_hb.update(_per_heartbeat(beating, quiet))
             cl.fleet.beat(True)
             ctl.phase = "idle-again"
             time.sleep(min(3.0, args.quiet))
@@ -212,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     figs["jobs_active_at_end"] = active
     figs["registered_by_timeout"] = registered_at_start
     figs["registered_at_end"] = registered_at_end
+    figs.update(per_hb)
     sys.stdout.write(report.text(figs))
     if args.json:
         Path(args.json).write_text(json.dumps(figs, indent=2))

@@ -21,8 +21,8 @@ CASES = [
     ("cluster_name = 5", "cluster_name = 5: expected a non-empty string"),
     ('[controller]\nscheduler_interval_s = "2"',
      "[controller] scheduler_interval_s = '2': expected `float`, got `str`"),
-    ("[controller]\nheartbeat_interval_s = 0",
-     "[controller] heartbeat_interval_s = 0: expected `float` > 0.0"),
+    ("[controller]\nheartbeat_interval_s = -5",        # 0 is the default: derived from the size
+     "[controller] heartbeat_interval_s = -5: expected `float` >= 0.0"),
     ("[controller]\nheartbeat_timeout_s = -1", "[controller] heartbeat_timeout_s = -1"),
     ('[controller]\nkill_wait_s = "30s"', "[controller] kill_wait_s = '30s': expected `float`"),
     ('[controller]\njob_requeue = "yes"', "[controller] job_requeue = 'yes': expected `bool`"),

@@ -10,9 +10,13 @@ when its lease lapses:
 - each heartbeat the agent sends carries ``seq``; the agent notes its own
   clock (CLOCK_BOOTTIME, which no one sets and which counts suspend) at the
   send;
-- the controller answers each heartbeat it receives (SanityClock, echo_seq);
-  the agent then renews the lease to ``sent + heartbeat_timeout_s`` for the
-  newest heartbeat answered (and, at registration, for the Register);
+- the controller answers heartbeats it receives (SanityClock, echo_seq):
+  every one, or on a big cluster (500 heartbeats a second or more) where the
+  timeout holds four intervals or more, as often as the lease needs, at
+  least every quarter of the timeout (lingjund/service/nodes.py
+  ``echo_after_s``); the agent then renews the lease to ``sent +
+  heartbeat_timeout_s`` for the newest heartbeat answered (and, at
+  registration, for the Register);
 - the agent writes that end to ``<state_dir>/lease.json`` (atomically) at
   each renewal; every supervisor of a job on this node (``wait`` below) and
   the node's fence keeper (``fencekeeper``) sleep until the end, read the file
@@ -32,11 +36,18 @@ and the controller lets no new attempt of a job of a silent node start
 before ``DOWN + fence_margin_s`` (``[controller] fence_margin_s``, by default
 ``kill_wait_s + 2 s``, with ``grace_s = kill_wait_s``; lingjun/config.py).
 
+Answering fewer heartbeats only ever ends the lease earlier: it runs from
+the send of a heartbeat the controller received, so never past one timeout
+after the newest one received.
+
 An agent restarted within the timeout (kill -9, then systemd) registers
 again and renews the lease before it ends: nothing is fenced. A controller
-that is down longer than the timeout lets every lease lapse, since no agent
-can tell it apart from a cut cable: jobs survive controller restarts shorter
-than ``heartbeat_timeout_s``.
+that is down longer than what is left of the lease lets every lease lapse,
+since no agent can tell it apart from a cut cable: jobs survive controller
+restarts shorter than ``heartbeat_timeout_s`` less the age of the newest
+answered heartbeat, i.e. at least ``heartbeat_timeout_s`` less one interval
+where every heartbeat is answered, and at least 3/4 of it less half an
+interval where they are thinned (42.5 s of the default 60 s).
 
 No lease file means no lease regime (a supervisor started by hand, a test):
 nothing is fenced. The agent writes the file before it starts any job.

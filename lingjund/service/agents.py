@@ -22,6 +22,10 @@ class Connection:
     outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     last_heartbeat: float = 0.0
+    # the newest heartbeat answered (or the registration) and how long after it
+    # the next one is answered (nodes.heartbeat, nodes.echo_after_s)
+    echoed_at: float = 0.0
+    echo_after_s: float = 0.0
 
     def send(self, msg: agent_pb2.ControllerMessage) -> None:
         self.outbox.put_nowait(msg)

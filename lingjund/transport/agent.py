@@ -11,9 +11,10 @@ proving has refused our proof: it holds another key. Then the next message must 
 Register, for the node the proof named; nothing else is sent to a stream
 before its registration has been accepted (registrations arriving together
 are committed together, nodes.register_batched). Then a reader task
-dispatches what the agent says to the service layer and answers each
-heartbeat itself, while this generator writes the commands queued for the
-node; a lock keeps their writes apart.
+dispatches what the agent says to the service layer and answers the
+heartbeats itself (as often as the agent's lease needs: nodes.heartbeat),
+while this generator writes the commands queued for the node; a lock keeps
+their writes apart.
 """
 from __future__ import annotations
 
@@ -161,8 +162,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 kind = msg.WhichOneof("msg")
                 try:
                     if kind == "heartbeat":
-                        nodes.heartbeat(ctl, conn, msg.heartbeat)
-                        if not await self._write(context, writing, health.clock_reply(msg.heartbeat)):
+                        # answered only as often as the agent's lease needs
+                        if (nodes.heartbeat(ctl, conn, msg.heartbeat) and not await self._write(
+                                context, writing, health.clock_reply(msg.heartbeat))):
                             break
                     elif kind == "batch_started":
                         batch.batch_started(ctl, conn.node, msg.batch_started)
