@@ -458,9 +458,11 @@ FENCED = "fenced:"
 
 
 def end_state(kill_reason: str, *, exit_code: int = 0, signal: int = 0, error: str = "",
-              lost: bool = False) -> tuple[str, str]:
+              lost: bool = False, out_of_memory: bool = False) -> tuple[str, str]:
     """The state and reason a run ends in: what stopped it (``kill_reason``)
-    decides; otherwise its script's exit. ``lost``: its node was lost with it."""
+    decides; otherwise its script's exit. ``lost``: its node was lost with it;
+    ``out_of_memory``: the OOM killer hit it in its cgroup (Slurm's
+    OUT_OF_MEMORY, ExitCode 0:125), whatever the script did after."""
     fenced = error.startswith(FENCED) and not kill_reason
     if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
@@ -476,6 +478,8 @@ def end_state(kill_reason: str, *, exit_code: int = 0, signal: int = 0, error: s
         return slurm.PREEMPTED, slurm.REASON_NONE
     if error:
         return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
+    if out_of_memory:
+        return slurm.OUT_OF_MEMORY, slurm.REASON_OUT_OF_MEMORY
     if exit_code == 0 and signal == 0:
         return slurm.COMPLETED, slurm.REASON_NONE
     return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT

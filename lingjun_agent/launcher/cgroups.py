@@ -168,7 +168,7 @@ def _hierarchy_of(d: Path) -> str:
     return d.relative_to(ROOT).parts[0]
 
 
-def _mounted(name: str) -> bool:
+def mounted(name: str) -> bool:
     return (ROOT / name / "cgroup.procs").exists()
 
 
@@ -178,7 +178,7 @@ def _limited_dirs(path: Path) -> tuple[Path, ...]:
         rel = path.relative_to(FREEZER)
     except ValueError:
         return ()
-    return tuple(ROOT / h / rel for h in LIMITED if _mounted(h))
+    return tuple(ROOT / h / rel for h in LIMITED if mounted(h))
 
 
 _said: set[str] = set()
@@ -320,7 +320,7 @@ def create(node: str, job_id: int, base: Path = BASE,
             except OSError as e:
                 log.warning("job %d: cannot create cgroup %s: %s", job_id, d, e.strerror)
         for h in ("memory", "cpuset", "devices"):
-            if not _mounted(h):
+            if not mounted(h):
                 missing(f"{h} limits", f"no v1 {h} hierarchy mounted at {ROOT / h}")
     cg = JobCgroup(path, job_id, tuple(limited), unified, limits.cpus)
     apply(cg, limits)
@@ -600,27 +600,39 @@ def oom_kills(cg: JobCgroup) -> int:
 class Usage:
     """What the job used, from its cgroups' own accounting (0: not known)."""
     max_rss_kb: int = 0
-    cpu_ms: int = 0
+    user_cpu_ms: int = 0
+    system_cpu_ms: int = 0
 
 
 def usage(cg: JobCgroup) -> Usage:
     """Peak memory (memory.max_usage_in_bytes, v2 memory.peak) and CPU time
-    (cpuacct.usage, v2 cpu.stat usage_usec) of everything the job ran here."""
-    peak = cpu_ns = 0
+    (cpuacct.usage_user/usage_sys, v2 cpu.stat) of everything the job ran here."""
+    peak = user_ns = sys_ns = 0
     mem = cg.controller("memory")
-    acct = cg.controller("cpuacct") if not cg.unified else cg.path
     with contextlib.suppress(OSError, ValueError):
         if mem is not None:
             peak = int((mem / ("memory.peak" if cg.unified else
                                "memory.max_usage_in_bytes")).read_text())
     with contextlib.suppress(OSError, ValueError):
-        if acct is not None and cg.unified:
-            for line in (acct / "cpu.stat").read_text().splitlines():
-                if line.startswith("usage_usec "):
-                    cpu_ns = int(line.split()[1]) * 1000
-        elif acct is not None:
-            cpu_ns = int((acct / "cpuacct.usage").read_text())
-    return Usage(max_rss_kb=peak // 1024, cpu_ms=cpu_ns // 1_000_000)
+        if cg.unified:
+            stat_ = dict(line.split() for line in (cg.path / "cpu.stat").read_text().splitlines())
+            user_ns, sys_ns = int(stat_["user_usec"]) * 1000, int(stat_["system_usec"]) * 1000
+        elif (acct := cg.controller("cpuacct")) is not None:
+            user_ns = int((acct / "cpuacct.usage_user").read_text())
+            sys_ns = int((acct / "cpuacct.usage_sys").read_text())
+    return Usage(max_rss_kb=peak // 1024, user_cpu_ms=user_ns // 1_000_000,
+                 system_cpu_ms=sys_ns // 1_000_000)
+
+
+def cpu_bind_env(cpus: Iterable[int]) -> dict[str, str]:
+    """Slurm's variables for tasks bound to ``cpus`` (--cpu-bind's default,
+    as task/affinity sets them): SLURM_CPU_BIND=quiet,mask_cpu:0x3."""
+    mask = 0
+    for c in cpus:
+        mask |= 1 << c
+    text = f"0x{mask:X}"
+    return {"SLURM_CPU_BIND": f"quiet,mask_cpu:{text}", "SLURM_CPU_BIND_TYPE": "mask_cpu:",
+            "SLURM_CPU_BIND_LIST": text, "SLURM_CPU_BIND_VERBOSE": "quiet"}
 
 
 def gpu_device_denials(dev_root: str | Path, gpu_ids: Iterable[int]) -> tuple[str, ...]:

@@ -114,7 +114,8 @@ class _Step:
         self.drain_until: dict[int, float] = {}   # rank -> when what is left gets killed
         self.pgids: dict[int, int] = {}           # rank -> its session's id
         # The job's cgroup on this node (None: no cgroups here, the marker tracks)
-        self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]))
+        self.limits = cgroups.Limits.from_json(spec.get("limits"))
+        self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]), limits=self.limits)
         self.lease_file: str | None = spec.get("lease") or None
 
     def kill_all(self, *_: object) -> None:
@@ -236,6 +237,8 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     env = dict(spec["env"])
     env.update(t.get("env", {}))
     env[MARK_VAR] = job_mark(spec["node"], int(spec["job_id"]))
+    if step.limits is not None and step.limits.cpus:
+        env.update(cgroups.cpu_bind_env(step.limits.cpus))
     drop: dict = {}
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}

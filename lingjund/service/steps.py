@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from lingjun import slurm
 from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, errors, jobenv
+from lingjund.service import authz, confine, errors, jobenv
 from lingjund.service.context import Controller
 from lingjund.store.store import RunningStepRecord, StepRecord
 
@@ -215,7 +215,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         launches.append((node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
             job_id=job.job_id, step_id=step_id, argv=list(req.argv), environment=envs[node],
             work_dir=req.work_dir or job.spec.work_dir, tasks=specs,
-            uid=job.spec.uid, gid=job.spec.gid))))
+            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node)))))
     # The step is durable before any task starts: a restarted controller
     # follows it again (recover), and srun can take it back (attach).
     with ctl.store.transaction() as st:
