@@ -259,11 +259,13 @@ def apply(cg: JobCgroup, limits: Limits) -> None:
         mems = (cpuset.parent / "cpuset.mems").read_text().strip()
     for controller, name, value in settings(limits, cg.unified, mems):
         d = cg.controller(controller)
-        if d is None or not (d / name).exists():
-            if name == "memory.memsw.limit_in_bytes" and d is not None:
-                continue              # no swap accounting: the plain limit holds the job
-            missing(f"{controller} limits ({name})",
+        if d is None:
+            missing(f"{controller} limits",
                     f"no {controller} controller for job cgroups on this host")
+            continue
+        if not (d / name).exists():
+            if name != "memory.memsw.limit_in_bytes":   # no swap accounting: the plain
+                missing(name, f"no {name} in {d}")     # limit holds the job
             continue
         try:
             (d / name).write_text(value)
