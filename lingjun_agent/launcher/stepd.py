@@ -40,6 +40,15 @@ supervisor enters it, starts the script, and leaves), so nothing it starts
 can escape the kill; elsewhere the kill takes what the marker and our
 subreaper tree find (``procs``).
 
+The job's cgroup holds it to its share of the node (``spec.json``'s
+``limits``: memory, the CPUs the agent chose, the GPU device files of other
+jobs denied); the script starts with its affinity set to those CPUs and
+Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the job's cgroup,
+the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
+job's stderr gets slurmstepd's "Detected N oom-kill event(s)" line, and the
+controller ends the job OUT_OF_MEMORY. MaxRSS and CPU time come from the
+cgroup's own accounting where it has one (the sampled tree otherwise).
+
 Fencing (``lease``): while it waits, the supervisor also watches the
 agent's lease on this node (``spec["lease"]``). If the lease ends unrenewed
 (the agent frozen, dead, or cut off from the controller, which is about to
