@@ -424,6 +424,8 @@ def inside(cg: JobCgroup | None) -> Iterator[None]:
         yield
         return
     home = _current(cg.dirs())
+    # the caller's own CPUs, given back after it left the job's cpuset (the
+    # kernel keeps an affinity set inside as the caller's wish)
     affinity = os.sched_getaffinity(0)
     try:
         join(cg)
@@ -435,15 +437,34 @@ def inside(cg: JobCgroup | None) -> Iterator[None]:
         yield
         return
     try:
-        if cg.cpus:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(0, cg.cpus)
-        yield
+        with pinned(cg.cpus):
+            yield
     finally:
         for h in home:
             join(h)
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, affinity)
+
+
+@contextlib.contextmanager
+def pinned(cpus: Iterable[int]) -> Iterator[None]:
+    """Run the block with the caller's CPU affinity set to ``cpus`` (() : as
+    it is), then set it back: a process forked in the block keeps them. The
+    affinity holds where no cpuset does (a host without cgroups)."""
+    cpus = tuple(cpus)
+    if not cpus:
+        yield
+        return
+    saved = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as e:
+        log.warning("cannot pin to CPUs %s: %s", cpu_list(cpus), e.strerror)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, saved)
 
 
 def pids(cg: JobCgroup) -> list[int]:

@@ -315,7 +315,8 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     if limits is not None and limits.cpus:
         env.update(cgroups.cpu_bind_env(limits.cpus))
     try:
-        with cgroups.inside(cg):          # the script is born in the job's cgroup
+        # born in the job's cgroup, on its CPUs (pinned alone where no cgroup is)
+        with cgroups.inside(cg), cgroups.pinned(limits.cpus if limits and cg is None else ()):
             proc = subprocess.Popen(
                 [script, *spec["argv"]], stdin=fds["stdin"], stdout=fds["stdout"],
                 stderr=fds["stderr"], env=env, start_new_session=True,

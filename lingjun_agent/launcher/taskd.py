@@ -243,7 +243,9 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}
     try:
-        with cgroups.inside(step.cgroup):     # the task is born in the job's cgroup
+        # born in the job's cgroup, on its CPUs (pinned alone where no cgroup is)
+        with cgroups.inside(step.cgroup), cgroups.pinned(
+                step.limits.cpus if step.limits and step.cgroup is None else ()):
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=env,
                 start_new_session=True, close_fds=True, restore_signals=True, **drop)

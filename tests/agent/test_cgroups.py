@@ -214,3 +214,12 @@ def test_a_limit_the_host_cannot_hold_is_said_once(caplog, monkeypatch):
     said = [r.getMessage() for r in caplog.records]
     assert said == ["memory limits not enforced here: "
                     "no memory controller for job cgroups on this host"], said
+
+
+def test_pinned_without_a_cgroup_sets_the_affinity_of_what_starts_inside():
+    host = sorted(os.sched_getaffinity(0))
+    with cgroups.pinned(host[-1:]):
+        p = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                           capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == str(host[-1:])
+    assert sorted(os.sched_getaffinity(0)) == host
