@@ -65,6 +65,7 @@ from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease, usage, userfs
 from lingjun_agent.launcher.stepd import (
+    OOM_SIGNAL,
     begin_supervisor,
     MARK_VAR,
     RESULT,
@@ -73,6 +74,7 @@ from lingjun_agent.launcher.stepd import (
     _stderr_line,
     _UserFs,
     job_mark,
+    oom_line,
     start_ticks,
     user_groups,
     write_json_atomic,
@@ -116,6 +118,8 @@ class _Step:
         # The job's cgroup on this node (None: no cgroups here, the marker tracks)
         self.limits = cgroups.Limits.from_json(spec.get("limits"))
         self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]), limits=self.limits)
+        # OOM kills the job's cgroup had before this step's tasks ran
+        self.oom_seen = cgroups.oom_kills(self.cgroup) if self.cgroup is not None else 0
         self.lease_file: str | None = spec.get("lease") or None
 
     def kill_all(self, *_: object) -> None:
@@ -267,6 +271,23 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     return 1
 
 
+def _new_oom_kills(step: _Step, rank: int) -> int:
+    """OOM kills in the job's cgroup since we last looked; a task that died of
+    SIGKILL meanwhile is counted as one of them, and its stderr says so as
+    slurmstepd says it."""
+    if step.cgroup is None:
+        return 0
+    seen = cgroups.oom_kills(step.cgroup)
+    new, step.oom_seen = seen - step.oom_seen, seen
+    if new > 0 and (step.dir / out_file(rank, 2)).exists():
+        fd = os.open(step.dir / out_file(rank, 2), os.O_WRONLY | os.O_APPEND)
+        try:
+            _stderr_line(fd, oom_line(new, int(step.spec["job_id"]), str(step.spec["step_id"])))
+        finally:
+            os.close(fd)
+    return max(new, 0)
+
+
 def _wait(step: _Step) -> None:
     """Reap tasks and orphans until every task's exit is written."""
     pidfds = {}
@@ -297,6 +318,8 @@ def _wait(step: _Step) -> None:
                 code, sig = 0, os.WTERMSIG(status)
             else:
                 code, sig = os.WEXITSTATUS(status), 0
+            if sig == signal.SIGKILL and _new_oom_kills(step, rank):
+                sig = OOM_SIGNAL       # srun then exits 253, Slurm's code for it
             user_ms, sys_ms = usage.cpu_ms(ru)
             rss = step.rss[rank]
             step.ended[rank] = _exit(rank, exit_code=code, sig=sig, max_rss_kb=rss.peak_kb,

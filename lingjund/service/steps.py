@@ -48,6 +48,10 @@ from lingjund.service import authz, confine, errors, jobenv
 from lingjund.service.context import Controller
 from lingjund.store.store import RunningStepRecord, StepRecord
 
+# A task the OOM killer took in its job's cgroup: its agent reports signal 125
+# (Slurm's 0:125, and srun's exit code 253).
+OOM_SIGNAL = 125
+
 log = logging.getLogger("lingjund.steps")
 
 
@@ -333,6 +337,7 @@ def step_outcome(run: StepRun) -> tuple[int, str, tuple[int, int]]:
     rc = max(codes) if codes else 0
     worst = max(run.exits.values(), key=lambda cs: (cs[0], cs[1]), default=(0, 0))
     state = slurm.COMPLETED if rc == 0 else (
+        slurm.OUT_OF_MEMORY if any(s == OOM_SIGNAL for _, s in run.exits.values()) else
         slurm.CANCELLED if any(s for _, s in run.exits.values()) else slurm.FAILED)
     return rc, state, worst
 

@@ -183,3 +183,22 @@ def test_a_job_can_open_only_its_own_gpus_device_files(cc):
     # node); another job's is refused by it (EPERM).
     assert "cuda=0\n" in t1 and "nvidia0 ENXIO\n" in t1 and "nvidia1 EPERM\n" in t1, t1
     assert "cuda=1\n" in t2 and "nvidia1 ENXIO\n" in t2 and "nvidia0 EPERM\n" in t2, t2
+
+
+STEP_HOG = """#!/bin/bash
+srun python3 -c 'b = bytearray(1 << 30)'
+echo "srun=$?"
+"""
+
+
+def test_a_step_over_the_jobs_memory_ends_out_of_memory_and_srun_says_253(cc):
+    c = cc
+    out = c.work / "step-hog.out"
+    jid = c.sbatch("-w", "node2", "--mem=100M", "-o", str(out), input=STEP_HOG)
+    c.wait_state(jid, ("OUT_OF_MEMORY", "COMPLETED", "FAILED"), timeout=60)
+    text = out.read_text()
+    assert "srun=253\n" in text, text                       # Slurm's srun code for OOM
+    assert "srun: error: node2: task 0: Out Of Memory\n" in text, text
+    assert f"Detected 1 oom-kill event(s) in StepId={jid}.0" in text, text
+    rows = sacct(c, jid, "JobID,State,ExitCode")
+    assert f"{jid}.0|OUT_OF_MEMORY|0:125" in rows, rows
