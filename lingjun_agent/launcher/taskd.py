@@ -38,6 +38,12 @@ What it does, in slurmstepd's order:
    writing and is then killed (Slurm's proctrack ends the rest of a step);
    then its exit file is written.
 
+The job's cgroup holds the tasks to the job's share of the node (``spec.json``'s
+``limits``; see ``cgroups``), each task starts on the job's CPUs with
+``SLURM_CPU_BIND`` set, and a task that the OOM killer took there exits with
+signal 125 (Slurm's 0:125; srun then exits 253) and slurmstepd's "Detected N
+oom-kill event(s)" line on its stderr.
+
 SIGTERM to this supervisor kills every task's process group with SIGKILL
 (the agent's way to end a step at once); the exits then say signal 9.
 
