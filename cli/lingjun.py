@@ -82,6 +82,7 @@ max_array_size = {args.max_array_size}
 [agent]
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
+device_root = "{args.device_root}"
 
 {_nodes_text(args)}
 {_sanity_text(args)}
@@ -454,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-mb", type=int, default=2000)
     up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
+    up.add_argument("--device-root", default="/dev",
+                    help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",
                     help="node features (-C), e.g. node[1-2]=fast,ib; repeatable")
     up.add_argument("--state-dir")

@@ -392,11 +392,21 @@ def _local_files(files: ExitStack, o: RunOptions, subst: dict, work_dir: str, pe
     return stdout, stderr
 
 
+# a task's signal when the OOM killer took it (Slurm's SIG_OOM 253, shown 0:125)
+OOM_SIGNAL = 125
+
+
 def _report_exit(te: api_pb2.TaskExit, err) -> None:
     if te.error == "node lost":
         print(f"srun: error: {te.node}: task {te.rank}: node lost", file=err, flush=True)
+    elif te.signal == OOM_SIGNAL:     # the OOM killer, in the job's cgroup (Slurm's words)
+        print(f"srun: error: {te.node}: task {te.rank}: Out Of Memory", file=err, flush=True)
     elif te.signal:
-        print(f"srun: error: {te.node}: task {te.rank}: {signal.strsignal(te.signal) or te.signal}",
+        try:
+            name = signal.strsignal(te.signal)
+        except ValueError:
+            name = None
+        print(f"srun: error: {te.node}: task {te.rank}: {name or te.signal}",
               file=err, flush=True)
     elif te.exit_code:
         print(f"srun: error: {te.node}: task {te.rank}: Exited with exit code {te.exit_code}",

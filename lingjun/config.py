@@ -229,6 +229,9 @@ class AgentConfig:
     state_dir: str = "/var/lib/lingjun-agent"
     reconnect_min_s: PositiveSeconds = 0.2
     reconnect_max_s: PositiveSeconds = 5.0
+    # where the GPU device files (nvidia0, nvidia1, ...) are: a job's cgroup
+    # denies it the ones of GPUs it was not given
+    device_root: str = "/dev"
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ REASON_NODE_DOWN = "NodeDown"
 REASON_TIME_LIMIT = "TimeLimit"
 REASON_NON_ZERO_EXIT = "NonZeroExitCode"
 REASON_JOB_LAUNCH_FAILURE = "JobLaunchFailure"
+REASON_OUT_OF_MEMORY = "OutOfMemory"
 REASON_BAD_CONSTRAINTS = "BadConstraints"
 # A -w node is down, drained or not responding; Slurm appends the nodes:
 # "ReqNodeNotAvail, UnavailableNodes:node3" (see req_node_not_avail()).

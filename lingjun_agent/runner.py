@@ -52,6 +52,7 @@ from lingjun_agent import inventory
 from lingjun_agent.launcher import (
     batch,
     cgroups,
+    cpus as cpuchoice,
     distributed,
     fencekeeper,
     lease,
@@ -115,7 +116,8 @@ class Agent:
                  reconnect_max_s: float = 5.0, rdma_root: str = "/sys/class/infiniband",
                  key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
                  job_env: dict[str, str] | None = None,
-                 sanity=None, configured: tuple[int, int, int] = (0, 0, 0)):
+                 sanity=None, configured: tuple[int, int, int] = (0, 0, 0),
+                 device_root: str = "/dev"):
         self.node = node
         self.controller = controller
         # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -131,6 +133,13 @@ class Agent:
         # when several clusters' agents share a host (tests, a laptop).
         self.mark = procs.node_identity(node, self.state_dir)
         self.inv_args = (cpus, memory_mb, gpus)
+        # Confinement: the node's CPU indices each job here holds (the agent
+        # picks them: launcher/cpus.py), the host CPUs they map onto, and
+        # where the GPU device files are (a test's fake /dev).
+        self.host_cpus = tuple(sorted(os.sched_getaffinity(0)))
+        self.node_cpus = configured[0] or cpus or len(self.host_cpus)
+        self.job_cpus: dict[int, tuple[int, ...]] = {}
+        self.device_root = device_root
         self.reconnect = (reconnect_min_s, reconnect_max_s)
         self.started_at = int(time.time())
         self.batches: dict[int, batch.BatchHandle] = {}
@@ -180,12 +189,23 @@ class Agent:
         if not cgroups.available():
             log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
                         "job processes are tracked by their marker and supervisor only, and a "
-                        "process of an srun task that drops both escapes", self.node,
-                        cgroups.FREEZER)
+                        "process of an srun task that drops both escapes; memory, CPUs and "
+                        "GPU device files are not enforced", self.node, cgroups.FREEZER)
+        elif cgroups.unified_host():
+            log.warning("node=%s: cgroup v2: jobs held to their memory and CPUs; GPU device "
+                        "files are not enforced (that takes BPF)", self.node)
+        else:
+            lacking = [h for h in ("memory", "cpuset", "devices") if not cgroups.mounted(h)]
+            if lacking:
+                log.warning("node=%s: no v1 %s hierarchy: %s not enforced", self.node,
+                            ", ".join(lacking), ", ".join(
+                                {"memory": "--mem", "cpuset": "CPU binding (affinity only)",
+                                 "devices": "GPU device files"}[h] for h in lacking))
         self._ensure_keeper()
         handles, results = batch.recover_batches(self.state_dir)
         for h in handles:
             log.info("job=%d: recovered running batch script pid %d", h.job_id, h.pid)
+            self._held_cpus(h.job_id, h.job_dir)
             self._watch(h)
             self._watch_recovered(h)
         for r in results:
@@ -195,6 +215,8 @@ class Agent:
                      "running" if h.running() else "ended")
             self.steps[h.key] = h
             self.job_uids.setdefault(h.job_id, h.uid)
+            if h.running():
+                self._held_cpus(h.job_id, h.dir)
         delay = self.reconnect[0]
         while True:
             try:
@@ -461,7 +483,8 @@ class Agent:
                 job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
                 env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
                 stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
-                append=lb.append, files=files, lease=str(self.lease.path))
+                append=lb.append, files=files, lease=str(self.lease.path),
+                limits=self._limits(jid, lb.share) if lb.HasField("share") else None)
             # The supervisor takes ~0.1 s to report the script's pid: off the loop.
             handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
         except batch.LaunchError as e:
@@ -481,6 +504,32 @@ class Agent:
             job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
 
+    def _limits(self, jid: int, share: agent_pb2.JobShare) -> cgroups.Limits:
+        """What the job's cgroup here holds it to: its memory, the CPUs it
+        holds on this node (chosen at its first launch here, the same for its
+        steps), and every GPU device file but its own denied."""
+        ids = self.job_cpus.get(jid)
+        if ids is None and share.cpus:
+            ids = cpuchoice.choose(self.node_cpus, share.cpus,
+                                   [v for j, v in self.job_cpus.items() if j != jid])
+            self.job_cpus[jid] = ids
+            log.info("job=%d: CPUs %s of %s (host CPUs %s)", jid, cgroups.cpu_list(ids),
+                     self.node, cgroups.cpu_list(cpuchoice.on_host(ids, self.host_cpus)))
+        ids = ids or ()
+        return cgroups.Limits(
+            memory_bytes=share.memory_bytes, cpu_ids=ids,
+            cpus=cpuchoice.on_host(ids, self.host_cpus),
+            deny_devices=cgroups.gpu_device_denials(self.device_root, share.gpu_ids))
+
+    def _held_cpus(self, jid: int, d: Path) -> None:
+        """After a restart: the CPUs a job still running here holds (its spec.json)."""
+        try:
+            limits = json.loads((d / "spec.json").read_text()).get("limits") or {}
+        except (OSError, ValueError):
+            return
+        if limits.get("cpu_ids"):
+            self.job_cpus[jid] = tuple(int(i) for i in limits["cpu_ids"])
+
     async def _prepare_launcher(self, lb: agent_pb2.LaunchBatch,
                                 env: dict[str, str]) -> tuple[int, dict[str, str]]:
         """--launcher on the first node: port, host files, and the head service
@@ -498,7 +547,7 @@ class Agent:
             self._launch_tasks(agent_pb2.LaunchTasks(
                 job_id=jid, step_id=launchers.SERVICE_STEP_ID, argv=head, environment=env,
                 work_dir=lb.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
-                uid=lb.uid, gid=lb.gid))
+                uid=lb.uid, gid=lb.gid, share=lb.share if lb.HasField("share") else None))
             await asyncio.gather(*[t for t in self.step_starts])
             up = await distributed.wait_listening(
                 addr, port, launchers.HEAD_START_TIMEOUT_S,
@@ -529,7 +578,8 @@ class Agent:
                                        start_time=r.start_time, end_time=r.end_time,
                                        max_rss_kb=r.max_rss_kb, error=r.error,
                                        ave_rss_kb=r.ave_rss_kb, user_cpu_ms=r.user_cpu_ms,
-                                       system_cpu_ms=r.system_cpu_ms)
+                                       system_cpu_ms=r.system_cpu_ms,
+                                       out_of_memory=r.out_of_memory)
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
@@ -545,7 +595,8 @@ class Agent:
             tasks=tuple(steps.TaskSpec(rank=t.rank, env=dict(t.environment),
                                        stdout_path=t.stdout_path, stderr_path=t.stderr_path)
                         for t in lt.tasks),
-            lease=str(self.lease.path))
+            lease=str(self.lease.path),
+            limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None)
         t = asyncio.create_task(self._start_step(spec))
         self.step_starts.add(t)
         t.add_done_callback(self.step_starts.discard)
@@ -665,4 +716,5 @@ class Agent:
             if key[0] == jid and h.done():
                 self._forget_step(key)
         self.job_uids.pop(jid, None)
+        self.job_cpus.pop(jid, None)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

@@ -507,9 +507,11 @@ FENCED = "fenced:"
 
 
 def end_state(kill_reason: str, *, exit_code: int = 0, signal: int = 0, error: str = "",
-              lost: bool = False) -> tuple[str, str]:
+              lost: bool = False, out_of_memory: bool = False) -> tuple[str, str]:
     """The state and reason a run ends in: what stopped it (``kill_reason``)
-    decides; otherwise its script's exit. ``lost``: its node was lost with it."""
+    decides; otherwise its script's exit. ``lost``: its node was lost with it;
+    ``out_of_memory``: the OOM killer hit it in its cgroup (Slurm's
+    OUT_OF_MEMORY, ExitCode 0:125), whatever the script did after."""
     fenced = error.startswith(FENCED) and not kill_reason
     if lost or fenced or kill_reason == slurm.NODE_FAIL:     # a node of the run was lost
         return slurm.NODE_FAIL, slurm.REASON_NODE_DOWN
@@ -525,6 +527,8 @@ def end_state(kill_reason: str, *, exit_code: int = 0, signal: int = 0, error: s
         return slurm.PREEMPTED, slurm.REASON_NONE
     if error:
         return slurm.FAILED, slurm.REASON_JOB_LAUNCH_FAILURE
+    if out_of_memory:
+        return slurm.OUT_OF_MEMORY, slurm.REASON_OUT_OF_MEMORY
     if exit_code == 0 and signal == 0:
         return slurm.COMPLETED, slurm.REASON_NONE
     return slurm.FAILED, slurm.REASON_NON_ZERO_EXIT
@@ -762,6 +766,7 @@ class RunEnd:
 
 def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code: int = 0,
                 signal: int = 0, error: str = "", lost: bool = False,
+                out_of_memory: bool = False,
                 alive: frozenset[str] | tuple[str, ...] = (), policy: Policy = Policy()
                 ) -> RunEnd | None:
     """A RUNNING batch job's script ended (BatchFinished), or was lost with its
@@ -783,7 +788,7 @@ def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code:
         return None
     end_time = end_time or now
     state, reason = end_state(job.kill_reason, exit_code=exit_code, signal=signal, error=error,
-                              lost=lost)
+                              lost=lost, out_of_memory=out_of_memory)
     completing = tuple(n for n in job.nodes if n in alive)
     cause = HANG if job.kill_reason == HANG else state
     limit, delay, attempt = 0, 0.0, ""
@@ -812,8 +817,8 @@ def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code:
         step_state = slurm.REQUEUED
     elif state in (slurm.CANCELLED, slurm.TIMEOUT, slurm.DEADLINE, slurm.PREEMPTED):
         step_state = slurm.CANCELLED
-    elif state == slurm.NODE_FAIL:
-        step_state = slurm.NODE_FAIL
+    elif state in (slurm.NODE_FAIL, slurm.OUT_OF_MEMORY):
+        step_state = state
     else:
         step_state = slurm.COMPLETED if exit_code == 0 and signal == 0 else slurm.FAILED
     return RunEnd(job.job_id, state, reason, outcome, fields, step_state, attempt, cause, limit,

@@ -214,6 +214,9 @@ def test_allocations_nobody_took_back_end_one_heartbeat_timeout_after_the_start(
     (slurm.CANCELLED, dict(error="fenced: x"), (slurm.CANCELLED, slurm.REASON_NONE)),
     (lc.HANG, dict(), (slurm.FAILED, slurm.REASON_NON_ZERO_EXIT)),
     (lc.NODE_LOST, dict(), (slurm.NODE_FAIL, slurm.REASON_NODE_DOWN)),
+    ("", dict(signal=125, out_of_memory=True), (slurm.OUT_OF_MEMORY, slurm.REASON_OUT_OF_MEMORY)),
+    ("", dict(exit_code=0, out_of_memory=True), (slurm.OUT_OF_MEMORY, slurm.REASON_OUT_OF_MEMORY)),
+    (slurm.CANCELLED, dict(signal=9, out_of_memory=True), (slurm.CANCELLED, slurm.REASON_NONE)),
 ])
 def test_what_stopped_a_run_decides_how_it_ends_else_its_exit(kill_reason, exit, want):
     assert lc.end_state(kill_reason, **exit) == want

@@ -44,7 +44,7 @@ class Inventory(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
-    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
+    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms", "out_of_memory")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class BatchFinished(_message.Message):
     AVE_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_MEMORY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     exit_code: int
     signal: int
@@ -65,7 +66,8 @@ class BatchFinished(_message.Message):
     ave_rss_kb: int
     user_cpu_ms: int
     system_cpu_ms: int
-    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
+    out_of_memory: bool
+    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ..., out_of_memory: _Optional[bool] = ...) -> None: ...
 
 class Register(_message.Message):
     __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity", "steps")
@@ -388,8 +390,18 @@ class RegisterReply(_message.Message):
     resume_steps: _containers.RepeatedCompositeFieldContainer[StepResume]
     def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., heartbeat_timeout_s: _Optional[float] = ..., fence_grace_s: _Optional[float] = ..., resume_steps: _Optional[_Iterable[_Union[StepResume, _Mapping]]] = ...) -> None: ...
 
+class JobShare(_message.Message):
+    __slots__ = ("memory_bytes", "cpus", "gpu_ids")
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    memory_bytes: int
+    cpus: int
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, memory_bytes: _Optional[int] = ..., cpus: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class LaunchBatch(_message.Message):
-    __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher")
+    __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher", "share")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -410,6 +422,7 @@ class LaunchBatch(_message.Message):
     USER_FIELD_NUMBER: _ClassVar[int]
     APPEND_FIELD_NUMBER: _ClassVar[int]
     LAUNCHER_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -423,7 +436,8 @@ class LaunchBatch(_message.Message):
     user: str
     append: bool
     launcher: str
-    def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ..., launcher: _Optional[str] = ...) -> None: ...
+    share: JobShare
+    def __init__(self, job_id: _Optional[int] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., user: _Optional[str] = ..., append: _Optional[bool] = ..., launcher: _Optional[str] = ..., share: _Optional[_Union[JobShare, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
     __slots__ = ("rank", "local_id", "environment", "stdout_path", "stderr_path")
@@ -447,7 +461,7 @@ class TaskSpec(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., local_id: _Optional[int] = ..., environment: _Optional[_Mapping[str, str]] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ...) -> None: ...
 
 class LaunchTasks(_message.Message):
-    __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid")
+    __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid", "share")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -463,6 +477,7 @@ class LaunchTasks(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     step_id: int
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -471,7 +486,8 @@ class LaunchTasks(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     uid: int
     gid: int
-    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
+    share: JobShare
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., share: _Optional[_Union[JobShare, _Mapping]] = ...) -> None: ...
 
 class SignalJob(_message.Message):
     __slots__ = ("job_id", "signal", "batch_only", "step_id", "steps_only")

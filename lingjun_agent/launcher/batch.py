@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lingjun_agent
+from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher.stepd import (
     LOG,
     RESULT,
@@ -76,6 +77,7 @@ class BatchSpec:
     append: bool = False  # --open-mode=append
     files: dict[str, str] | None = None  # --launcher's host files: name -> contents
     lease: str = ""  # the agent's lease file: the supervisor fences the job when it lapses
+    limits: cgroups.Limits | None = None  # what the job's cgroup holds it to (None: nothing)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class BatchResult:
     ave_rss_kb: int = 0               # mean of the supervisor's samples of the tree
     user_cpu_ms: int = 0
     system_cpu_ms: int = 0
+    out_of_memory: bool = False       # the OOM killer hit the job (then signal 125)
 
 
 class LaunchError(Exception):

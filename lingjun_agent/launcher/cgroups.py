@@ -37,8 +37,33 @@ The calls, for a supervisor::
 Where cgroups cannot be used (no v1 freezer mounted, not root) ``create``
 returns None and the callers fall back to the marker and subreaper tree of
 ``procs``, with its one gap (``env -i setsid`` from a task that the agent runs
-directly). A later change adds memory, CPU and device limits to the same
-per-job cgroups in their own hierarchies.
+directly).
+
+Limits. ``create(node, job_id, limits=Limits(...))`` also puts the job in
+the same place of the other v1 hierarchies the host mounts, and holds it
+there to what it was given on the node::
+
+    memory   memory.limit_in_bytes (and memory.memsw.limit_in_bytes: no swap
+             beyond it), the kernel's OOM killer acting inside the job only
+    cpuset   cpuset.cpus = the job's CPUs, cpuset.mems = the parent's
+    devices  devices.deny "c 195:N rwm" for each GPU device file not the job's
+    pids     membership (counted), no limit
+    cpuacct  membership: cpuacct.usage is the job's TotalCPU
+
+``settings(limits)`` is that table as a pure function (the files and values
+to write), ``apply`` writes it. A hierarchy the host lacks costs what it
+holds (no memory: --mem is not enforced), said in one log line per
+controller and process, never silently (``missing``). ``oom_kills`` reads
+the OOM killer's count for the job (``oom_kill`` in memory.oom_control, or
+``memory.failcnt`` on kernels without it), ``usage`` its peak memory and
+CPU time from the cgroup's own accounting.
+
+cgroup v2 (a unified hierarchy with its controllers enabled, as under a
+systemd unit with Delegate=yes): the same calls; the job's directory is
+``/sys/fs/cgroup/lingjun/<node>/job_<id>`` with memory.max,
+memory.swap.max, cpuset.cpus, and cgroup.freeze/cgroup.kill in place of the
+freezer. Device files are not enforced there (that takes a BPF program),
+which ``missing`` says once.
 """
 from __future__ import annotations
 
@@ -47,26 +72,64 @@ import errno
 import logging
 import os
 import signal
+import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
-FREEZER = Path("/sys/fs/cgroup/freezer")
+ROOT = Path("/sys/fs/cgroup")
+FREEZER = ROOT / "freezer"
 BASE = FREEZER / "lingjun"
 POLL_S = 0.02
 UNKILLABLE_TIMEOUT_S = 60.0
+# v1 hierarchies a job is also put in, beside the freezer (see the docstring)
+LIMITED = ("memory", "cpuset", "devices", "pids", "cpuacct")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a job may use on this node; each empty value: not limited."""
+    memory_bytes: int = 0
+    cpus: tuple[int, ...] = ()           # this host's CPUs (what cpuset and affinity take)
+    cpu_ids: tuple[int, ...] = ()        # the same, as the node's CPU indices (the agent's book)
+    deny_devices: tuple[str, ...] = ()   # "c 195:0": device files the job may not open
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Limits | None":
+        if d is None:
+            return None
+        return cls(memory_bytes=int(d.get("memory_bytes", 0)),
+                   cpus=tuple(int(c) for c in d.get("cpus", ())),
+                   cpu_ids=tuple(int(c) for c in d.get("cpu_ids", ())),
+                   deny_devices=tuple(d.get("deny_devices", ())))
 
 
 @dataclass(frozen=True)
 class JobCgroup:
-    path: Path
+    path: Path                   # v1: in the freezer hierarchy; v2: in the unified one
     job_id: int
+    # v1: the job's directory in each other hierarchy the host mounts
+    limited: tuple[Path, ...] = field(default=(), compare=False)
+    unified: bool = field(default=False, compare=False)
+    cpus: tuple[int, ...] = field(default=(), compare=False)   # affinity of what starts inside
 
     def __str__(self) -> str:
         return str(self.path)
+
+    def dirs(self) -> tuple[Path, ...]:
+        return (self.path, *self.limited)
+
+    def controller(self, name: str) -> Path | None:
+        """The job's directory that holds ``name``'s files (None: not mounted)."""
+        if self.unified:
+            return self.path
+        for d in self.limited:
+            if _hierarchy_of(d) == name:
+                return d
+        return None
 
 
 def node_dir(node: str, base: Path = BASE) -> Path:
@@ -77,36 +140,237 @@ def job_path(node: str, job_id: int, base: Path = BASE) -> Path:
     return node_dir(node, base) / f"job_{job_id}"
 
 
+UNIFIED_BASE = ROOT / "lingjun"      # cgroup v2: the unified hierarchy's place for jobs
+
+
+def unified_host() -> bool:
+    """Whether the host has cgroup v2 only (no v1 freezer; controllers at ROOT)."""
+    return not FREEZER.is_dir() and (ROOT / "cgroup.controllers").exists()
+
+
+def _layout(base: Path) -> tuple[Path, bool]:
+    """Where jobs go and whether that is a v2 hierarchy."""
+    if Path(base) == BASE and unified_host():
+        return UNIFIED_BASE, True
+    return Path(base), False
+
+
 def available(base: Path = BASE) -> bool:
     """Whether this process can make and fill job cgroups under ``base``."""
     if os.geteuid() != 0:
         return False
+    base, _ = _layout(base)
     probe = Path(base).parent
     return (probe / "cgroup.procs").exists() and os.access(probe, os.W_OK)
 
 
-def create(node: str, job_id: int, base: Path = BASE) -> JobCgroup | None:
-    """Make (or find) the job's cgroup; None where cgroups are unavailable."""
+def _hierarchy_of(d: Path) -> str:
+    return d.relative_to(ROOT).parts[0]
+
+
+def mounted(name: str) -> bool:
+    return (ROOT / name / "cgroup.procs").exists()
+
+
+def _limited_dirs(path: Path) -> tuple[Path, ...]:
+    """The job's place in each other v1 hierarchy the host mounts (same relative path)."""
+    try:
+        rel = path.relative_to(FREEZER)
+    except ValueError:
+        return ()
+    return tuple(ROOT / h / rel for h in LIMITED if mounted(h))
+
+
+_said: set[str] = set()
+
+
+def missing(what: str, why: str) -> None:
+    """One log line per process for a limit this host cannot enforce: never silently."""
+    if what not in _said:
+        _said.add(what)
+        log.warning("%s not enforced here: %s", what, why)
+
+
+def _mkdir_cpuset(d: Path) -> None:
+    """mkdir -p in the v1 cpuset hierarchy: a new cpuset is empty, and nothing
+    can join it before its cpus and mems are set, so each new level copies its
+    parent's."""
+    missing_dirs = []
+    p = d
+    while not p.exists():
+        missing_dirs.append(p)
+        p = p.parent
+    for p in reversed(missing_dirs):
+        with contextlib.suppress(FileExistsError):
+            p.mkdir()
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not (p / name).read_text().strip():
+                (p / name).write_text((p.parent / name).read_text().strip() or "\n")
+
+
+def settings(limits: Limits, unified: bool, parent_mems: str = "") -> list[tuple[str, str, str]]:
+    """(controller, file, value) to write for ``limits``, in order.
+
+    >>> settings(Limits(memory_bytes=100 << 20, cpus=(0, 1), deny_devices=("c 195:0",)), False)[:3]
+    [('memory', 'memory.limit_in_bytes', '104857600'), ('memory', 'memory.memsw.limit_in_bytes', '104857600'), ('cpuset', 'cpuset.cpus', '0-1')]
+    """
+    out: list[tuple[str, str, str]] = []
+    cpus = cpu_list(limits.cpus)
+    if unified:
+        if limits.memory_bytes:
+            out += [("memory", "memory.max", str(limits.memory_bytes)),
+                    ("memory", "memory.swap.max", "0")]
+        if cpus:
+            out.append(("cpuset", "cpuset.cpus", cpus))
+        return out
+    if limits.memory_bytes:
+        # memsw after the plain limit: the kernel refuses memsw below it
+        out += [("memory", "memory.limit_in_bytes", str(limits.memory_bytes)),
+                ("memory", "memory.memsw.limit_in_bytes", str(limits.memory_bytes))]
+    if cpus:
+        out.append(("cpuset", "cpuset.cpus", cpus))
+        if parent_mems:
+            out.append(("cpuset", "cpuset.mems", parent_mems))
+    out += [("devices", "devices.deny", f"{d} rwm") for d in limits.deny_devices]
+    return out
+
+
+def cpu_list(cpus: Iterable[int]) -> str:
+    """Kernel list format: (0, 1, 2, 5) -> "0-2,5"."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cpus)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def apply(cg: JobCgroup, limits: Limits) -> None:
+    """Write ``limits`` into the job's cgroup; what cannot be written is said, once."""
+    mems = ""
+    cpuset = cg.controller("cpuset")
+    if cpuset is not None and not cg.unified:
+        mems = (cpuset.parent / "cpuset.mems").read_text().strip()
+    for controller, name, value in settings(limits, cg.unified, mems):
+        d = cg.controller(controller)
+        if d is None:
+            missing(f"{controller} limits",
+                    f"no {controller} controller for job cgroups on this host")
+            continue
+        if not (d / name).exists():
+            if name != "memory.memsw.limit_in_bytes":   # no swap accounting: the plain
+                missing(name, f"no {name} in {d}")     # limit holds the job
+            continue
+        try:
+            (d / name).write_text(value)
+        except OSError as e:
+            log.warning("job %d: cannot write %s to %s: %s", cg.job_id, value, d / name,
+                        e.strerror)
+    if limits.deny_devices and cg.unified:
+        missing("devices", "cgroup v2 controls devices through BPF only; GPU device files "
+                "of other jobs stay openable")
+
+
+def _enable_v2_controllers(path: Path) -> None:
+    """v2: each level above a job hands memory, cpuset, cpu and pids down."""
+    levels = [ROOT, *(ROOT / Path(*path.relative_to(ROOT).parts[:i])
+                      for i in range(1, len(path.relative_to(ROOT).parts)))]
+    for p in levels:
+        try:
+            have = (p / "cgroup.controllers").read_text().split()
+            want = " ".join(f"+{c}" for c in ("memory", "cpuset", "cpu", "pids") if c in have)
+            if want:
+                (p / "cgroup.subtree_control").write_text(want)
+        except OSError as e:
+            log.warning("cannot enable controllers in %s: %s", p, e.strerror)
+
+
+def create(node: str, job_id: int, base: Path = BASE,
+           limits: Limits | None = None) -> JobCgroup | None:
+    """Make (or find) the job's cgroup, held to ``limits`` when given; None
+    where cgroups are unavailable."""
     if not available(base):
         return None
+    base, unified = _layout(base)
     path = job_path(node, job_id, base)
     try:
+        if unified:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _enable_v2_controllers(path)
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         log.warning("job %d: cannot create cgroup %s (%s): tracking by marker only",
                     job_id, path, e.strerror)
         return None
-    return JobCgroup(path, job_id)
+    if limits is None:
+        return JobCgroup(path, job_id, _existing(path), unified)
+    limited: list[Path] = []
+    if not unified:
+        for d in _limited_dirs(path):
+            try:
+                if _hierarchy_of(d) == "cpuset":
+                    _mkdir_cpuset(d)
+                else:
+                    d.mkdir(parents=True, exist_ok=True)
+                limited.append(d)
+            except OSError as e:
+                log.warning("job %d: cannot create cgroup %s: %s", job_id, d, e.strerror)
+        for h in ("memory", "cpuset", "devices"):
+            if not mounted(h):
+                missing(f"{h} limits", f"no v1 {h} hierarchy mounted at {ROOT / h}")
+    cg = JobCgroup(path, job_id, tuple(limited), unified, limits.cpus)
+    apply(cg, limits)
+    return cg
+
+
+def _existing(path: Path) -> tuple[Path, ...]:
+    return tuple(d for d in _limited_dirs(path) if d.is_dir())
 
 
 def find(node: str, job_id: int, base: Path = BASE) -> JobCgroup | None:
     """The job's cgroup if it exists."""
+    base, unified = _layout(base)
     path = job_path(node, job_id, base)
-    return JobCgroup(path, job_id) if (path / "cgroup.procs").exists() else None
+    if not (path / "cgroup.procs").exists():
+        return None
+    return JobCgroup(path, job_id, _existing(path), unified, _cpus_of(path, unified))
+
+
+def _cpus_of(path: Path, unified: bool) -> tuple[int, ...]:
+    """The CPUs a job's cgroup holds it to (() when not pinned or unknown)."""
+    if unified:
+        d = path
+    else:
+        try:
+            d = ROOT / "cpuset" / path.relative_to(FREEZER)
+        except ValueError:
+            return ()
+    try:
+        return parse_cpu_list((d / "cpuset.cpus").read_text())
+    except (OSError, ValueError):
+        return ()
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """ "0-2,5" -> (0, 1, 2, 5)."""
+    out: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(out)
 
 
 def jobs(node: str, base: Path = BASE) -> list[JobCgroup]:
     """Every job cgroup of ``node``."""
+    base, unified = _layout(base)
     d = node_dir(node, base)
     try:
         names = os.listdir(d)
@@ -115,46 +379,92 @@ def jobs(node: str, base: Path = BASE) -> list[JobCgroup]:
     out = []
     for name in sorted(names):
         if name.startswith("job_") and name[4:].isdigit():
-            out.append(JobCgroup(d / name, int(name[4:])))
+            out.append(JobCgroup(d / name, int(name[4:]), _existing(d / name), unified))
     return out
 
 
 def join(cg: JobCgroup | Path, pid: int = 0) -> None:
-    """Move ``pid`` (0: the caller) and all its threads into the cgroup."""
-    path = cg.path if isinstance(cg, JobCgroup) else Path(cg)
-    with open(path / "cgroup.procs", "w") as f:
-        f.write(str(pid or os.getpid()))
+    """Move ``pid`` (0: the caller) and all its threads into the cgroup (in
+    every hierarchy the job is in)."""
+    dirs = cg.dirs() if isinstance(cg, JobCgroup) else (Path(cg),)
+    for d in dirs:
+        with open(d / "cgroup.procs", "w") as f:
+            f.write(str(pid or os.getpid()))
 
 
-def _current() -> Path:
-    """The freezer cgroup the caller lives in (where ``inside`` returns it)."""
+def _current(dirs: Iterable[Path] = (FREEZER,)) -> tuple[Path, ...]:
+    """Where the caller lives in the hierarchies of ``dirs`` (``inside`` returns it there)."""
     with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, controllers, rel = line.rstrip("\n").split(":", 2)
-            if "freezer" in controllers.split(","):
-                return FREEZER / rel.lstrip("/")
-    return FREEZER
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    out = []
+    for d in dirs:
+        if str(d).startswith(str(FREEZER)) or d == FREEZER:
+            name = "freezer"
+        else:
+            try:
+                name = _hierarchy_of(Path(d))
+            except ValueError:
+                name = ""
+        root = ROOT / name if name in LIMITED or name == "freezer" else ROOT
+        rel = "/"
+        for _, controllers, r in lines:
+            if (name and name in controllers.split(",")) or (root == ROOT and controllers == ""):
+                rel = r
+                break
+        out.append(root / rel.lstrip("/"))
+    return tuple(out)
 
 
 @contextlib.contextmanager
 def inside(cg: JobCgroup | None) -> Iterator[None]:
-    """Run the block inside the job's cgroup, then return to where we were:
-    a process forked in the block is born in it. Single-threaded callers only
-    (it moves the whole process). ``None`` does nothing."""
+    """Run the block inside the job's cgroup (and on its CPUs), then return to
+    where we were: a process forked in the block is born in it. Single-threaded
+    callers only (it moves the whole process). ``None`` does nothing."""
     if cg is None:
         yield
         return
-    home = _current()
+    home = _current(cg.dirs())
+    # the caller's own CPUs, given back after it left the job's cpuset (the
+    # kernel keeps an affinity set inside as the caller's wish)
+    affinity = os.sched_getaffinity(0)
     try:
         join(cg)
     except OSError as e:     # tracked by the marker instead; the job still runs
         log.warning("job %d: cannot enter cgroup %s: %s", cg.job_id, cg.path, e)
+        for h in home:
+            with contextlib.suppress(OSError):
+                join(h)
         yield
         return
     try:
+        with pinned(cg.cpus):
+            yield
+    finally:
+        for h in home:
+            join(h)
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, affinity)
+
+
+@contextlib.contextmanager
+def pinned(cpus: Iterable[int]) -> Iterator[None]:
+    """Run the block with the caller's CPU affinity set to ``cpus`` (() : as
+    it is), then set it back: a process forked in the block keeps them. The
+    affinity holds where no cpuset does (a host without cgroups)."""
+    cpus = tuple(cpus)
+    if not cpus:
+        yield
+        return
+    saved = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as e:
+        log.warning("cannot pin to CPUs %s: %s", cpu_list(cpus), e.strerror)
+    try:
         yield
     finally:
-        join(home)
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, saved)
 
 
 def pids(cg: JobCgroup) -> list[int]:
@@ -166,8 +476,21 @@ def pids(cg: JobCgroup) -> list[int]:
 
 
 def _state(cg: JobCgroup, value: str) -> None:
-    with open(cg.path / "freezer.state", "w") as f:
+    """FROZEN or THAWED (v1 freezer.state; v2 cgroup.freeze 1 or 0)."""
+    if cg.unified:
+        name, value = "cgroup.freeze", "1" if value == "FROZEN" else "0"
+    else:
+        name = "freezer.state"
+    with open(cg.path / name, "w") as f:
         f.write(value)
+
+
+def _frozen(cg: JobCgroup) -> bool:
+    if cg.unified:
+        with open(cg.path / "cgroup.events") as f:
+            return "frozen 1" in f.read()
+    with open(cg.path / "freezer.state") as f:
+        return f.read().strip() == "FROZEN"
 
 
 def _freeze(cg: JobCgroup, timeout: float = 2.0) -> None:
@@ -175,9 +498,8 @@ def _freeze(cg: JobCgroup, timeout: float = 2.0) -> None:
     _state(cg, "FROZEN")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with open(cg.path / "freezer.state") as f:
-            if f.read().strip() == "FROZEN":
-                return
+        if _frozen(cg):
+            return
         time.sleep(0.005)
 
 
@@ -246,22 +568,115 @@ def terminate(cg: JobCgroup, grace_s: float, unkillable_s: float = UNKILLABLE_TI
 
 
 def remove(cg: JobCgroup, timeout: float = 2.0) -> bool:
-    """Drop the (emptied) cgroup; the last exits may take a moment to leave it."""
+    """Drop the (emptied) cgroup, in every hierarchy; the last exits may take
+    a moment to leave it."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            os.rmdir(cg.path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() > deadline:
-                log.warning("job %d: cannot remove cgroup %s: %s", cg.job_id, cg.path, e.strerror)
-                return False
-            time.sleep(POLL_S)
+    ok = True
+    for d in cg.dirs():
+        while True:
+            try:
+                os.rmdir(d)
+                break
+            except FileNotFoundError:
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                    log.warning("job %d: cannot remove cgroup %s: %s", cg.job_id, d, e.strerror)
+                    ok = False
+                    break
+                time.sleep(POLL_S)
+    return ok
 
 
 def remove_node(node: str, base: Path = BASE) -> None:
     """Drop the node's directory once no job cgroup is left in it."""
-    with contextlib.suppress(OSError):
-        os.rmdir(node_dir(node, base))
+    base, _ = _layout(base)
+    d = node_dir(node, base)
+    for path in (d, *_limited_dirs(d)):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def oom_kills(cg: JobCgroup) -> int:
+    """How many processes of the job the kernel's OOM killer took (in its
+    memory cgroup): ``oom_kill`` in memory.oom_control (v1, kernels since 4.13)
+    or memory.events (v2); on older v1 kernels memory.failcnt, the times the
+    job hit its limit. 0 where there is no memory cgroup."""
+    d = cg.controller("memory")
+    if d is None:
+        return 0
+    try:
+        text = (d / ("memory.events" if cg.unified else "memory.oom_control")).read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    try:
+        return int((d / "memory.failcnt").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the job used, from its cgroups' own accounting (0: not known)."""
+    max_rss_kb: int = 0
+    user_cpu_ms: int = 0
+    system_cpu_ms: int = 0
+
+
+def usage(cg: JobCgroup) -> Usage:
+    """Peak memory (memory.max_usage_in_bytes, v2 memory.peak) and CPU time
+    (cpuacct.usage_user/usage_sys, v2 cpu.stat) of everything the job ran here."""
+    peak = user_ns = sys_ns = 0
+    mem = cg.controller("memory")
+    with contextlib.suppress(OSError, ValueError):
+        if mem is not None:
+            peak = int((mem / ("memory.peak" if cg.unified else
+                               "memory.max_usage_in_bytes")).read_text())
+    with contextlib.suppress(OSError, ValueError):
+        if cg.unified:
+            stat_ = dict(line.split() for line in (cg.path / "cpu.stat").read_text().splitlines())
+            user_ns, sys_ns = int(stat_["user_usec"]) * 1000, int(stat_["system_usec"]) * 1000
+        elif (acct := cg.controller("cpuacct")) is not None:
+            user_ns = int((acct / "cpuacct.usage_user").read_text())
+            sys_ns = int((acct / "cpuacct.usage_sys").read_text())
+    return Usage(max_rss_kb=peak // 1024, user_cpu_ms=user_ns // 1_000_000,
+                 system_cpu_ms=sys_ns // 1_000_000)
+
+
+def cpu_bind_env(cpus: Iterable[int]) -> dict[str, str]:
+    """Slurm's variables for tasks bound to ``cpus`` (--cpu-bind's default,
+    as task/affinity sets them): SLURM_CPU_BIND=quiet,mask_cpu:0x3."""
+    mask = 0
+    for c in cpus:
+        mask |= 1 << c
+    text = f"0x{mask:X}"
+    return {"SLURM_CPU_BIND": f"quiet,mask_cpu:{text}", "SLURM_CPU_BIND_TYPE": "mask_cpu:",
+            "SLURM_CPU_BIND_LIST": text, "SLURM_CPU_BIND_VERBOSE": "quiet"}
+
+
+def gpu_device_denials(dev_root: str | Path, gpu_ids: Iterable[int]) -> tuple[str, ...]:
+    """"c MAJOR:MINOR" of each GPU device file (``<dev_root>/nvidiaN``) that
+    is not one of ``gpu_ids``: what the job may not open. nvidiactl and
+    nvidia-uvm stay open to all, as under Slurm's ConstrainDevices."""
+    mine = set(gpu_ids)
+    out = []
+    try:
+        names = sorted(os.listdir(dev_root))
+    except OSError:
+        return ()
+    for name in names:
+        if not name.startswith("nvidia") or not name[6:].isdigit():
+            continue
+        if int(name[6:]) in mine:
+            continue
+        try:
+            st = os.stat(Path(dev_root) / name)
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode):
+            out.append(f"c {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    return tuple(out)

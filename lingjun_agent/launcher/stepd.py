@@ -40,6 +40,15 @@ supervisor enters it, starts the script, and leaves), so nothing it starts
 can escape the kill; elsewhere the kill takes what the marker and our
 subreaper tree find (``procs``).
 
+The job's cgroup holds it to its share of the node (``spec.json``'s
+``limits``: memory, the CPUs the agent chose, the GPU device files of other
+jobs denied); the script starts with its affinity set to those CPUs and
+Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the job's cgroup,
+the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
+job's stderr gets slurmstepd's "Detected N oom-kill event(s)" line, and the
+controller ends the job OUT_OF_MEMORY. MaxRSS and CPU time come from the
+cgroup's own accounting where it has one (the sampled tree otherwise).
+
 Fencing (``lease``): while it waits, the supervisor also watches the
 agent's lease on this node (``spec["lease"]``). If the lease ends unrenewed
 (the agent frozen, dead, or cut off from the controller, which is about to
@@ -222,11 +231,21 @@ def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: fl
 
 def _result(job_id: int, start: int, *, exit_code: int = 0, sig: int = 0,
             max_rss_kb: int = 0, ave_rss_kb: int = 0, user_cpu_ms: int = 0,
-            system_cpu_ms: int = 0, error: str = "") -> dict:
+            system_cpu_ms: int = 0, error: str = "", out_of_memory: bool = False) -> dict:
     return {"job_id": job_id, "exit_code": exit_code, "signal": sig,
             "start_time": start, "end_time": int(time.time()),
             "max_rss_kb": max_rss_kb, "ave_rss_kb": ave_rss_kb, "user_cpu_ms": user_cpu_ms,
-            "system_cpu_ms": system_cpu_ms, "error": error}
+            "system_cpu_ms": system_cpu_ms, "error": error, "out_of_memory": out_of_memory}
+
+
+# Slurm's status for a step the OOM killer hit (SIG_OOM 253): sacct shows 0:125.
+OOM_SIGNAL = 125
+
+
+def oom_line(kills: int, job_id: int, step: str) -> str:
+    """What Slurm's task/cgroup writes to the job's stderr after an OOM kill."""
+    return (f"Detected {kills} oom-kill event(s) in StepId={job_id}.{step}. Some of your "
+            "processes may have been killed by the cgroup out-of-memory handler.")
 
 
 def supervise(job_dir: Path, handshake: _Handshake) -> dict:
@@ -291,9 +310,13 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     drop: dict = {}
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}
-    cg = cgroups.create(spec["node"], job_id)
+    limits = cgroups.Limits.from_json(spec.get("limits"))
+    cg = cgroups.create(spec["node"], job_id, limits=limits)
+    if limits is not None and limits.cpus:
+        env.update(cgroups.cpu_bind_env(limits.cpus))
     try:
-        with cgroups.inside(cg):          # the script is born in the job's cgroup
+        # born in the job's cgroup, on its CPUs (pinned alone where no cgroup is)
+        with cgroups.inside(cg), cgroups.pinned(limits.cpus if limits and cg is None else ()):
             proc = subprocess.Popen(
                 [script, *spec["argv"]], stdin=fds["stdin"], stdout=fds["stdout"],
                 stderr=fds["stderr"], env=env, start_new_session=True,
@@ -326,21 +349,43 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     # The script is done: the rest of the job on this node goes with it.
     _kill_rest(spec["node"], job_id, cg, 0.0)
     _reap_children()
+    oom_kills, held = 0, cgroups.Usage()
     if cg is not None:
+        oom_kills, held = cgroups.oom_kills(cg), cgroups.usage(cg)
         cgroups.remove(cg)
     if not fenced and lease_file is not None:
         cur = lease.read(lease_file)
         if cur is not None and cur.left() <= 0:     # it ended while we were killing
             fenced = f"{FENCED}: {lease.Lapsed(cur)}"
     user_ms, sys_ms = usage.children_cpu_ms()
+    if held.user_cpu_ms or held.system_cpu_ms:    # the cgroup's count misses no process
+        user_ms, sys_ms = held.user_cpu_ms, held.system_cpu_ms
     proc.returncode = os.waitstatus_to_exitcode(status)
     if os.WIFSIGNALED(status):
         code, sig = 0, os.WTERMSIG(status)
     else:
         code, sig = os.WEXITSTATUS(status), 0
-    return _result(job_id, start, exit_code=code, sig=sig, max_rss_kb=rss.peak_kb,
+    if oom_kills:
+        code, sig = 0, OOM_SIGNAL
+        _tell_stderr(stderr, as_user, oom_line(oom_kills, job_id, "batch"))
+        print(f"job {job_id}: {oom_kills} OOM kill(s) in {cg}", file=sys.stderr, flush=True)
+    return _result(job_id, start, exit_code=code, sig=sig,
+                   max_rss_kb=max(rss.peak_kb, held.max_rss_kb),
                    ave_rss_kb=rss.average_kb, user_cpu_ms=user_ms, system_cpu_ms=sys_ms,
-                   error=fenced)
+                   error=fenced, out_of_memory=bool(oom_kills))
+
+
+def _tell_stderr(path: str, as_user: _UserFs, text: str) -> None:
+    """One more slurmstepd line at the end of the job's stderr, written as the user."""
+    with as_user:
+        try:
+            fd = _open_output(path, True)
+        except OSError:
+            return
+    try:
+        _stderr_line(fd, text)
+    finally:
+        os.close(fd)
 
 
 def _reap_children() -> None:

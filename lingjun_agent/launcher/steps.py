@@ -36,6 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher.batch import _read_handshake, _supervisor_env_for
 from lingjun_agent.launcher.stepd import LOG, RESULT, SPEC, STEPD, start_ticks, write_json_atomic
 from lingjun_agent.launcher.taskd import exit_file, out_file, task_file
@@ -71,6 +72,7 @@ class StepSpec:
     gid: int
     tasks: tuple[TaskSpec, ...]
     lease: str = ""          # the agent's lease file: the supervisor fences by it ("" = none)
+    limits: cgroups.Limits | None = None  # the job's on this node (None: nothing held)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,12 @@ What it does, in slurmstepd's order:
    writing and is then killed (Slurm's proctrack ends the rest of a step);
    then its exit file is written.
 
+The job's cgroup holds the tasks to the job's share of the node (``spec.json``'s
+``limits``; see ``cgroups``), each task starts on the job's CPUs with
+``SLURM_CPU_BIND`` set, and a task that the OOM killer took there exits with
+signal 125 (Slurm's 0:125; srun then exits 253) and slurmstepd's "Detected N
+oom-kill event(s)" line on its stderr.
+
 SIGTERM to this supervisor kills every task's process group with SIGKILL
 (the agent's way to end a step at once); the exits then say signal 9.
 
@@ -65,6 +71,7 @@ from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease, usage, userfs
 from lingjun_agent.launcher.stepd import (
+    OOM_SIGNAL,
     begin_supervisor,
     MARK_VAR,
     RESULT,
@@ -73,6 +80,7 @@ from lingjun_agent.launcher.stepd import (
     _stderr_line,
     _UserFs,
     job_mark,
+    oom_line,
     start_ticks,
     user_groups,
     write_json_atomic,
@@ -114,7 +122,10 @@ class _Step:
         self.drain_until: dict[int, float] = {}   # rank -> when what is left gets killed
         self.pgids: dict[int, int] = {}           # rank -> its session's id
         # The job's cgroup on this node (None: no cgroups here, the marker tracks)
-        self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]))
+        self.limits = cgroups.Limits.from_json(spec.get("limits"))
+        self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]), limits=self.limits)
+        # OOM kills the job's cgroup had before this step's tasks ran
+        self.oom_seen = cgroups.oom_kills(self.cgroup) if self.cgroup is not None else 0
         self.lease_file: str | None = spec.get("lease") or None
 
     def kill_all(self, *_: object) -> None:
@@ -236,11 +247,15 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     env = dict(spec["env"])
     env.update(t.get("env", {}))
     env[MARK_VAR] = job_mark(spec["node"], int(spec["job_id"]))
+    if step.limits is not None and step.limits.cpus:
+        env.update(cgroups.cpu_bind_env(step.limits.cpus))
     drop: dict = {}
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}
     try:
-        with cgroups.inside(step.cgroup):     # the task is born in the job's cgroup
+        # born in the job's cgroup, on its CPUs (pinned alone where no cgroup is)
+        with cgroups.inside(step.cgroup), cgroups.pinned(
+                step.limits.cpus if step.limits and step.cgroup is None else ()):
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, env=env,
                 start_new_session=True, close_fds=True, restore_signals=True, **drop)
@@ -260,6 +275,23 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     if step.killing:
         _kill_group(proc.pid)
     return 1
+
+
+def _new_oom_kills(step: _Step, rank: int) -> int:
+    """OOM kills in the job's cgroup since we last looked; a task that died of
+    SIGKILL meanwhile is counted as one of them, and its stderr says so as
+    slurmstepd says it."""
+    if step.cgroup is None:
+        return 0
+    seen = cgroups.oom_kills(step.cgroup)
+    new, step.oom_seen = seen - step.oom_seen, seen
+    if new > 0 and (step.dir / out_file(rank, 2)).exists():
+        fd = os.open(step.dir / out_file(rank, 2), os.O_WRONLY | os.O_APPEND)
+        try:
+            _stderr_line(fd, oom_line(new, int(step.spec["job_id"]), str(step.spec["step_id"])))
+        finally:
+            os.close(fd)
+    return max(new, 0)
 
 
 def _wait(step: _Step) -> None:
@@ -292,6 +324,8 @@ def _wait(step: _Step) -> None:
                 code, sig = 0, os.WTERMSIG(status)
             else:
                 code, sig = os.WEXITSTATUS(status), 0
+            if sig == signal.SIGKILL and _new_oom_kills(step, rank):
+                sig = OOM_SIGNAL       # srun then exits 253, Slurm's code for it
             user_ms, sys_ms = usage.cpu_ms(ru)
             rss = step.rss[rank]
             step.ended[rank] = _exit(rank, exit_code=code, sig=sig, max_rss_kb=rss.peak_kb,

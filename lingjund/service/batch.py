@@ -26,7 +26,7 @@ from lingjun import launchers, slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
-from lingjund.service import jobenv, restarts
+from lingjund.service import confine, jobenv, restarts
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord, StepRecord
 
@@ -50,7 +50,8 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
         environment=env,
         work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
         stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
-        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher))
+        user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher,
+        share=confine.node_share(job, node)))
 
 
 def node_address(ctl: Controller, node: str) -> str:
@@ -89,7 +90,7 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
             job_id=job.job_id, step_id=launchers.SERVICE_STEP_ID,
             argv=launchers.worker_argv(name, addr, port, cpus), environment=envs[node],
             work_dir=job.spec.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
-            uid=job.spec.uid, gid=job.spec.gid)))
+            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node))))
     log.info("job=%d: %s workers started on %s (head %s:%d)", job.job_id, name,
              slurm.compress_hostlist(list(others)), addr, port)
 
@@ -105,7 +106,8 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         # Nodes whose agents are gone clean up when they reconcile at registration.
         end = lifecycle.batch_ended(job, now, end_time=res.end_time or now,
                                     exit_code=res.exit_code, signal=res.signal, error=res.error,
-                                    lost=lost, alive=alive(ctl, job),
+                                    lost=lost, out_of_memory=res.out_of_memory,
+                                    alive=alive(ctl, job),
                                     policy=restarts.policy(ctl, st, job, now))
         if end is None:
             return False

@@ -62,9 +62,13 @@ from dataclasses import dataclass, field
 from lingjun import slurm
 from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, errors, jobenv
+from lingjund.service import authz, confine, errors, jobenv
 from lingjund.service.context import Controller
 from lingjund.store.store import RunningStepRecord, StepRecord
+
+# A task the OOM killer took in its job's cgroup: its agent reports signal 125
+# (Slurm's 0:125, and srun's exit code 253).
+OOM_SIGNAL = 125
 
 log = logging.getLogger("lingjund.steps")
 
@@ -312,7 +316,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         launches.append((node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
             job_id=job.job_id, step_id=step_id, argv=list(req.argv), environment=envs[node],
             work_dir=req.work_dir or job.spec.work_dir, tasks=specs,
-            uid=job.spec.uid, gid=job.spec.gid))))
+            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node)))))
     # The step is durable before any task starts: a restarted controller
     # follows it again (recover), and srun can take it back (attach).
     with ctl.store.transaction() as st:
@@ -430,6 +434,7 @@ def step_outcome(run: StepRun) -> tuple[int, str, tuple[int, int]]:
     rc = max(codes) if codes else 0
     worst = max(run.exits.values(), key=lambda cs: (cs[0], cs[1]), default=(0, 0))
     state = slurm.COMPLETED if rc == 0 else (
+        slurm.OUT_OF_MEMORY if any(s == OOM_SIGNAL for _, s in run.exits.values()) else
         slurm.CANCELLED if any(s for _, s in run.exits.values()) else slurm.FAILED)
     return rc, state, worst
 

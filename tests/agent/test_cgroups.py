@@ -102,3 +102,124 @@ def test_join_moves_a_started_process_in(base):
 def test_unavailable_without_root_or_freezer(tmp_path):
     assert not cgroups.available(tmp_path / "x"), "no freezer hierarchy there"
     assert cgroups.create("n", 1, tmp_path / "x") is None
+
+
+# -- limits: memory, CPUs, devices, usage --------------------------------------------
+limited_hierarchies = pytest.mark.skipif(
+    not all(cgroups.mounted(h) for h in ("memory", "cpuset", "devices", "cpuacct")),
+    reason="needs the v1 memory, cpuset, devices and cpuacct hierarchies")
+
+
+@pytest.fixture
+def lbase(base):
+    """``base``, and its twins in the other hierarchies, removed bottom-up after."""
+    yield base
+    rel = base.relative_to(cgroups.FREEZER)
+    for h in cgroups.LIMITED:
+        top = cgroups.ROOT / h / rel
+        if not top.exists():
+            continue
+        for d in sorted(top.rglob("*"), key=lambda p: -len(p.parts)):
+            if d.is_dir():
+                os.rmdir(d)
+        os.rmdir(top)
+
+
+def run_inside(cg, script: str) -> subprocess.CompletedProcess:
+    with cgroups.inside(cg):
+        p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    out, _ = p.communicate(timeout=60)
+    return subprocess.CompletedProcess(p.args, p.returncode, out)
+
+
+@limited_hierarchies
+def test_a_job_over_its_memory_is_oom_killed_in_its_cgroup_and_counted(lbase):
+    cg = cgroups.create("n", 3, lbase, cgroups.Limits(memory_bytes=64 << 20))
+    mem = cg.controller("memory")
+    assert mem == cgroups.ROOT / "memory" / lbase.relative_to(cgroups.FREEZER) / "n" / "job_3"
+    assert (mem / "memory.limit_in_bytes").read_text().strip() == str(64 << 20)
+    assert cgroups.oom_kills(cg) == 0
+    r = run_inside(cg, "python3 -c 'b = bytearray(512 << 20); print(\"fit\")'; echo rc=$?")
+    assert "rc=137" in r.stdout and "fit" not in r.stdout.split(), r.stdout
+    assert cgroups.oom_kills(cg) == 1
+    used = cgroups.usage(cg)
+    assert 32 << 10 < used.max_rss_kb <= 64 << 10, used    # the peak, up to the limit
+    assert os.getpid() not in cgroups.pids(cg)
+    assert cgroups.remove(cg) and not mem.exists() and not cg.path.exists()
+
+
+@limited_hierarchies
+def test_a_job_runs_on_its_cpus_only(lbase):
+    host = sorted(os.sched_getaffinity(0))
+    mine = (host[-1],)
+    cg = cgroups.create("n", 4, lbase, cgroups.Limits(cpus=mine, cpu_ids=(1,)))
+    cpuset = cg.controller("cpuset")
+    assert cgroups.parse_cpu_list((cpuset / "cpuset.cpus").read_text()) == mine
+    assert (cpuset / "cpuset.mems").read_text().strip(), "mems copied from the parent"
+    r = run_inside(cg, "python3 -c 'import os; print(sorted(os.sched_getaffinity(0)))'")
+    assert r.stdout.strip() == str(list(mine))
+    assert sorted(os.sched_getaffinity(0)) == host, "the caller got its own CPUs back"
+    assert cgroups.find("n", 4, lbase).cpus == mine, "found again with its CPUs"
+    # CPU time comes from the cgroup's accounting (cpuacct): a background child
+    # that burns 0.3 s of its own CPU time is counted, however loaded the host
+    burn = "import time\nwhile time.process_time() < 0.3: pass"
+    r = run_inside(cg, f"python3 -c '{burn}' & wait")
+    used = cgroups.usage(cg)
+    assert used.user_cpu_ms + used.system_cpu_ms >= 300, used
+    assert cgroups.remove(cg)
+
+
+@limited_hierarchies
+def test_a_job_may_not_open_the_gpu_device_files_of_others(lbase, tmp_path):
+    for i in range(3):
+        os.mknod(tmp_path / f"nvidia{i}", 0o666 | 0o020000, os.makedev(195, i))
+    os.mknod(tmp_path / "nvidiactl", 0o666 | 0o020000, os.makedev(195, 255))
+    (tmp_path / "nvidia-notes").write_text("not a device")
+    deny = cgroups.gpu_device_denials(tmp_path, [1])
+    assert deny == ("c 195:0", "c 195:2")
+    cg = cgroups.create("n", 5, lbase, cgroups.Limits(deny_devices=deny))
+    probe = ("for f in nvidia0 nvidia1 nvidia2 nvidiactl; do "
+             f"cat {tmp_path}/$f 2>&1 | sed 's/.*: //'; done")
+    r = run_inside(cg, probe)
+    assert r.stdout.splitlines() == ["Operation not permitted", "No such device or address",
+                                     "Operation not permitted", "No such device or address"]
+    assert cgroups.remove(cg)
+
+
+def test_what_is_written_for_each_limit_v1_and_v2():
+    lim = cgroups.Limits(memory_bytes=100 << 20, cpus=(0, 1, 3), deny_devices=("c 195:0",))
+    assert cgroups.settings(lim, unified=False, parent_mems="0") == [
+        ("memory", "memory.limit_in_bytes", "104857600"),
+        ("memory", "memory.memsw.limit_in_bytes", "104857600"),
+        ("cpuset", "cpuset.cpus", "0-1,3"),
+        ("cpuset", "cpuset.mems", "0"),
+        ("devices", "devices.deny", "c 195:0 rwm"),
+    ]
+    assert cgroups.settings(lim, unified=True) == [
+        ("memory", "memory.max", "104857600"),
+        ("memory", "memory.swap.max", "0"),
+        ("cpuset", "cpuset.cpus", "0-1,3"),
+    ], "v2: no device files (BPF)"
+    assert cgroups.settings(cgroups.Limits(), unified=False) == [], "nothing given, nothing held"
+    assert cgroups.cpu_bind_env((0, 3))["SLURM_CPU_BIND"] == "quiet,mask_cpu:0x9"
+
+
+def test_a_limit_the_host_cannot_hold_is_said_once(caplog, monkeypatch):
+    monkeypatch.setattr(cgroups, "_said", set())
+    cg = cgroups.JobCgroup(cgroups.FREEZER / "nowhere" / "job_1", 1)   # no other hierarchy
+    with caplog.at_level("WARNING", logger=cgroups.__name__):
+        cgroups.apply(cg, cgroups.Limits(memory_bytes=1 << 20))
+        cgroups.apply(cg, cgroups.Limits(memory_bytes=1 << 20))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["memory limits not enforced here: "
+                    "no memory controller for job cgroups on this host"], said
+
+
+def test_pinned_without_a_cgroup_sets_the_affinity_of_what_starts_inside():
+    host = sorted(os.sched_getaffinity(0))
+    with cgroups.pinned(host[-1:]):
+        p = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                           capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == str(host[-1:])
+    assert sorted(os.sched_getaffinity(0)) == host
