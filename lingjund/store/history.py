@@ -229,15 +229,19 @@ class HistoryReader:
                 self._lists[text] = got
         return got
 
-    def node_cpus(self) -> dict[str, int]:
-        """The CPUs each registered node reported."""
+    def inventories(self) -> dict[str, agent_pb2.Inventory]:
+        """What each registered node reported (its CPUs, its GPU type...)."""
         out = {}
         for r in self.conn.execute("SELECT name, inventory FROM nodes"):
             inv = agent_pb2.Inventory()
             if r["inventory"]:
                 inv.ParseFromString(r["inventory"])
-            out[r["name"]] = inv.cpus
+            out[r["name"]] = inv
         return out
+
+    def node_cpus(self) -> dict[str, int]:
+        """The CPUs each registered node reported."""
+        return {name: inv.cpus for name, inv in self.inventories().items()}
 
     def steps(self, job_ids: list[int]) -> dict[int, list[StepRecord]]:
         out: dict[int, list[StepRecord]] = {}

@@ -53,7 +53,13 @@ def build_server(ctl: Controller, listen: str,
         ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
         ("grpc.server_max_unrequested_time_in_server", 300),
     ])
-    api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), server)
+    api = SlurmApiServicer(ctl)
+    api_pb2_grpc.add_SlurmApiServicer_to_server(api, server)
+    # sacct's pages come from the history readers already encoded: sent as they are
+    server.add_registered_method_handlers(api_pb2.DESCRIPTOR.services_by_name["SlurmApi"].full_name, {
+        "GetAccounting": grpc.unary_stream_rpc_method_handler(
+            api.GetAccounting, request_deserializer=api_pb2.GetJobsRequest.FromString,
+            response_serializer=None)})
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
