@@ -132,6 +132,8 @@ class Readers:
     @contextlib.asynccontextmanager
     async def reader(self):
         async with self.turns:
+            while self.idle and self.idle[-1].proc.poll() is not None:
+                self.idle.pop().close()         # died while idle (killed, out of memory)
             r = self.idle.pop() if self.idle else _Reader()
             self.busy.add(r)
             try:

@@ -78,6 +78,13 @@ def test_a_controller_killed_with_sigkill_leaves_no_history_reader_behind(tmp_pa
         assert len(p.stdout.split()) == 200
         readers = readers_of(ctl)
         assert len(readers) == 1, "the reader is kept for the next sacct"
+        # a reader that dies (killed, out of memory) is replaced at the next sacct
+        readers[0].kill()                           # the reader, by its PID
+        assert wait_gone(readers) == []
+        again = sacct(ctl, "-a", "-S", "2000-01-01", "-n", "-P", "-X", "-o", "JobIDRaw")
+        assert (again.returncode, again.stdout) == (0, p.stdout), again.stderr
+        readers = readers_of(ctl)
+        assert len(readers) == 1 and not gone(readers[0])
         os.kill(ctl.proc.pid, signal.SIGKILL)       # the controller we started, by its PID
         ctl.proc.wait(10)
         assert wait_gone(readers) == [], "a history reader outlived its controller"

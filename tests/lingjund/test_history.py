@@ -3,6 +3,7 @@ a real gRPC stream, sacct's window as Slurm's, and the purge rule."""
 from __future__ import annotations
 
 import asyncio
+import io
 import pwd
 import random
 
@@ -12,7 +13,7 @@ import pytest
 from cli import sacct
 from lingjun import config
 from lingjun.v1 import api_pb2
-from lingjund.service import accounting
+from lingjund.service import accounting, faulttol, jobs
 from lingjund.service.context import Controller
 from lingjund.store import history
 from lingjund.store.store import Attempt, StepRecord, Store
@@ -188,7 +189,6 @@ class StubApi:
 
 
 def run_sacct(stub, argv: list[str]) -> tuple[int, str, str]:
-    import io
     out, err = io.StringIO(), io.StringIO()
     rc = sacct.main(argv, api=StubApi(stub), out=out, err=err, now=NOW)
     return rc, out.getvalue(), err.getvalue()
@@ -346,7 +346,6 @@ class LiveAnswer:
         self.ctl, self.ids = ctl, ids
 
     def call(self, method, request, timeout=None, **kw):
-        from lingjund.service import faulttol, jobs
         store = self.ctl.store
         steps = store.steps(self.ids) if request.with_steps else {}
         runs = store.attempts(self.ids)
@@ -378,7 +377,6 @@ def test_sacct_prints_through_the_reader_process_exactly_what_the_controller_s_r
             "NodeList,MaxRSS,AveRSS,MaxRSSNode,TotalCPU,UserCPU,SystemCPU,Reason,QOS,WorkDir"]
     rc, through_reader, err = run_sacct(s.stub, argv)
     assert (rc, err) == (0, "")
-    import io
     out = io.StringIO()
     assert sacct.main(argv, api=LiveAnswer(s.ctl, ids), out=out, err=io.StringIO(), now=NOW) == 0
     assert through_reader.count("\n") > 2 * history.PAGE_ROWS, "more than one page"
