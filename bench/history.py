@@ -131,8 +131,6 @@ class RssPeak(threading.Thread):
         self.readers_peak = 0
         self.readers = 0
         self.stop = threading.Event()
-        self.cpu0 = self._cpu(self.ps)
-        self.cpu = 0.0            # the controller's CPU seconds meanwhile
         self.reader_cpu: dict[int, tuple[float, float]] = {}    # pid -> (first seen, last seen)
 
     @staticmethod
@@ -144,7 +142,6 @@ class RssPeak(threading.Thread):
         while not self.stop.wait(0.1):
             try:
                 self.peak = max(self.peak, self.ps.memory_info().rss)
-                self.cpu = self._cpu(self.ps) - self.cpu0
                 rss = 0
                 for c in self.ps.children():
                     try:
@@ -215,8 +212,10 @@ def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
     env = dict(ctl.env, PYTHONPATH=str(repo))
     pinger = Pinger(ctl)
     pinger.start()
+    cpu_a = RssPeak._cpu(ctl.ps)
     time.sleep(baseline_s)
     t0 = time.monotonic()
+    cpu_b = RssPeak._cpu(ctl.ps)
     client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen([sys.executable, "-m", "cli.sacct", *args], stdout=out,
@@ -227,6 +226,7 @@ def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
             p.kill()
             _, err = p.communicate()
         wall = time.monotonic() - t0
+        cpu_c = RssPeak._cpu(ctl.ps)
         client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         out.seek(0)
         rows = sum(1 for _ in out)
@@ -239,7 +239,17 @@ def run_sacct(ctl: SimController, repo: Path, args: list[str], limit: float,
             "err": err.decode(errors="replace").strip()[-300:],
             "before": latencies(before), "during": latencies(during),
             "ratio": ratios(before, during),
+            "ctl_cpu": controller_cpu(cpu_b - cpu_a, len(before), cpu_c - cpu_b, len(during)),
             "client_cpu": (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)}
+
+
+def controller_cpu(without: float, pings_without: int, during: float, pings_during: int) -> str:
+    """The controller's CPU without sacct (pings only) and during it, and
+    what is left during it once its pings are counted at the cost they had
+    without sacct: what forwarding sacct's pages cost it."""
+    per_ping = without / max(1, pings_without)
+    return (f"controller {during:.1f} s ({1000 * per_ping:.1f} ms per ping without sacct; "
+            f"{during - per_ping * pings_during:.1f} s beyond its {pings_during} pings)")
 
 
 def ratios(before: list[tuple[float, bool]], during: list[tuple[float, bool]]) -> str:
@@ -298,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sacct {r['args']}: rc {r['rc']}, {r['rows']} lines in {r['wall_s']:.1f} s "
                   f"({r['rows'] / r['wall_s']:.0f} lines/s); "
                   f"controller peak RSS {rss.peak / 2**20:.0f} MiB; {readers}\n"
-                  f"  CPU meanwhile: controller {rss.cpu:.1f} s, history readers "
+                  f"  CPU meanwhile: {r['ctl_cpu']}, history readers "
                   f"{rss.readers_cpu():.1f} s, sacct {r['client_cpu']:.1f} s\n"
                   f"  ping without sacct ({o.baseline:g} s just before): {r['before']}\n"
                   f"  ping during it: {r['during']}\n"
