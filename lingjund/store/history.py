@@ -4,9 +4,9 @@ Every job row is kept after the job ends: it is the accounting record. Reading
 a million of them must not stop the controller, so history is read here, on a
 read-only connection of its own (WAL lets it read while the controller's
 connection writes), in a history reader process (service/history_reader.py):
-the controller's interpreter never runs these queries. The filters of sacct run in SQL on indexed columns
-(schema migration 11); what comes back is the store's records, never API
-messages.
+the controller's interpreter never runs these queries. The filters of sacct
+run in SQL on indexed columns (schema migration 11); what comes back is the
+store's records, never API messages.
 
 The time window, as Slurm's sacct (``man sacct``, -S/-E/-s) and slurmdbd
 select it, for a window [start, end]:
