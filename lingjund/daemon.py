@@ -165,6 +165,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
     purger.cancel()
+    accounting.close_readers(ctl)
     ctl.agents.close_all()
     await server.stop(grace=2)
     if creds is not None:

@@ -1,37 +1,55 @@
-"""sacct's path: the job history, read off the event loop; and its purge rule.
+"""sacct's path: the job history, read in history reader processes; and its purge rule.
 
 ``pages`` answers GetAccounting. The filters go to SQL (store/history.py);
-the query, the decoding of the rows and the building of the replies run in a
-worker thread on a read-only connection of their own, a page at a time, so
-the event loop only awaits them and keeps serving heartbeats and everyone
-else's commands while a million-job ``sacct -a`` is read. A page is at most
-``history.PAGE_ROWS`` jobs and ``PAGE_BYTES`` of reply.
+the query, the decoding of the rows and the building and encoding of the
+replies run in a history reader (service/history_reader.py), a process of
+its own on a read-only connection, as slurmdbd answers sacct for slurmctld.
+The controller checks the caller, hands the reader the request, its config
+and its clock, and forwards the pages it gets back as they are: bytes, never
+decoded here (the transport's serializer passes them through). So its event
+loop keeps serving pings, heartbeats and everyone else's commands while a
+million-job ``sacct -a`` is read. A page is at most ``history.PAGE_ROWS``
+jobs and ``history_reader.PAGE_BYTES`` of reply.
+
+``READERS`` readers at most per controller; more sacct calls wait for one.
+They are started when first needed and kept for the next sacct; they end
+with the controller: ``close_readers`` at shutdown, at exit, and the kernel
+kills them if the controller is killed (history_reader.die_with).
 
 ``purge_loop`` applies ``[accounting] purge_job_after`` (slurmdbd's
 PurgeJobAfter): at start and every ``purge_interval_s``, finished jobs that
 ended longer ago than that are deleted, ``purge_batch_jobs`` per transaction,
-in the worker thread on a connection of their own.
+in a worker thread on a connection of its own.
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import datetime as dt
 import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import weakref
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import AsyncIterator, Callable, TypeVar
 
 from lingjun.v1 import api_pb2
-from lingjund.service import errors, faulttol, jobs
+from lingjund.service import errors
+from lingjund.service import history_reader as hr
 from lingjund.service.context import Controller
 from lingjund.store import history
-from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.accounting")
 
-PAGE_BYTES = 3 * 1024 * 1024      # under gRPC's default 4 MiB receive limit of any client
+READERS = 2       # history reader processes per controller, at most
 
-# History reads and the purge: two at a time at most, never on the event loop.
-_EXECUTOR = ThreadPoolExecutor(max_workers=2, thread_name_prefix="history")
+# The purge: one at a time, never on the event loop.
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history-purge")
 
 T = TypeVar("T")
 
@@ -40,94 +58,163 @@ async def _off_loop(fn: Callable[..., T], *args) -> T:
     return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, fn, *args)
 
 
-def history_query(req: api_pb2.GetJobsRequest, now: float) -> history.HistoryQuery:
-    window = None
-    if req.HasField("window_start") or req.HasField("window_end"):
-        window = (float(req.window_start) if req.HasField("window_start") else 0.0,
-                  float(req.window_end) if req.HasField("window_end") else now)
-    return history.HistoryQuery(
-        job_ids=tuple(req.job_ids), users=tuple(req.users), partitions=tuple(req.partitions),
-        names=tuple(req.names), states=tuple(req.states), window=window)
+class HistoryReadError(Exception):
+    """A reader failed or went away in the middle of an answer."""
 
 
-class _Pager:
-    """One answer being built, in the worker thread: the reader, its rows
-    still to come, and what a page needs besides them."""
+# the folder that holds the lingjund package: the reader imports it from there
+_ROOT = str(Path(__file__).resolve().parents[2])
+_EVERY_READER: "weakref.WeakSet[_Reader]" = weakref.WeakSet()
 
-    def __init__(self, ctl: Controller, req: api_pb2.GetJobsRequest, now: float):
-        self.ctl, self.now = ctl, now
-        self.with_steps = req.with_steps
-        self.accounts = frozenset(req.accounts)
-        self.reader = history.HistoryReader(ctl.store.path)
-        self.rows = self.reader.pages(history_query(req, now))
-        self._biggest: dict[str, int] | None = None
 
-    def next_pages(self) -> list[api_pb2.GetJobsResponse] | None:
-        """The replies for the next rows; None when there are no more."""
-        records = next(self.rows, None)
-        if records is None:
-            return None
-        if self.accounts:
-            records = [j for j in records if (j.spec.account or j.user) in self.accounts]
-        ids = [j.job_id for j in records]
-        steps = self.reader.steps(ids) if self.with_steps else {}
-        derived = {} if self.with_steps else self.reader.derived_exits(ids)
-        runs = self.reader.attempts([j.job_id for j in records if j.restarts])
-        biggest = self.biggest_cpus() if any(_unplaced(j) for j in records) else {}
-        out = [api_pb2.GetJobsResponse(now=int(self.now))]
-        size = 0
-        for j in records:
-            info = jobs.job_info(self.ctl, j, steps.get(j.job_id), self.now, biggest)
-            if j.job_id in derived:
-                info.derived_exit_code, info.derived_exit_signal = derived[j.job_id]
-            info.attempts.extend(faulttol.attempt_msgs(runs.get(j.job_id, [])))
-            n = info.ByteSize()
-            if size and size + n > PAGE_BYTES:
-                out.append(api_pb2.GetJobsResponse(now=int(self.now)))
-                size = 0
-            out[-1].jobs.append(info)
-            size += n
-        return out
+class _Reader:
+    """One reader process and the controller's end of its socket."""
 
-    def biggest_cpus(self) -> dict[str, int]:
-        """The CPUs of each partition's largest node (jobs.node_capacity's
-        rule: configured, else reported), read on this connection."""
-        if self._biggest is None:
-            config = self.ctl.config
-            reported = self.reader.node_cpus()
-            known = {n.name for n in config.nodes} | set(reported)
-            self._biggest = {}
-            for part in self.ctl.partitions():
-                names = known if part.nodes is None else part.nodes
-                self._biggest[part.name] = max(
-                    ((c.cpus if (c := config.node(n)) and c.cpus else 0) or reported.get(n, 0)
-                     for n in names), default=0)
-        return self._biggest
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "lingjund.service.history_reader",
+                 str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.sock = ours
+        self.config = None          # the config it was sent last
+        self.ready = True           # between answers: it may take the next request
+        _EVERY_READER.add(self)
+
+    async def send(self, kind: bytes, payload: bytes = b"") -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, hr.frame(kind, payload))
+
+    async def recv(self) -> tuple[bytes, bytes]:
+        kind, n = hr.HEADER.unpack(await self._exactly(hr.HEADER.size))
+        return kind, (await self._exactly(n)) if n else b""
+
+    async def _exactly(self, n: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = await loop.sock_recv_into(self.sock, view[got:])
+            if not k:
+                raise HistoryReadError(f"history reader {self.proc.pid} exited "
+                                       f"(status {self.proc.poll()})")
+            got += k
+        return bytes(buf)
 
     def close(self) -> None:
-        self.reader.close()
+        """Stop the process now (SIGKILL: it holds nothing to save) and reap it."""
+        self.sock.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            log.error("history reader %d did not exit after SIGKILL", self.proc.pid)
 
 
-def _unplaced(j: JobRecord) -> bool:
-    return not j.nodes and bool(j.spec.num_tasks) and not j.spec.min_nodes
+class Readers:
+    """The readers of one controller: at most ``size`` at once; a sacct that
+    finds them all busy waits its turn."""
+
+    def __init__(self, size: int = READERS):
+        self.turns = asyncio.Semaphore(size)
+        self.idle: list[_Reader] = []
+        self.busy: set[_Reader] = set()
+
+    @contextlib.asynccontextmanager
+    async def reader(self):
+        async with self.turns:
+            while self.idle and self.idle[-1].proc.poll() is not None:
+                self.idle.pop().close()         # died while idle (killed, out of memory)
+            r = self.idle.pop() if self.idle else _Reader()
+            self.busy.add(r)
+            try:
+                yield r
+            finally:
+                self.busy.discard(r)
+                if r.ready and r.proc.poll() is None:
+                    self.idle.append(r)
+                else:           # stopped in the middle of an answer, or gone
+                    r.close()
+
+    def close(self) -> None:
+        for r in [*self.idle, *self.busy]:
+            r.close()
+        self.idle.clear()
+        self.busy.clear()
+
+    def pids(self) -> list[int]:
+        return [r.proc.pid for r in [*self.idle, *self.busy]]
 
 
-async def pages(ctl: Controller, req: api_pb2.GetJobsRequest) -> AsyncIterator[api_pb2.GetJobsResponse]:
+_READERS: "weakref.WeakKeyDictionary[Controller, Readers]" = weakref.WeakKeyDictionary()
+
+
+def readers(ctl: Controller) -> Readers:
+    r = _READERS.get(ctl)
+    if r is None:
+        r = _READERS[ctl] = Readers()
+    return r
+
+
+def close_readers(ctl: Controller) -> None:
+    """At shutdown: every reader of this controller stops."""
+    r = _READERS.pop(ctl, None)
+    if r is not None:
+        r.close()
+
+
+@atexit.register
+def _close_every_reader() -> None:
+    for r in list(_EVERY_READER):
+        r.close()
+
+
+async def pages(ctl: Controller, req: api_pb2.GetJobsRequest) -> AsyncIterator[bytes]:
     """GetAccounting: the jobs sacct's filters select, in job id order, a page
-    at a time, each page read and built off the event loop. Ids given and
-    none of them known: Slurm's "Invalid job id specified"."""
-    pager = await _off_loop(_Pager, ctl, req, ctl.clock())
-    try:
-        first = True
-        while (replies := await _off_loop(pager.next_pages)) is not None:
-            for reply in replies:
-                if reply.jobs or first:
-                    first = False
-                    yield reply
-        if first and req.job_ids:
-            raise errors.InvalidJobId()
-    finally:
-        await _off_loop(pager.close)
+    at a time, each page read and encoded by a reader and passed on as its
+    bytes (a GetJobsResponse). Ids given and none of them known: Slurm's
+    "Invalid job id specified"."""
+    path = os.path.abspath(ctl.store.path)
+    sent = 0
+    async with readers(ctl).reader() as r:
+        r.ready = False
+        if r.config is not ctl.config:
+            await r.send(hr.CONFIG, pickle.dumps(ctl.config))
+            r.config = ctl.config
+        await r.send(hr.QUERY, pickle.dumps((path, ctl.clock(), req.SerializeToString())))
+        let_go = False      # this batch's M sent: the reader reads the next while we forward
+        while True:
+            kind, body = await r.recv()
+            if kind == hr.PAGE:
+                if not let_go:
+                    await r.send(hr.MORE)
+                    let_go = True
+                sent += 1
+                yield body
+            elif kind == hr.WAIT:
+                if not let_go:
+                    await r.send(hr.MORE)
+                let_go = False
+            elif kind == hr.END:
+                r.ready = True
+                break
+            elif kind == hr.FAILED:
+                r.ready = True
+                log.error("history reader %d: %s", r.proc.pid, body.decode(errors="replace"))
+                raise HistoryReadError("reading the job history failed")
+            else:
+                raise HistoryReadError(f"history reader {r.proc.pid} sent a frame of kind {kind!r}")
+    if not sent and req.job_ids:
+        raise errors.InvalidJobId()
 
 
 # -- the purge rule -------------------------------------------------------------------

@@ -3,10 +3,10 @@
 Every job row is kept after the job ends: it is the accounting record. Reading
 a million of them must not stop the controller, so history is read here, on a
 read-only connection of its own (WAL lets it read while the controller's
-connection writes), from a worker thread: the controller's event loop never
-runs these queries. The filters of sacct run in SQL on indexed columns
-(schema migration 11); what comes back is the store's records, never API
-messages.
+connection writes), in a history reader process (service/history_reader.py):
+the controller's interpreter never runs these queries. The filters of sacct
+run in SQL on indexed columns (schema migration 11); what comes back is the
+store's records, never API messages.
 
 The time window, as Slurm's sacct (``man sacct``, -S/-E/-s) and slurmdbd
 select it, for a window [start, end]:
@@ -165,7 +165,7 @@ class HistoryQuery:
 
 
 def connect_readonly(path: str) -> sqlite3.Connection:
-    """A connection that can only read (``mode=ro``), for one worker thread at a time."""
+    """A connection that can only read (``mode=ro``), for one thread at a time."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
@@ -178,7 +178,7 @@ class HistoryReader:
     snapshot (a read transaction) from ``open`` to ``close``, so the pages
     of one answer agree with each other.
 
-    Not thread-safe: one thread at a time (the worker that runs each call)."""
+    Not thread-safe: one thread at a time."""
 
     def __init__(self, path: str):
         self.conn = connect_readonly(path)
@@ -198,8 +198,7 @@ class HistoryReader:
         return [r["detail"] for r in self.conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
 
     def pages(self, q: HistoryQuery, rows: int = PAGE_ROWS) -> Iterator[list[JobRecord]]:
-        """The jobs ``q`` selects, in job id order, ``rows`` at a time; each
-        ``next`` runs in whichever thread calls it."""
+        """The jobs ``q`` selects, in job id order, ``rows`` at a time."""
         sql, args = q.sql()
         cur = self.conn.execute(sql, args)
         while True:
@@ -229,15 +228,19 @@ class HistoryReader:
                 self._lists[text] = got
         return got
 
-    def node_cpus(self) -> dict[str, int]:
-        """The CPUs each registered node reported."""
+    def inventories(self) -> dict[str, agent_pb2.Inventory]:
+        """What each registered node reported (its CPUs, its GPU type...)."""
         out = {}
         for r in self.conn.execute("SELECT name, inventory FROM nodes"):
             inv = agent_pb2.Inventory()
             if r["inventory"]:
                 inv.ParseFromString(r["inventory"])
-            out[r["name"]] = inv.cpus
+            out[r["name"]] = inv
         return out
+
+    def node_cpus(self) -> dict[str, int]:
+        """The CPUs each registered node reported."""
+        return {name: inv.cpus for name, inv in self.inventories().items()}
 
     def steps(self, job_ids: list[int]) -> dict[int, list[StepRecord]]:
         out: dict[int, list[StepRecord]] = {}

@@ -134,7 +134,9 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return jobs.get_jobs(self.ctl, request)
 
     async def GetAccounting(self, request, context):
-        """sacct: pages of history, each read and built off the event loop."""
+        """sacct: pages of history, each read and encoded by a history reader
+        process; they are yielded as bytes (the handler's serializer, set in
+        server.py, passes them through)."""
         try:
             validate.check(request, self.ctl.config.authz)
             if len(request.job_ids) > MAX_IDS:

@@ -53,6 +53,8 @@ def build_server(ctl: Controller, listen: str,
         ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
         ("grpc.server_max_unrequested_time_in_server", 300),
     ])
+    # GetJobs (squeue) and GetAccounting (sacct, from the history readers) may
+    # answer with bytes encoded already: those are sent as they are
     api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), _EncodedReplies(server))
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
     health_servicer = health.aio.HealthServicer()
@@ -77,7 +79,7 @@ def build_server(ctl: Controller, listen: str,
     return server, port, health_servicer
 
 
-ENCODED_REPLY_METHODS = frozenset({"GetJobs"})
+ENCODED_REPLY_METHODS = frozenset({"GetJobs", "GetAccounting"})
 
 
 def _serialize_or_pass(serialize):
@@ -88,7 +90,8 @@ def _serialize_or_pass(serialize):
 
 def _pass_encoded(method: str, handler):
     """``handler`` of SlurmApi's ``method``, whose replies may come encoded
-    already (bytes: GetJobs for squeue) and are then sent as they are."""
+    already (bytes: GetJobs for squeue, GetAccounting's pages from the
+    history readers) and are then sent as they are."""
     if handler is None or method.rsplit("/", 1)[-1] not in ENCODED_REPLY_METHODS:
         return handler
     return handler._replace(response_serializer=_serialize_or_pass(handler.response_serializer))

@@ -94,6 +94,8 @@ def test_streams_without_a_token_are_refused_before_anything_happens(served):
     _refused(lambda: list(stub.RunStep(api_pb2.RunStepRequest(job_id=1, argv=["true"]), timeout=10)))
     _refused(lambda: list(stub.Allocate(iter([api_pb2.AllocationRequest(spec=spec(batch=False))]),
                                         timeout=10)))
+    # sacct's stream, whose pages the transport sends as the history readers encoded them
+    _refused(lambda: list(stub.GetAccounting(api_pb2.GetJobsRequest(), timeout=10)))
     assert store.dump() == before
 
 

@@ -3,6 +3,7 @@ a real gRPC stream, sacct's window as Slurm's, and the purge rule."""
 from __future__ import annotations
 
 import asyncio
+import io
 import pwd
 import random
 
@@ -12,7 +13,7 @@ import pytest
 from cli import sacct
 from lingjun import config
 from lingjun.v1 import api_pb2
-from lingjund.service import accounting
+from lingjund.service import accounting, faulttol, jobs
 from lingjund.service.context import Controller
 from lingjund.store import history
 from lingjund.store.store import Attempt, StepRecord, Store
@@ -188,7 +189,6 @@ class StubApi:
 
 
 def run_sacct(stub, argv: list[str]) -> tuple[int, str, str]:
-    import io
     out, err = io.StringIO(), io.StringIO()
     rc = sacct.main(argv, api=StubApi(stub), out=out, err=err, now=NOW)
     return rc, out.getvalue(), err.getvalue()
@@ -333,3 +333,52 @@ def test_without_the_rule_nothing_is_ever_purged(tmp_path):
     assert asyncio.run(accounting.purge(ctl)) == 0
     assert len(store.jobs()) == 1
     store.close()
+
+
+# -- the reader process's answer is the controller's own --------------------------------------
+
+class LiveAnswer:
+    """GetAccounting answered in this process from the controller's own store
+    and job_info: the answer as the controller itself builds a job's record
+    (squeue's, scontrol's), for ``ids`` in id order."""
+
+    def __init__(self, ctl, ids: list[int]):
+        self.ctl, self.ids = ctl, ids
+
+    def call(self, method, request, timeout=None, **kw):
+        store = self.ctl.store
+        steps = store.steps(self.ids) if request.with_steps else {}
+        runs = store.attempts(self.ids)
+        reply = api_pb2.GetJobsResponse(now=int(NOW))
+        for i in self.ids:
+            info = jobs.job_info(self.ctl, store.job(i), steps.get(i), NOW)
+            info.attempts.extend(faulttol.attempt_msgs(runs.get(i, [])))
+            reply.jobs.append(info)
+        return [reply]
+
+
+def test_sacct_prints_through_the_reader_process_exactly_what_the_controller_s_records_give(served):
+    s, rows = served
+    # a restarted job with its earlier run (-D), and steps with usage
+    job = rows[60]["job_id"]
+    with s.store.transaction() as st:
+        st.update_job(job, restarts=1)
+        st.put_attempt(Attempt(job_id=job, attempt=1, state="NODE_FAIL", start_time=NOW - 9 * DAY,
+                               end_time=NOW - 9 * DAY + 60, nodes=("node1",)))
+        st.put_step(StepRecord(job_id=job, step_id="0", name="work", state="COMPLETED",
+                               exit_code=0, nodes=("node1", "node2"), num_tasks=8, num_cpus=8,
+                               max_rss_kb=123456, ave_rss_kb=100000, max_rss_node="node2",
+                               user_cpu_ms=98765, system_cpu_ms=4321,
+                               start_time=NOW - 8 * DAY, end_time=NOW - 8 * DAY + 30))
+    ids = reference(rows, history.HistoryQuery(window=(0, NOW)))
+    argv = ["-a", "-D", "-S", "1970-01-02", "-P", "-o",
+            "JobID,JobIDRaw,JobName,User,UID,Group,Account,Partition,State,ExitCode,"
+            "DerivedExitCode,Submit,Eligible,Start,End,Elapsed,Timelimit,NNodes,NCPUS,NTasks,"
+            "NodeList,MaxRSS,AveRSS,MaxRSSNode,TotalCPU,UserCPU,SystemCPU,Reason,QOS,WorkDir"]
+    rc, through_reader, err = run_sacct(s.stub, argv)
+    assert (rc, err) == (0, "")
+    out = io.StringIO()
+    assert sacct.main(argv, api=LiveAnswer(s.ctl, ids), out=out, err=io.StringIO(), now=NOW) == 0
+    assert through_reader.count("\n") > 2 * history.PAGE_ROWS, "more than one page"
+    assert f"{job}|{job}|" in through_reader and "NODE_FAIL" in through_reader
+    assert through_reader == out.getvalue()
