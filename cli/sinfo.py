@@ -20,7 +20,7 @@ OPTIONS = [
     Opt("nodes", ("nodes",), "n", REQUIRED), Opt("Node", ("Node",), "N", NO),
     Opt("format", ("format",), "o", REQUIRED), Opt("partition", ("partition",), "p", REQUIRED),
     Opt("responding", ("responding",), "r", NO), Opt("list-reasons", ("list-reasons",), "R", NO),
-    Opt("summarize", ("summarize",), "s", NO), Opt("sort", ("sort",), "S", REQUIRED),
+    Opt("summarize", ("summarize",), "s", NO), Opt("unsupported", ("sort",), "S", REQUIRED),
     Opt("states", ("states",), "t", REQUIRED), Opt("verbose", ("verbose",), "v", NO),
     Opt("version", ("version",), "V", NO), Opt("clusters", ("clusters",), "M", REQUIRED),
     Opt("local", ("local",), "", NO), Opt("federation", ("federation",), "", NO),

@@ -30,7 +30,7 @@ OPTIONS = [
     Opt("jobs", ("jobs",), "j", REQUIRED), Opt("long", ("long",), "l", NO),
     Opt("name", ("name",), "n", REQUIRED), Opt("format", ("format",), "o", REQUIRED),
     Opt("Format", ("Format",), "O", REQUIRED), Opt("partition", ("partition",), "p", REQUIRED),
-    Opt("qos", ("qos",), "q", REQUIRED), Opt("sort", ("sort",), "S", REQUIRED),
+    Opt("qos", ("qos",), "q", REQUIRED), Opt("unsupported", ("sort",), "S", REQUIRED),
     Opt("states", ("states",), "t", REQUIRED), Opt("user", ("user",), "u", REQUIRED),
     Opt("me", ("me",), "", NO), Opt("verbose", ("verbose",), "v", NO),
     Opt("version", ("version",), "V", NO), Opt("nodelist", ("nodelist",), "w", REQUIRED),
@@ -77,6 +77,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     partitions: list[str] = []
     names: list[str] = []
     accounts: list[str] = []
+    qos: set[str] = set()
     nodelist: set[str] = set()
     bad_user = False
     dump = ""
@@ -105,6 +106,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                 names += comma_list(value)
             elif key == "account":
                 accounts += comma_list(value)
+            elif key == "qos":
+                qos |= {q.lower() for q in comma_list(value)}
             elif key == "nodelist":
                 nodelist |= set(slurm.expand_hostlist(value))
             elif key == "me":
@@ -145,6 +148,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         wanted_fields = columns | set(formats.SQUEUE_BASE_FIELDS)
         if filtered:
             wanted_fields |= {"user", "name", "account", "nodes"}
+        if qos:
+            wanted_fields.add("qos")
         request = api_pb2.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
             states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states),
@@ -163,6 +168,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         if filtered:
             jobs = select_jobs(jobs, users=users, partitions=partitions, names=names,
                                accounts=accounts, nodes=nodelist)
+        if qos:     # -q: the jobs of these QOS names (Slurm compares them without case)
+            jobs = [j for j in jobs if j.qos.lower() in qos]
         if selectors or unfold:
             # -j 12 takes the whole array, -j 12_2 one task; -r shows each pending task
             jobs = select_array_tasks(jobs, selectors, unfold=unfold)

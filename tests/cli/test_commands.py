@@ -218,3 +218,22 @@ def test_scancel_of_an_unknown_id_says_so_unlike_the_anchor():
     rc = scancel.main(["999999"], api=api, out=out, err=err)
     assert (rc, out.getvalue(), err.getvalue()) == (
         1, "", "scancel: error: Kill job error on job id 999999: Invalid job id specified\n")
+
+
+def test_squeue_qos_shows_only_the_jobs_of_those_qos_names():
+    jobs = [api_pb2.JobInfo(job_id=1, name="a", state="PENDING", qos="normal", partition="p"),
+            api_pb2.JobInfo(job_id=2, name="b", state="PENDING", qos="high", partition="p"),
+            api_pb2.JobInfo(job_id=3, name="c", state="RUNNING", qos="High", partition="p")]
+    api = FakeApi(GetJobs=api_pb2.GetJobsResponse(jobs=jobs, now=100, squeue_order=True))
+    rc, out, err = run(squeue.main, ["-h", "-o", "%i %q", "-q", "high"], api)
+    assert (rc, err) == (0, "")
+    assert out.split("\n")[:-1] == ["2 high", "3 High"]
+    assert "qos" in api.calls[0][1].job_fields
+
+
+@pytest.mark.parametrize("main, argv", [(squeue.main, ["-S", "-p"]), (sinfo.main, ["-S", "P"])],
+                         ids=["squeue --sort", "sinfo --sort"])
+def test_sort_is_refused_rather_than_ignored(main, argv):
+    rc, out, err = run(main, argv, FakeApi())
+    assert rc == 1 and out == ""
+    assert err == f"{main.__module__.split('.')[-1]}: error: -S is not supported yet\n"
