@@ -537,6 +537,15 @@ def _one_memory_option(script_opts, env_opts, cli_opts):
     return script_opts, env_opts
 
 
+# --mem, --mem-per-cpu, --mem-per-gpu: the JobSpec field each sets, and its
+# error (None: Slurm's "invalid memory constraint VALUE"); one excludes the others.
+MEMORY_OPTIONS = {
+    "mem": ("mem_per_node_mb", "Invalid --mem specification"),
+    "mem-per-cpu": ("mem_per_cpu_mb", None),
+    "mem-per-gpu": ("mem_per_gpu_mb", None),
+}
+
+
 def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, spelled: str,
            cwd: str, export: str) -> str:
     """Apply one option to the spec; returns the --export value so far."""
@@ -576,13 +585,15 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.stdin_path = value
     elif key == "job-name":
         spec.name = value
-    elif key == "mem":
+    elif key in MEMORY_OPTIONS:
+        field, words = MEMORY_OPTIONS[key]
         try:
-            spec.mem_per_node_mb = slurm.parse_size_mb(value)
+            mb = slurm.parse_size_mb(value)
         except ValueError:
-            raise _err("Invalid --mem specification") from None
-        spec.ClearField("mem_per_cpu_mb")     # the later of the two wins within one source
-        spec.ClearField("mem_per_gpu_mb")
+            raise _err(words or f"invalid memory constraint {value}") from None
+        for other, _ in MEMORY_OPTIONS.values():   # the later one wins within one source
+            spec.ClearField(other)
+        setattr(spec, field, mb)
     elif key == "nice":
         try:
             spec.nice = int(value) if value not in (None, "") else 100
@@ -644,20 +655,6 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
             raise CommandError("sbatch: error: Batch job submission failed: "
                                "Invalid feature specification", 1) from None
         spec.constraint = value
-    elif key == "mem-per-cpu":
-        try:
-            spec.mem_per_cpu_mb = slurm.parse_size_mb(value)
-        except ValueError:
-            raise _err(f"invalid memory constraint {value}") from None
-        spec.ClearField("mem_per_node_mb")
-        spec.ClearField("mem_per_gpu_mb")
-    elif key == "mem-per-gpu":
-        try:
-            spec.mem_per_gpu_mb = slurm.parse_size_mb(value)
-        except ValueError:
-            raise _err(f"invalid memory constraint {value}") from None
-        spec.ClearField("mem_per_node_mb")
-        spec.ClearField("mem_per_cpu_mb")
     elif key == "cpus-per-gpu":
         spec.cpus_per_gpu = _int(value, "--cpus-per-gpu", 1)
     elif key == "gpus-per-task":
