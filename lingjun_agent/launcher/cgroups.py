@@ -629,7 +629,8 @@ class Usage:
 
 def usage(cg: JobCgroup) -> Usage:
     """Peak memory (memory.max_usage_in_bytes, v2 memory.peak) and CPU time
-    (cpuacct.usage_user/usage_sys, v2 cpu.stat) of everything the job ran here."""
+    (cpuacct.usage split as usage_user/usage_sys, v2 cpu.stat) of everything
+    the job ran here."""
     peak = user_ns = sys_ns = 0
     mem = cg.controller("memory")
     with contextlib.suppress(OSError, ValueError):
@@ -641,8 +642,15 @@ def usage(cg: JobCgroup) -> Usage:
             stat_ = dict(line.split() for line in (cg.path / "cpu.stat").read_text().splitlines())
             user_ns, sys_ns = int(stat_["user_usec"]) * 1000, int(stat_["system_usec"]) * 1000
         elif (acct := cg.controller("cpuacct")) is not None:
+            # cpuacct.usage is the scheduler's exact runtime; the user/system
+            # split (usage_user, usage_sys) is sampled at timer ticks and may
+            # fall short of it by a tick per CPU, so it only apportions the total
+            total = int((acct / "cpuacct.usage").read_text())
             user_ns = int((acct / "cpuacct.usage_user").read_text())
             sys_ns = int((acct / "cpuacct.usage_sys").read_text())
+            split = user_ns + sys_ns
+            user_ns = total * user_ns // split if split else total
+            sys_ns = total - user_ns
     return Usage(max_rss_kb=peak // 1024, user_cpu_ms=user_ns // 1_000_000,
                  system_cpu_ms=sys_ns // 1_000_000)
 
