@@ -232,6 +232,9 @@ class AgentConfig:
     # where the GPU device files (nvidia0, nvidia1, ...) are: a job's cgroup
     # denies it the ones of GPUs it was not given
     device_root: str = "/dev"
+    # where the agent reads its GPUs' place in the PCI tree, their NUMA nodes
+    # and the RDMA NICs beside them (bus/pci/devices, class/infiniband)
+    sysfs_root: str = "/sys"
 
 
 @dataclass(frozen=True)
