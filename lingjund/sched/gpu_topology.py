@@ -20,9 +20,10 @@ island of 4: it gets (6, 7). The next ask of 4 then gets 0-3, all linked.
 An ask of 5 on the idle node cannot be linked: it gets 0-3 and 4 (four of
 them on one NUMA node, and the most NVLink pairs).
 
-Pure and cached: a topology compares by identity (one object per node,
-built once per node record by the service layer), so ``choose`` remembers
-its answers for (free, n, topology).
+Pure and cached: a topology compares by identity, and ``GpuTopology.build``
+hands out one object per distinct layout (the service layer builds a node's
+once per reported inventory), so ``choose`` remembers its answers for
+(free, n, topology) across all nodes of one model.
 """
 from __future__ import annotations
 
@@ -61,7 +62,19 @@ class GpuTopology:
                        for i in range(count))
         if not any(masks) and all(x < 0 for x in numa_t) and all(x < 0 for x in rail_t):
             return None
-        return cls(nvlink=tuple(masks), numa=numa_t, rail=rail_t)
+        key = (tuple(masks), numa_t, rail_t)
+        got = _INTERNED.get(key)
+        if got is None:
+            if len(_INTERNED) >= MAX_INTERNED:
+                _INTERNED.clear()
+            got = _INTERNED[key] = cls(nvlink=key[0], numa=numa_t, rail=rail_t)
+        return got
+
+
+# One object per distinct layout: a cluster's thousands of nodes of one
+# model share it, and with it ``choose``'s remembered answers.
+_INTERNED: dict[tuple, GpuTopology] = {}
+MAX_INTERNED = 4096
 
 
 def choose(free: tuple[int, ...], n: int, topo: GpuTopology | None) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ import pytest
 
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.sched.cycle import schedule
-from lingjund.service import nodes, views
+from lingjund.service import devices, nodes, views
 from lingjund.service.agents import Connection
 from tests.lingjund import handclock
 from tests.sched.builders import job
@@ -47,7 +47,7 @@ def ctl(tmp_path):
         yield c
 
 
-def devices(count: int) -> list[api_pb2.GpuDevice]:
+def found_devices(count: int) -> list[api_pb2.GpuDevice]:
     """Two NVLink islands of four (when 8), NUMA 0/1, one NIC per pair."""
     return [api_pb2.GpuDevice(
         index=i, name="NVIDIA A100-SXM4-80GB", type="a100", numa_node=i // 4,
@@ -60,7 +60,7 @@ def register(ctl, node: str, found: int | None, hostname: str = "") -> None:
     inv = agent_pb2.Inventory(hostname=hostname or node, cpus=16, real_memory_mb=64000,
                               gpus=found or 0, gpu_type="a100" if found else "",
                               gpus_discovered=found is not None,
-                              gpu_devices=devices(found or 0))
+                              gpu_devices=found_devices(found or 0))
     reply, _ = nodes.register(ctl, Connection(node), agent_pb2.Register(node_name=node, inventory=inv))
     assert reply.accepted
 
@@ -120,17 +120,27 @@ def test_gpu_tables_override_what_the_agent_found(ctl):
     assert d[2].type == "a100"
 
 
-def test_the_core_receives_the_layout_built_once_per_inventory(ctl):
+def test_the_core_receives_the_layout_built_once_per_inventory(ctl, monkeypatch):
+    built = []
+    real = devices.topology
+    monkeypatch.setattr(devices, "topology", lambda ds: built.append(len(ds)) or real(ds))
     register(ctl, "node1", found=8)
     first = views.build_snapshot(ctl, ctl.clock())
     topo = next(v for v in first.nodes if v.name == "node1").gpu_topology
     assert topo.nvlink[0] == 0b1110 and topo.nvlink[4] == 0b11100000
     assert topo.numa == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert topo.rail == (0, 0, 1, 1, 2, 2, 3, 3)
+    assert built == [8, 4]          # node1's, and node3's from its [[nodes.gpu]] tables
+    # node2 registers too (the node views are rebuilt): node1's layout is not
+    register(ctl, "node2", found=8)
     again = views.build_snapshot(ctl, ctl.clock())
     assert next(v for v in again.nodes if v.name == "node1").gpu_topology is topo
+    assert built == [8, 4, 8]
+    # the same layout on two nodes is one object (and one set of remembered choices)
+    assert next(v for v in again.nodes if v.name == "node2").gpu_topology is topo
     register(ctl, "node1", found=8, hostname="renamed")   # a new inventory: built again
-    third = views.build_snapshot(ctl, ctl.clock())
-    assert next(v for v in third.nodes if v.name == "node1").gpu_topology is not topo
+    views.build_snapshot(ctl, ctl.clock())
+    assert built == [8, 4, 8, 8]
 
 
 def test_a_two_gpu_job_gets_an_nvlink_pair_beside_one_nic(ctl):
