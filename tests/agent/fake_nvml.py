@@ -10,12 +10,15 @@ status) or ``links`` (remote bus ids of its active NVLinks, for a fake
 without the P2P call: ``P2P = False``), and the probe's health fields.
 
 A process of its own (an agent of the local cluster) reads its GPUs from the
-JSON file named by ``LINGJUN_FAKE_NVML_GPUS`` at import.
+JSON file named by ``LINGJUN_FAKE_NVML_GPUS`` at import: a list of GPUs, or
+an object of such lists by host name (each local agent's host name is its
+node's: ``--own-hostname``).
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
 from types import SimpleNamespace
 
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -61,7 +64,10 @@ def reset(gpus: list[dict], missing: bool = False, p2p: bool = True) -> None:
 
 if os.environ.get("LINGJUN_FAKE_NVML_GPUS"):
     with open(os.environ["LINGJUN_FAKE_NVML_GPUS"]) as _f:
-        reset(json.load(_f))
+        _described = json.load(_f)
+    if isinstance(_described, dict):
+        _described = _described.get(socket.gethostname(), [])
+    reset(_described)
 
 
 def nvmlShutdown():

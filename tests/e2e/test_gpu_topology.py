@@ -1,11 +1,13 @@
 """GPUs found by the agent, and jobs given NVLink-connected ones, on a local cluster.
 
-The one fake is the lowest layer: the agent loads a fake NVML module
-(``tests/agent/fake_nvml.py``, by ``[sanity] nvml_module``) that describes 4
-A100s, and reads a fake sysfs tree (``lingjun up --sysfs-root``) for their
-NUMA nodes and NICs. GPUs 0 and 2 are NVLink-bridged, and 1 and 3: the
-lowest free pair (0, 1) is not linked, so a 2-GPU job must get (0, 2) and
-the next one (1, 3). Everything else is real: agent, controller, commands.
+The one fake is the lowest layer: the agents load a fake NVML module
+(``tests/agent/fake_nvml.py``, by ``[sanity] nvml_module``) and read a fake
+sysfs tree (``lingjun up --sysfs-root``) for NUMA nodes and NICs. Both nodes
+are configured with 4 GPUs. node1's NVML shows 4 A100s, 0 and 2
+NVLink-bridged, and 1 and 3: the lowest free pair (0, 1) is not linked, so a
+2-GPU job must get (0, 2) and the next one (1, 3). node2's shows only 2: it is
+drained as Slurm drains it. Everything else is real: agents, controller,
+commands.
 """
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("gputopo")
     sysfs = eight_gpu_host(root / "sys")
     gpus = [dict(EIGHT_GPUS[p], nvlink=BRIDGED[i]) for i, p in enumerate(PLACES)]
-    (root / "gpus.json").write_text(json.dumps(gpus))
-    c = Cluster(root, nodes=1, cpus=8, up_args=(
+    (root / "gpus.json").write_text(json.dumps({"node1": gpus, "node2": gpus[:2]}))
+    c = Cluster(root, nodes=2, cpus=8, up_args=(
         "--gpus", "4", "--gpu-type", "a100", "--sysfs-root", str(sysfs),
         "--sanity", 'nvml_module="tests.agent.fake_nvml"'))
     c.env["LINGJUN_FAKE_NVML_GPUS"] = str(root / "gpus.json")
@@ -76,5 +78,13 @@ def test_the_agent_reports_its_gpus_and_a_2_gpu_job_gets_an_nvlink_pair(cluster)
             g.touch()
     for j in jobs:
         c.wait_state(j, "COMPLETED")
-    wait_for("GPUs free", lambda: "GresUsed=gpu:a100:0(IDX:N/A)" in _show(c, "-d", "show", "node"),
-             30)
+    wait_for("GPUs free",
+             lambda: "GresUsed=gpu:a100:0(IDX:N/A)" in _show(c, "-d", "show", "node", "node1"), 30)
+
+
+def test_a_node_whose_nvml_shows_fewer_gpus_than_configured_is_drained(cluster):
+    node = _show(cluster, "show", "node", "node2")
+    assert "   State=IDLE+DRAIN " in node, node
+    assert "   Reason=gres/gpu count reported lower than configured (2 < 4) [slurm@" in node, node
+    sinfo = cluster.run(["sinfo", "-R", "-h", "-o", "%E|%u|%N"], check=True).stdout
+    assert sinfo == "gres/gpu count reported lower than configured (2 < 4)|slurm|node2\n", sinfo
