@@ -17,6 +17,10 @@ and 256-node gangs of 8 GPUs per node, arrays of 1-GPU tasks, plus a few
 held, dependent and GPU-type-constrained jobs; priorities random (seeded),
 so gangs and small jobs interleave.
 
+``--gpu-topology`` gives every node a GPU layout (NVLink islands 0-3 and
+4-7 on NUMA nodes 0 and 1, one NIC per pair), so the core packs devices by
+topology; without it the nodes report none and get the lowest free indices.
+
 Situations:
 
 - ``nothing``: every node is fully allocated by running jobs, so nothing can
@@ -47,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lingjund.sched.cycle import schedule  # noqa: E402
+from lingjund.sched.gpu_topology import GpuTopology  # noqa: E402
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView,  # noqa: E402
                                      RunningJob, Snapshot)
 
@@ -57,8 +62,15 @@ GRID_PENDING = (1_000, 10_000, 100_000)
 SITUATIONS = ("nothing", "fill")
 
 
+def topology() -> GpuTopology:
+    """An 8-GPU board: NVLink islands 0-3 and 4-7, NUMA nodes 0 and 1, a NIC per pair."""
+    peers = [[j for j in range(4 * (i // 4), 4 * (i // 4) + 4) if j != i] for i in range(GPUS)]
+    return GpuTopology.build(GPUS, peers, [i // 4 for i in range(GPUS)],
+                             [f"mlx5_{i // 2}" for i in range(GPUS)])
+
+
 def build(nodes: int, pending: int, situation: str, seed: int = 14,
-          arrays: bool = True, gangs: bool = True) -> Snapshot:
+          arrays: bool = True, gangs: bool = True, gpu_topology: bool = False) -> Snapshot:
     """The snapshot of one grid point; the same arguments give the same snapshot."""
     rnd = random.Random(seed)
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
@@ -73,7 +85,8 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
             alloc_cpus=CPUS if full else 0, alloc_memory_mb=MEM // 2 if full else 0,
             alloc_gpus=GPUS if full else 0, running_jobs=1 if full else 0,
             alloc_gpu_ids=tuple(range(GPUS)) if full else (),
-            partitions=parts, features=("ib",), gpu_type="h100"))
+            partitions=parts, features=("ib",), gpu_type="h100",
+            gpu_topology=topology() if gpu_topology else None))
         if full:
             running.append(RunningJob(job_id=10_000_000 + i, nodes=(name,), end_time=NOW + 3600,
                                       cpus_per_node=(CPUS,), mem_per_node_mb=(MEM // 2,),
@@ -132,8 +145,8 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
 
 
 def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float,
-              arrays: bool = True, gangs: bool = True) -> dict:
-    snap = build(nodes, pending, situation, arrays=arrays, gangs=gangs)
+              arrays: bool = True, gangs: bool = True, gpu_topology: bool = False) -> dict:
+    snap = build(nodes, pending, situation, arrays=arrays, gangs=gangs, gpu_topology=gpu_topology)
     times, cpu, starts = [], [], 0
     for _ in range(repeat):
         gc.collect()
@@ -164,13 +177,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="no arrays in the mix: every pending job is a request of its own")
     ap.add_argument("--no-gangs", action="store_true",
                     help="no multi-node gangs in the mix (whole-node jobs instead)")
+    ap.add_argument("--gpu-topology", action="store_true",
+                    help="every node reports a GPU layout (two NVLink islands of 4)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
                                    args.repeat, args.once_above, not args.no_arrays,
-                                   not args.no_gangs)))
+                                   not args.no_gangs, args.gpu_topology)))
         return 0
 
     rows = []
@@ -182,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                        "--once-above", str(args.once_above)]
                 cmd += ["--no-arrays"] if args.no_arrays else []
                 cmd += ["--no-gangs"] if args.no_gangs else []
+                cmd += ["--gpu-topology"] if args.gpu_topology else []
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)

@@ -12,6 +12,10 @@ and P pending jobs written as a submission writes them. It times a first
 pass (after a fresh start: everything read back from the store) and the
 passes after it, split into the snapshot, the core and the commit.
 
+``--gpu-topology``: every agent reported 8 GPU devices (NVLink islands 0-3
+and 4-7, NUMA nodes 0 and 1, a NIC per pair), so the snapshot carries each
+node's layout (built in the first pass, kept after) and the core packs by it.
+
 Situations:
 
 - ``nothing``: every node runs a whole-node job; P pending 1-GPU jobs wait
@@ -55,7 +59,15 @@ class Sink:
         self.sent += 1
 
 
-def build(tmp: str, nodes: int, pending: int, situation: str) -> tuple[Controller, list]:
+def devices() -> list[api_pb2.GpuDevice]:
+    return [api_pb2.GpuDevice(index=i, type="h100", numa_node=i // 4, nic=f"mlx5_{i // 2}",
+                              nvlink_peers=[j for j in range(4 * (i // 4), 4 * (i // 4) + 4)
+                                            if j != i])
+            for i in range(GPUS)]
+
+
+def build(tmp: str, nodes: int, pending: int, situation: str,
+          gpu_topology: bool = False) -> tuple[Controller, list]:
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     conf = config.parse(f"""
 [controller]
@@ -73,6 +85,9 @@ default = true
     path = os.path.join(tmp, "db.sqlite")
     store = Store(path, synchronous="OFF", now=NOW)
     inv = agent_pb2.Inventory(cpus=CPUS, real_memory_mb=MEM, gpus=GPUS)
+    if gpu_topology:
+        inv.gpus_discovered = True
+        inv.gpu_devices.extend(devices())
     busy = nodes if situation == "nothing" else nodes // 2
     whole = api_pb2.JobSpec(name="train", user="alice", uid=1000, min_nodes=1, num_tasks=1,
                             cpus_per_task=CPUS, gpus_per_node=8, exclusive=True, batch=True,
@@ -147,12 +162,14 @@ def main() -> None:
                     choices=["nothing", "fill"])
     ap.add_argument("--passes", type=int, default=3, help="passes after the first")
     ap.add_argument("--profile", action="store_true", help="cProfile the second pass")
+    ap.add_argument("--gpu-topology", action="store_true",
+                    help="every node reported a GPU layout (two NVLink islands of 4)")
     args = ap.parse_args()
     for situation in args.situation:
         for pending in args.pending or ([100_000] if situation == "nothing" else [10_000]):
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
-                ctl, sinks = build(tmp, args.nodes, pending, situation)
+                ctl, sinks = build(tmp, args.nodes, pending, situation, args.gpu_topology)
                 setup = time.perf_counter() - t0
                 tune_gc()           # as lingjund does once it has loaded its state
                 first = timed_pass(ctl)

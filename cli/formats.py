@@ -841,7 +841,25 @@ def _node_gres(n: api_pb2.NodeInfo) -> str:
     return f"gpu:{n.gpu_type}:{n.gpus}" if n.gpu_type else f"gpu:{n.gpus}"
 
 
-def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False) -> str:
+def _node_gres_sockets(n: api_pb2.NodeInfo) -> str:
+    """scontrol's Gres=: with the sockets (NUMA nodes) its GPUs sit on where
+    known, as Slurm prints an autodetected GPU's core affinity: "gpu:a100:4(S:0-1)"."""
+    gres = _node_gres(n)
+    numa = sorted({d.numa_node for d in n.gpu_devices if d.numa_node >= 0})
+    return f"{gres}(S:{slurm.fold_indices(numa)})" if n.gpus and numa else gres
+
+
+def _node_gres_used(n: api_pb2.NodeInfo) -> str:
+    """scontrol -d's GresUsed=: "gpu:a100:2(IDX:0-1)", "gpu:a100:0(IDX:N/A)"."""
+    kind = f"gpu:{n.gpu_type}" if n.gpu_type else "gpu"
+    if n.gpu_ids_alloc:
+        return f"{kind}:{len(n.gpu_ids_alloc)}(IDX:{slurm.fold_indices(n.gpu_ids_alloc)})"
+    return f"{kind}:{n.gpus_alloc}(IDX:N/A)"
+
+
+def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False,
+                       details: bool = False) -> str:
+    """``details`` (-d): the GPUs in use (GresDrain=, GresUsed=) after Gres=, on a node with GPUs."""
     ts = slurm.format_timestamp
     out = []
     for n in nodes:
@@ -856,7 +874,8 @@ def scontrol_show_node(nodes: Sequence[api_pb2.NodeInfo], oneliner: bool = False
             f"CPUAlloc={n.cpus_alloc} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad={n.cpu_load:.2f}",
             f"AvailableFeatures={','.join(n.features) or '(null)'}",
             f"ActiveFeatures={','.join(n.features) or '(null)'}",
-            f"Gres={_node_gres(n)}",
+            f"Gres={_node_gres_sockets(n)}",
+            *(("GresDrain=N/A", f"GresUsed={_node_gres_used(n)}") if details and n.gpus else ()),
             f"NodeAddr={addr} NodeHostName={n.hostname or n.name} Port={port} "
             f"Version={n.version or SLURM_VERSION}",
             f"OS={n.os} ",

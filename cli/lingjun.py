@@ -83,6 +83,7 @@ max_array_size = {args.max_array_size}
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
 device_root = "{args.device_root}"
+sysfs_root = "{args.sysfs_root}"
 
 {_nodes_text(args)}
 {_sanity_text(args)}
@@ -455,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-mb", type=int, default=2000)
     up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
+    up.add_argument("--sysfs-root", default="/sys",
+                    help="where the agents read their GPUs' PCI tree, NUMA nodes and NICs (tests)")
     up.add_argument("--device-root", default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",

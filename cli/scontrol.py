@@ -154,7 +154,7 @@ class Scontrol:
         elif not nodes:
             self.out.write("No nodes in the system\n")
             return 0
-        self.out.write(formats.scontrol_show_node(nodes, self.oneliner))
+        self.out.write(formats.scontrol_show_node(nodes, self.oneliner, self.details))
         return 0
 
     def show_partition(self, name: str | None) -> int:

@@ -87,6 +87,7 @@ lingjun_agent/network/profile.py documents every key of a profile.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import tomllib
@@ -141,14 +142,28 @@ SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 @dataclass(frozen=True)
+class GpuConfig:
+    """One [[nodes.gpu]]: what the configuration says of one GPU of each of
+    the table's nodes, over what the agent found (an unset key: the agent's)."""
+    index: Count
+    type: str = ""                   # "" = the node's gpu_type, else the agent's
+    numa_node: Annotated[int, Meta(ge=-1)] | None = None
+    nvlink: tuple[Count, ...] | None = None   # peer indices; [] = none
+    nic: str | None = None           # the RDMA NIC under its PCIe switch; "" = none
+    memory_mb: Count = 0
+    pci_bus_id: str = ""
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     name: str
     cpus: Count = 0                  # 0 = what the agent reports
     memory_mb: Count = 0             # 0 = what the agent reports
-    gpus: Count = 0
+    gpus: Count = 0                  # 0 = what the agent reports (or how many gpu tables)
     features: tuple[str, ...] = ()
     weight: Count = 1
     gpu_type: str = ""               # GPU model ("a100") for --gres=gpu:TYPE:N; "" = untyped
+    gpu: tuple[GpuConfig, ...] = ()  # per-GPU declarations ([[nodes.gpu]]), by index
 
 
 @dataclass(frozen=True)
@@ -232,6 +247,9 @@ class AgentConfig:
     # where the GPU device files (nvidia0, nvidia1, ...) are: a job's cgroup
     # denies it the ones of GPUs it was not given
     device_root: str = "/dev"
+    # where the agent reads its GPUs' place in the PCI tree, their NUMA nodes
+    # and the RDMA NICs beside them (bus/pci/devices, class/infiniband)
+    sysfs_root: str = "/sys"
 
 
 @dataclass(frozen=True)
@@ -607,6 +625,37 @@ def _type_error(where: str, args: dict, e: msgspec.ValidationError) -> str:
     return f"{where} {key}{value}: {what[:1].lower()}{what[1:]}"
 
 
+def _gpu_list(value, where: str) -> list[dict]:
+    """[[nodes.gpu]] tables, each checked on its own (unknown keys, types),
+    so an error names the table: "[[nodes]] #1 gpu[2] numa_node = ..."."""
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise ConfigError(f"{where} gpu = {value!r}: expected an array of tables [[nodes.gpu]]")
+    return [dataclasses.asdict(_take(dict(t), GpuConfig, f"{where} gpu[{k}]"))
+            for k, t in enumerate(value)]
+
+
+def _gpu_tables(node: NodeConfig, where: str) -> NodeConfig:
+    """[[nodes.gpu]] checked against the node: each index once and below the
+    node's GPU count (``gpus``, or the number of tables when it is not given),
+    NVLink peers among those indices."""
+    if not node.gpu:
+        return node
+    count = node.gpus or len(node.gpu)
+    seen: set[int] = set()
+    for g in node.gpu:
+        if g.index in seen:
+            raise ConfigError(f"{where} gpu: index {g.index} is declared twice")
+        seen.add(g.index)
+        if g.index >= count:
+            raise ConfigError(f"{where} gpu: index {g.index} is not below the node's "
+                              f"{count} GPUs (gpus = {node.gpus})")
+        for p in g.nvlink or ():
+            if p >= count or p == g.index:
+                raise ConfigError(f"{where} gpu index {g.index}: nvlink peer {p} is not "
+                                  f"another of the node's {count} GPUs")
+    return replace(node, gpus=count, gpu=tuple(sorted(node.gpu, key=lambda g: g.index)))
+
+
 def parse(text: str, path: str = "") -> Config:
     try:
         data = tomllib.loads(text)
@@ -630,8 +679,11 @@ def parse(text: str, path: str = "") -> Config:
         names = _expand(str(t.pop("names", t.pop("name", ""))))
         if not names:
             raise ConfigError(f"[[nodes]] #{i + 1}: names (a hostlist) is required")
+        where = f"[[nodes]] #{i + 1}"
         for name in names:
-            nodes.append(_take(dict(t, name=name), NodeConfig, f"[[nodes]] #{i + 1}"))
+            nodes.append(_gpu_tables(_take(dict(t, name=name), NodeConfig, where,
+                                           gpu=lambda v, w=where: ("gpu", _gpu_list(v, w))),
+                                     where))
     partitions: list[PartitionConfig] = []
     for i, t in enumerate(_tables(data, "partitions")):
         t = dict(t)

@@ -48,7 +48,7 @@ import grpc
 
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjun_agent import inventory
+from lingjun_agent import gpus, inventory
 from lingjun_agent.launcher import (
     batch,
     cgroups,
@@ -117,7 +117,7 @@ class Agent:
                  key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
                  job_env: dict[str, str] | None = None,
                  sanity=None, configured: tuple[int, int, int] = (0, 0, 0),
-                 device_root: str = "/dev"):
+                 device_root: str = "/dev", sysfs_root: str = "/sys"):
         self.node = node
         self.controller = controller
         # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -140,6 +140,9 @@ class Agent:
         self.node_cpus = configured[0] or cpus or len(self.host_cpus)
         self.job_cpus: dict[int, tuple[int, ...]] = {}
         self.device_root = device_root
+        # where GPU topology is read (PCI tree, NUMA nodes, RDMA NICs): a test's fake sysfs
+        self.sysfs_root = sysfs_root
+        self.gpus_seen = None       # the last GPU discovery logged (gpus.Discovery)
         self.reconnect = (reconnect_min_s, reconnect_max_s)
         self.started_at = int(time.time())
         self.batches: dict[int, batch.BatchHandle] = {}
@@ -268,7 +271,10 @@ class Agent:
             call = agent_pb2_grpc.AgentServiceStub(ch).Connect()
             running = procs.running_jobs(self.mark) | set(self.batches)
             checked = await self.sanity.run("register")    # before the handshake
-            inv = inventory.collect(*self.inv_args)
+            found = await asyncio.to_thread(gpus.discover, self.sanity.cfg.nvml_module,
+                                            self.sysfs_root)
+            self._log_gpus(found)
+            inv = inventory.collect(*self.inv_args, found=found)
             if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
                 if self.reach.server is None:
                     await self.reach.start(inv.address or "127.0.0.1")
@@ -368,6 +374,22 @@ class Agent:
         self.activity.watch(h.job_id, watch.batch_paths(
             spec.get("stdout", ""), spec.get("stderr", ""), spec.get("work_dir", ""),
             spec.get("env", {})))
+
+    def _log_gpus(self, found: gpus.Discovery) -> None:
+        """One line on what NVML found, when it differs from the last time."""
+        if found == self.gpus_seen:
+            return
+        self.gpus_seen = found
+        if not found.nvml:
+            log.info("node=%s: no GPU devices: NVML is not available (%s)", self.node, found.error)
+        elif not found.devices:
+            log.info("node=%s: no GPU devices: NVML counts none", self.node)
+        else:
+            log.info("node=%s: %d GPU devices through NVML: %s", self.node, len(found.devices),
+                     ", ".join(f"{d.index}:{d.type or d.name}"
+                               + (f" nvlink={','.join(map(str, d.nvlink_peers))}" if d.nvlink_peers else "")
+                               + (f" numa={d.numa_node}" if d.numa_node >= 0 else "")
+                               + (f" nic={d.nic}" if d.nic else "") for d in found.devices))
 
     async def _periodic_sanity(self) -> None:
         if not self.sanity.cfg.interval_s:

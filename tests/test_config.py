@@ -121,3 +121,32 @@ def test_an_unknown_accounting_key_is_refused():
     with pytest.raises(config.ConfigError) as e:
         config.parse('[accounting]\npurge_after = "30days"\n')
     assert "[accounting]: unknown key(s) purge_after" in str(e.value)
+
+
+def test_gpu_tables_declare_devices_of_every_node_of_the_hostlist():
+    text = '''
+[[nodes]]
+names = "gpu[1-2]"
+gpus = 4
+gpu_type = "a100"
+[[nodes.gpu]]
+index = 1
+nvlink = [0]
+numa_node = 0
+nic = "mlx5_0"
+[[nodes.gpu]]
+index = 0
+nvlink = [1]
+'''
+    c = config.parse(text)
+    for name in ("gpu1", "gpu2"):
+        n = c.node(name)
+        assert (n.gpus, n.gpu_type, [g.index for g in n.gpu]) == (4, "a100", [0, 1])
+        assert (n.gpu[1].nvlink, n.gpu[1].numa_node, n.gpu[1].nic) == ((0,), 0, "mlx5_0")
+        # keys not given stay unset: the agent's discovery fills them
+        assert (n.gpu[0].numa_node, n.gpu[0].nic) == (None, None)
+
+
+def test_gpu_tables_without_a_count_declare_that_many_gpus():
+    c = config.parse('[[nodes]]\nnames = "n1"\n[[nodes.gpu]]\nindex = 0\n[[nodes.gpu]]\nindex = 1\n')
+    assert c.node("n1").gpus == 2

@@ -19,15 +19,19 @@ and 2 GPUs but only the memory it asked.
 GPUs are devices, not just a count: a node keeps which of its indices
 (0 .. gpus-1) are free, and a share names the ones it takes, so no index is
 ever given to two jobs on one node. Which free ones a rank gets is
-``choose_gpus``'s to say (today the lowest; NVLink/NUMA packing goes there).
-On a 4-GPU node where a job holds GPUs 0 and 1, an ask of 2 GPUs gets (2, 3);
-once that first job ends, the next ask of 1 gets (0,).
+``choose_gpus``'s to say: by the node's ``GpuTopology`` where it reports one
+(NVLink-connected first, then NUMA node and NIC rail, packed:
+``gpu_topology.py``), else the lowest. On a 4-GPU node without topology where
+a job holds GPUs 0 and 1, an ask of 2 GPUs gets (2, 3); once that first job
+ends, the next ask of 1 gets (0,).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from lingjund.sched import gpu_topology
+from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import NodeView
 
 # Ask.mem_mb value meaning "all of the node's memory" (--mem=0).
@@ -79,12 +83,14 @@ def free_gpu_ids(total: int, held: tuple[int, ...], free: int) -> tuple[int, ...
     return tuple(ids[len(ids) - free:]) if len(ids) > free else tuple(ids)
 
 
-def choose_gpus(free: tuple[int, ...], n: int) -> tuple[int, ...]:
-    """Which ``n`` of a node's ``free`` GPU indices (ascending) one rank gets: the lowest.
-
-    The seam for topology: packing NVLink-connected GPUs, GPU-NIC rails and NUMA
-    affinity decide here, from the node's device layout, without changing callers."""
-    return free[:n]
+def choose_gpus(free: tuple[int, ...], n: int,
+                topology: GpuTopology | None = None) -> tuple[int, ...]:
+    """Which ``n`` of a node's ``free`` GPU indices (ascending) one rank gets:
+    packed by the node's ``topology`` (``gpu_topology.choose``), the lowest
+    without one."""
+    if topology is None:
+        return free[:n]
+    return gpu_topology.choose(free, n, topology)
 
 
 @dataclass
@@ -103,6 +109,7 @@ class NodeFree:
     schedulable: bool
     weight: int
     free_gpu_ids: tuple[int, ...] = ()   # ascending; len == free_gpus
+    topology: GpuTopology | None = None  # the node's GPU layout (shared, never changed)
 
     @classmethod
     def from_view(cls, v: NodeView) -> NodeFree:
@@ -115,7 +122,8 @@ class NodeFree:
                    free_memory_mb=v.memory_mb - v.alloc_memory_mb,
                    free_gpus=len(ids),
                    jobs=v.running_jobs, exclusive=v.exclusive,
-                   schedulable=v.schedulable, weight=v.weight, free_gpu_ids=ids)
+                   schedulable=v.schedulable, weight=v.weight, free_gpu_ids=ids,
+                   topology=v.gpu_topology)
 
     @classmethod
     def idle(cls, v: NodeView) -> NodeFree:
@@ -123,7 +131,7 @@ class NodeFree:
         return cls(name=v.name, cpus=v.cpus, memory_mb=v.memory_mb, gpus=v.gpus,
                    free_cpus=v.cpus, free_memory_mb=v.memory_mb, free_gpus=v.gpus,
                    jobs=0, exclusive=False, schedulable=True, weight=v.weight,
-                   free_gpu_ids=all_gpus(v.gpus))
+                   free_gpu_ids=all_gpus(v.gpus), topology=v.gpu_topology)
 
     def copy(self) -> NodeFree:
         return replace(self)
@@ -152,7 +160,7 @@ class NodeFree:
             return None
         return Share(node=self.name, cpus=cpus, mem_mb=mem, gpus=gpus,
                      tasks=ask.tasks, exclusive=ask.exclusive,
-                     gpu_ids=choose_gpus(self.free_gpu_ids, gpus) if gpus else ())
+                     gpu_ids=choose_gpus(self.free_gpu_ids, gpus, self.topology) if gpus else ())
 
     def take(self, share: Share) -> None:
         self.free_cpus -= share.cpus

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping
 
+from lingjund.sched.gpu_topology import GpuTopology
+
 UNLIMITED = -1
 
 
@@ -40,6 +42,9 @@ class NodeView:
     gpu_type: str = ""                # "" = untyped GPUs (or none)
     # GPU indices (0 .. gpus-1) that running jobs hold here; the free ones follow.
     alloc_gpu_ids: tuple[int, ...] = ()
+    # NVLink peers, NUMA node and NIC rail of each index (None = not reported:
+    # the lowest free indices are given); one object per node, kept across passes.
+    gpu_topology: GpuTopology | None = None
 
 
 @dataclass(frozen=True)

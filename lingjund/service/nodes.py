@@ -13,7 +13,7 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
-from lingjund.service import authz, batch, errors, faulttol, health, steps, timers
+from lingjund.service import authz, batch, devices, errors, faulttol, health, steps, timers
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
@@ -44,10 +44,14 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         back = dict(down=False, reason="", reason_user="", reason_time=0) if r.back else {}
         if r.back:
             log.info("node=%s: responding again, returned to service", name)
+        gres_low, gres_notes = devices.gres_check(ctl.config.node(name), reg.inventory)
         st.put_node(name, registered=True, inventory=reg.inventory,
-                    agent_start_time=reg.agent_start_time, last_seen=now, **back)
+                    agent_start_time=reg.agent_start_time, last_seen=now,
+                    **{**back, **_gres_drain(st, name, rec, gres_low, now)})
     if rec is None or rec.inventory != reg.inventory:
         ctl.nodes_changed()     # a new node, or new capacity: submissions check against it
+        for note in gres_notes:
+            log.warning("node=%s: %s", name, note)
     conn.last_heartbeat = now
     conn.echoed_at = now                # the accepted Register renews the agent's lease
     conn.echo_after_s = echo_after_s(ctl.config.heartbeat_interval,
@@ -84,6 +88,26 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     else:
         _wake_for_capacity(ctl)
     return reply, follow
+
+
+def _gres_drain(st, name: str, rec, reason: str, now: float) -> dict:
+    """The node's drain fields after a registration's GPU count check: drained
+    as Slurm drains it when the agent found fewer GPUs than configured,
+    returned to service once it reports them all (only from that drain)."""
+    drained = rec is not None and rec.drain
+    if reason:
+        if drained and (rec.reason == reason or not devices.is_gres_drain(rec.reason)):
+            return {}           # already drained, for this or by a person or a probe
+        log.warning("node=%s: drained: %s", name, reason)
+        st.add_node_event(name, now, health.DRAIN, reason, by=devices.DRAIN_USER)
+        return dict(drain=True, drain_by_probe=False, reason=reason,
+                    reason_user=devices.DRAIN_USER, reason_time=now)
+    if drained and devices.is_gres_drain(rec.reason):
+        log.info("node=%s: reports its configured GPUs again, returned to service (was: %s)",
+                 name, rec.reason)
+        st.add_node_event(name, now, health.RESUME, rec.reason, by=devices.DRAIN_USER)
+        return dict(drain=False, reason="", reason_user="", reason_time=0)
+    return {}
 
 
 def _follow(ctl: Controller, job, what: str, why: str) -> agent_pb2.ControllerMessage:
@@ -335,6 +359,8 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             last_busy_time=int(rec.last_busy_time) if rec else 0, version="lingjun-0.1.0",
             job_ids=a["jobs"], weight=1, tmp_disk_mb=0, completing=name in completing,
             features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
+            gpu_devices=devices.node_devices(ctl.config.node(name), inv, cap[2]),
+            gpu_ids_alloc=a.get("gpu_ids", ()),
             net_status=rec.net_status if rec else None, sanity_results=[health.probe_msg(r) for r in probed.get(name, [])]))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 

@@ -21,8 +21,10 @@ import math
 from typing import TYPE_CHECKING
 
 from lingjun import slurm
+from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, RunningJob,
                                      Snapshot)
+from lingjund.service import devices
 from lingjund.store.records import JobRecord, NodeRecord
 
 if TYPE_CHECKING:
@@ -96,6 +98,9 @@ def node_gpu_type(ctl: Controller, name: str, rec=None) -> str:
     cfg = ctl.config.node(name)
     if cfg and cfg.gpu_type:
         return cfg.gpu_type
+    typed = next((g.type for g in cfg.gpu if g.type), "") if cfg else ""
+    if typed:
+        return typed
     rec = rec or ctl.store.node(name)
     return rec.inventory.gpu_type if rec else ""
 
@@ -124,6 +129,9 @@ class Views:
         self._pending: dict[int, tuple[JobRecord, JobRequest]] = {}
         self._running: dict[int, tuple[JobRecord, RunningJob]] = {}
         self._nodes: dict[str, tuple[tuple, NodeView]] = {}
+        # node -> (inventory, gpus, topology): a node's GPU layout is built once
+        # per reported inventory (the object, kept here so its id stays its own)
+        self._topology: dict[str, tuple[object, int, GpuTopology | None]] = {}
         self._config = None
         self._live = None
         self._order: list[int] | None = None   # pending job ids, ascending
@@ -136,6 +144,7 @@ class Views:
         if config is not self._config:
             self._config = config
             self._nodes.clear()
+            self._topology.clear()
             self._pending.clear()
             self._order = None
 
@@ -168,6 +177,21 @@ class Views:
         view = running_job(job)
         self._running[job.job_id] = (job, view)
         return view
+
+    def gpu_topology(self, name: str, rec: NodeRecord | None, cfg, gpus: int
+                     ) -> GpuTopology | None:
+        """The node's GPU layout for the core, built when its inventory was
+        replaced (a registration), not on every pass or allocation change."""
+        inv = rec.inventory if rec is not None else None
+        kept = self._topology.get(name)
+        if kept is not None and kept[0] is inv and kept[1] == gpus:
+            return kept[2]
+        if gpus and ((inv is not None and inv.gpu_devices) or (cfg is not None and cfg.gpu)):
+            topo = devices.topology(devices.node_devices(cfg, inv, gpus))
+        else:
+            topo = None
+        self._topology[name] = (inv, gpus, topo)
+        return topo
 
     def node(self, key: tuple, build) -> NodeView:
         """The node view for ``key`` (its name first, then all it is built from)."""
@@ -326,7 +350,8 @@ def build_snapshot(ctl: Controller, now: float,
                 partitions=layout.partitions_of[name],
                 weight=cfg.weight if cfg else 1,
                 features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
-                alloc_gpu_ids=a.get("gpu_ids", ()))
+                alloc_gpu_ids=a.get("gpu_ids", ()),
+                gpu_topology=views.gpu_topology(name, rec, cfg, cap[2]) if cap[2] else None)
         view = views.node(node_key(name, rec, on, a), build)
         if view is not None:
             node_views.append(view)

@@ -3,9 +3,22 @@
 Loaded in pynvml's place by module name ([sanity] nvml_module, or
 ``sys.modules``); ``GPUS`` is the hardware the test describes. Setting
 ``MISSING_LIBRARY`` makes nvmlInit fail as it does on a host without the driver.
+
+A GPU is a dict: ``name``, ``uuid``, ``memory_mb``, ``bus`` (NVML's
+"00000000:07:00.0"), ``nvlink`` (peer indices, answered through the P2P
+status) or ``links`` (remote bus ids of its active NVLinks, for a fake
+without the P2P call: ``P2P = False``), and the probe's health fields.
+
+A process of its own (an agent of the local cluster) reads its GPUs from the
+JSON file named by ``LINGJUN_FAKE_NVML_GPUS`` at import: a list of GPUs, or
+an object of such lists by host name (each local agent's host name is its
+node's: ``--own-hostname``).
 """
 from __future__ import annotations
 
+import json
+import os
+import socket
 from types import SimpleNamespace
 
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -15,9 +28,13 @@ NVML_TEMPERATURE_GPU = 0
 NVML_FEATURE_ENABLED = 1
 NVML_FEATURE_DISABLED = 0
 nvmlEventTypeXidCriticalError = 8
+NVML_P2P_CAPS_INDEX_NVLINK = 2
+NVML_P2P_STATUS_OK = 0
+NVML_P2P_STATUS_NOT_SUPPORTED = 5
 
 GPUS: list[dict] = []
 MISSING_LIBRARY = False
+P2P = True                      # nvmlDeviceGetP2PStatus answers (else NOT_SUPPORTED raised)
 PENDING_XIDS: list[tuple[int, int]] = []     # (gpu index, xid) not yet read
 
 
@@ -33,11 +50,61 @@ class NVMLError_Timeout(NVMLError):
     pass
 
 
-def reset(gpus: list[dict], missing: bool = False) -> None:
-    global MISSING_LIBRARY
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
+def reset(gpus: list[dict], missing: bool = False, p2p: bool = True) -> None:
+    global MISSING_LIBRARY, P2P
     GPUS[:] = gpus
     MISSING_LIBRARY = missing
+    P2P = p2p
     PENDING_XIDS.clear()
+
+
+if os.environ.get("LINGJUN_FAKE_NVML_GPUS"):
+    with open(os.environ["LINGJUN_FAKE_NVML_GPUS"]) as _f:
+        _described = json.load(_f)
+    if isinstance(_described, dict):
+        _described = _described.get(socket.gethostname(), [])
+    reset(_described)
+
+
+def nvmlShutdown():
+    pass
+
+
+def nvmlDeviceGetUUID(h):
+    return GPUS[h].get("uuid", f"GPU-00000000-0000-0000-0000-{h:012d}")
+
+
+def nvmlDeviceGetMemoryInfo(h):
+    mb = GPUS[h].get("memory_mb", 81559)
+    return SimpleNamespace(total=mb << 20, free=mb << 20, used=0)
+
+
+def nvmlDeviceGetPciInfo(h):
+    return SimpleNamespace(busId=GPUS[h].get("bus", f"00000000:{h + 1:02X}:00.0").encode())
+
+
+def nvmlDeviceGetP2PStatus(h1, h2, index):
+    if not P2P:
+        raise NVMLError_NotSupported("Not Supported")
+    if index != NVML_P2P_CAPS_INDEX_NVLINK:
+        return NVML_P2P_STATUS_OK
+    linked = h2 in GPUS[h1].get("nvlink", ())
+    return NVML_P2P_STATUS_OK if linked else NVML_P2P_STATUS_NOT_SUPPORTED
+
+
+def nvmlDeviceGetNvLinkState(h, link):
+    links = GPUS[h].get("links", ())
+    if link >= len(links):
+        raise NVMLError_NotSupported("Not Supported")
+    return NVML_FEATURE_ENABLED
+
+
+def nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link):
+    return SimpleNamespace(busId=GPUS[h]["links"][link])
 
 
 def nvmlInit():

@@ -312,6 +312,39 @@ def test_scontrol_show_node_drained_state_and_reason():
     assert "   Reason=bad gpu [root@2026-12-02T10:04:02]\n" in text
 
 
+def _gpu_node(**kw) -> api_pb2.NodeInfo:
+    n = node("node1", 1, **kw)
+    n.gpus, n.gpu_type = 4, "a100"
+    return n
+
+
+def test_scontrol_show_node_gres_shows_the_sockets_of_its_gpus():
+    n = _gpu_node()
+    n.gpu_devices.extend(api_pb2.GpuDevice(index=i, numa_node=i // 2) for i in range(4))
+    text = formats.scontrol_show_node([n])
+    assert "   Gres=gpu:a100:4(S:0-1)\n   NodeAddr=" in text
+    assert "GresUsed" not in text            # only with -d
+
+
+def test_scontrol_show_node_gres_without_known_sockets_is_the_count():
+    n = _gpu_node()
+    n.gpu_devices.extend(api_pb2.GpuDevice(index=i, numa_node=-1) for i in range(4))
+    assert "   Gres=gpu:a100:4\n" in formats.scontrol_show_node([n])
+
+
+def test_scontrol_show_node_details_show_the_gpus_in_use():
+    n = _gpu_node()
+    n.gpus_alloc = 2
+    n.gpu_ids_alloc[:] = [0, 1]
+    text = formats.scontrol_show_node([n], details=True)
+    assert "   Gres=gpu:a100:4\n   GresDrain=N/A\n   GresUsed=gpu:a100:2(IDX:0-1)\n   NodeAddr=" in text
+    idle = formats.scontrol_show_node([_gpu_node()], details=True)
+    assert "   GresUsed=gpu:a100:0(IDX:N/A)\n" in idle
+    # a node without GPUs prints as without -d
+    plain = node("node1", 1)
+    assert formats.scontrol_show_node([plain], details=True) == formats.scontrol_show_node([plain])
+
+
 def test_scontrol_show_partition_matches_golden():
     want = load("scontrol_show_partition").stdout
     assert formats.scontrol_show_partition([PART]) == want
