@@ -692,9 +692,12 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.hang_timeout_s = secs
     elif key in ("begin", "deadline"):
         try:
-            when = slurm.parse_begin_time(value, time.time())
-        except ValueError:
-            raise _err(f"Invalid --{key} specification") from None
+            when = slurm.parse_time(value, time.time())
+        except ValueError as e:
+            raise CommandError(f"{e}\nsbatch: error: Invalid --{key} specification",
+                               USAGE_RC) from None
+        if not when:
+            raise _err(f"Invalid --{key} specification")
         if key == "begin":
             spec.begin_time = when
         else:
