@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import operator
 import re
 import time
@@ -168,8 +169,9 @@ def _min_cpus(job: api_pb2.JobInfo) -> int:
 
 def _opt_time(ts: int) -> str:
     # Cached: a queue's jobs share few distinct seconds, and strftime is slow.
-    # The zone is part of the key (time.tzset may change it).
-    return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname)
+    # The zone and SLURM_TIME_FORMAT are part of the key (time.tzset may change it).
+    return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname,
+                       os.environ.get("SLURM_TIME_FORMAT", ""))
 
 
 @functools.lru_cache(maxsize=65536)

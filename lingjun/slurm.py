@@ -6,8 +6,11 @@ Every command and the controller import their words from here, so that
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 
@@ -277,11 +280,59 @@ def format_duration(seconds: int) -> str:
 
 
 # --- timestamps ---------------------------------------------------------------
+STANDARD_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
 def format_timestamp(ts: int | float | None, unknown: str = "Unknown") -> str:
-    """Unix seconds as Slurm's local-time ISO form "2026-12-02T10:04:03"; 0 -> unknown."""
+    """Unix seconds in local time as every command prints a date (Slurm's
+    slurm_make_time_str); 0 -> ``unknown``.
+
+    SLURM_TIME_FORMAT chooses the form, as in Slurm: unset, "" or "standard"
+    is ISO ("2026-12-02T10:04:03"); "relative" is short and relative to today
+    ("10:04:03" today, "Ystday 10:04", "Tomorr 10:04", "Wed 10:04" within the
+    week to come, "9 Dec 10:04" within a year, "9 Dec 2027" beyond); any
+    other text holding a "%" (and under 32 characters) is a strftime format.
+    Anything else is refused once, on stderr, and the standard form is used.
+    """
     if not ts or ts <= 0:
         return unknown
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+    when = time.localtime(ts)
+    fmt = _time_format(os.environ.get("SLURM_TIME_FORMAT", ""))
+    if fmt is None:
+        fmt = _relative_format(when, time.localtime())
+    return time.strftime(fmt, when)
+
+
+@functools.lru_cache(maxsize=8)
+def _time_format(setting: str) -> str | None:
+    """SLURM_TIME_FORMAT's strftime format; None for "relative"."""
+    if setting in ("", "standard"):
+        return STANDARD_TIME_FORMAT
+    if setting == "relative":
+        return None
+    if "%" not in setting or len(setting) >= 32:
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "slurm"
+        print(f"{prog}: error: invalid SLURM_TIME_FORMAT = '{setting}'", file=sys.stderr)
+        return STANDARD_TIME_FORMAT
+    return setting
+
+
+def _relative_format(when: time.struct_time, today: time.struct_time) -> str:
+    """The strftime format of a date shown relative to today (Slurm's
+    _relative_date_fmt): days counted as YYYYddd numbers, so that across a
+    new year the distance jumps, as Slurm's does."""
+    distance = (1000 * when.tm_year + when.tm_yday - 1) - (1000 * today.tm_year + today.tm_yday - 1)
+    if distance == -1:
+        return "Ystday %H:%M"
+    if distance == 0:
+        return "%H:%M:%S"
+    if distance == 1:
+        return "Tomorr %H:%M"
+    if distance < -365 or distance > 365:
+        return "%-d %b %Y"
+    if distance < -1 or distance > 6:
+        return "%-d %b %H:%M"
+    return "%a %H:%M"
 
 
 def format_date_line(ts: int | float) -> str:
