@@ -1132,6 +1132,8 @@ def parse_sinfo_O(spec: str, strict: bool = True) -> list[Field]:
 _SINFO_AGGREGATE = frozenset("NnoDCFA")
 # sinfo's default order puts busier states first (node state enum, descending).
 _STATE_RANK = {"MIXED": 0, "ALLOCATED": 1, "COMPLETING": 2, "IDLE": 3, "DOWN": 4, "UNKNOWN": 5}
+# Slurm's node state numbers, which sinfo -S t compares.
+_NODE_STATE_NUMBER = {"UNKNOWN": 0, "DOWN": 1, "IDLE": 2, "ALLOCATED": 3, "MIXED": 5, "FUTURE": 6}
 MIN_FIELD_SIZE = 9
 
 
@@ -1205,9 +1207,12 @@ def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
 def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.PartitionInfo],
                 fmt: str = SINFO_DEFAULT_FORMAT, header: bool = True, node_oriented: bool = False,
                 reasons_only: bool = False, partitions: Sequence[str] = (),
-                fields_O: list[Field] | None = None) -> str:
+                fields_O: list[Field] | None = None,
+                order_rows: Callable[[list[dict]], list[dict]] | None = None) -> str:
     """sinfo: one row per group of nodes that print the same (or per node with -N).
-    ``fields_O`` (from parse_sinfo_O) replaces ``fmt`` for -O."""
+    ``fields_O`` (from parse_sinfo_O) replaces ``fmt`` for -O; ``order_rows``
+    (sinfo -S) reorders the rows, which carry "_part_index", "_state" and
+    "_reason_time" besides their letters."""
     fields, trailer = (fields_O, "") if fields_O is not None else parse_format(fmt)
     letters = {f.letter for f in fields}
     by_part = bool(letters & set("PRalLshgkpSBIM")) or node_oriented
@@ -1232,10 +1237,15 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
                 members.append((n, None))
 
     rows: list[dict[str, str]] = []
+    def hidden(n: api_pb2.NodeInfo, p: api_pb2.PartitionInfo | None) -> dict:
+        return {"_part_index": order.index(p.name) if p else 0,
+                "_state": _NODE_STATE_NUMBER.get(n.state, 4), "_reason_time": n.reason_time}
+
     if node_oriented:
         for n, p in members:
             v = sinfo_node_values(n, p)
             v.update(_aggregate([n]))
+            v.update(hidden(n, p))
             rows.append(v)
     else:
         groups: dict[tuple, list] = {}
@@ -1244,6 +1254,7 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
             v = sinfo_node_values(n, p)
             key = (p.name if p else "",) + tuple(v.get(l, "") for l in sorted(letters - _SINFO_AGGREGATE))
             if key not in groups:
+                v.update(hidden(n, p))
                 groups[key] = [v, [], order.index(p.name) if p else 0,
                                _STATE_RANK.get(n.state, 9) + (10 if _node_other(n) else 0)]
                 keys_in_order.append(key)
@@ -1255,6 +1266,8 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
             v.update(_aggregate(ns))
             rows.append(v)
 
+    if order_rows is not None:
+        rows = order_rows(rows)
     widths = {}
     for f in fields:
         if f.computed:
