@@ -1419,6 +1419,22 @@ def _sacct_state(state: str, cancelled_by: str) -> str:
     return state
 
 
+def _sacct_start(job: api_pb2.JobInfo) -> str:
+    """Start as sacct shows it: "Unknown" while the job may still start, "None"
+    once it ended without ever starting (cancelled while pending: the controller
+    records it started and ended then, as slurmctld does, but Slurm's
+    accounting shows no start), else when it started."""
+    if job.state in slurm.FINISHED_STATES and not job.nodes:
+        return "None"
+    return slurm.format_timestamp(job.start_time)
+
+
+def _run_submit_time(job: api_pb2.JobInfo) -> int:
+    """A requeued (or restarted) job's run is submitted again when the run
+    before it ended, as in Slurm's accounting; the first run at submission."""
+    return job.attempts[-1].end_time if job.attempts else job.submit_time
+
+
 def _elapsed(start: int, end: int, state: str, now: int) -> int:
     if not start:
         return 0
@@ -1551,7 +1567,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "gid": str(job.gid), "group": job.group, "uid": str(job.uid), "user": job.user,
         "partition": job.partition, "priority": str(job.priority), "qos": job.qos,
         "reqcpus": str(job.num_cpus), "reqmem": req_mem, "reqnodes": str(job.num_nodes),
-        "restarts": str(job.restarts), "submit": ts(job.submit_time),
+        "restarts": str(job.restarts), "submit": ts(_run_submit_time(job)),
         "eligible": ts(job.eligible_time),
         "timelimit": slurm.format_time_limit(job.time_limit_min, "scontrol"),
         "timelimitraw": "UNLIMITED" if job.time_limit_min < 0 else str(job.time_limit_min),
@@ -1578,7 +1594,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "elapsed": slurm.format_duration(job_elapsed), "elapsedraw": str(job_elapsed),
         "cputime": slurm.format_duration(job_elapsed * cpus),
         "cputimeraw": str(job_elapsed * cpus),
-        "start": ts(job.start_time), "end": ts(job.end_time),
+        "start": _sacct_start(job), "end": ts(job.end_time),
         "maxrss": "", "maxvmsize": "",
         # the allocation's CPU time is what its steps used
         "totalcpu": format_cpu_time(sum(s.user_cpu_ms + s.system_cpu_ms for s in job.steps)),
@@ -1606,7 +1622,9 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
             "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
             "start": ts(st.start_time), "end": ts(st.end_time),
             "maxvmsize": "", "partition": "", "user": "", "uid": "", "group": "", "gid": "",
-            "submit": ts(job.submit_time), "timelimit": "", "timelimitraw": "", "qos": "",
+            # a step is submitted, eligible and started at once, as Slurm records it
+            "submit": ts(st.start_time), "eligible": ts(st.start_time),
+            "timelimit": "", "timelimitraw": "", "qos": "",
             "priority": "", "reqmem": req_mem, "reason": "", "restarts": "", "workdir": "",
             "stdout": "", "stderr": "", "stdin": "", "comment": "", "batchhost": "",
             "totalcpu": format_cpu_time(st.user_cpu_ms + st.system_cpu_ms),

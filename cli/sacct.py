@@ -213,15 +213,21 @@ def with_attempts(jobs: list[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     """-D/--duplicates: each earlier run of a restarted or requeued job as a row
     of its own, oldest first, before the current one (same JobID), as Slurm
     keeps one record per run. Earlier runs show no steps: only the last run's
-    are kept."""
+    are kept. A run's Submit and Eligible are when the run before it ended
+    (the first run's: the job's submission; the controller keeps no earlier
+    eligible time, so a first run that waited for --begin shows its submit)."""
     out = []
     for job in jobs:
+        submitted = job.submit_time
         for a in job.attempts:
             run_ = api_pb2.JobInfo()
             run_.CopyFrom(job)
             run_.ClearField("steps")
             run_.ClearField("attempts")
             run_.state, run_.reason = a.state, "None"
+            # each run was submitted (and eligible) when the one before it ended
+            run_.submit_time = run_.eligible_time = submitted
+            submitted = a.end_time
             run_.start_time, run_.end_time = a.start_time, a.end_time
             run_.nodes = a.nodes
             run_.node_names[:] = slurm.expand_hostlist(a.nodes) if a.nodes else []
