@@ -147,6 +147,12 @@ ENV_OPTIONS = env_variables("sbatch", {
     "SBATCH_REQUEUE": "requeue", "SBATCH_SIGNAL": "signal", "SBATCH_SPREAD_JOB": "spread-job",
     "SBATCH_USE_MIN_NODES": "use-min-nodes", "SBATCH_WAIT": "wait",
     "SBATCH_WAIT_ALL_NODES": "wait-all-nodes", "SBATCH_WCKEY": "wckey",
+    "SBATCH_OUTPUT": "output", "SBATCH_ERROR": "error", "SBATCH_INPUT": "input",
+    "SBATCH_DEBUG": "verbose", "SBATCH_THREADS_PER_CORE": "threads-per-core",
+    # refused as their options are
+    "SBATCH_BATCH": "batch", "SBATCH_CLUSTERS": "clusters", "SBATCH_CONTAINER": "container",
+    "SBATCH_CORE_SPEC": "core-spec", "SBATCH_REQ_SWITCH": "switches",
+    "SBATCH_RESERVATION": "reservation", "SBATCH_THREAD_SPEC": "thread-spec",
 })
 
 WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"

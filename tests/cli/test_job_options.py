@@ -134,3 +134,17 @@ def test_an_input_variable_for_an_option_not_supported_is_refused():
     with pytest.raises(CommandError) as e:
         parse_srun(["true"], {"SLURM_DEPENDENCY": "afterok:1"})
     assert e.value.message == "srun: error: SLURM_DEPENDENCY is not supported yet"
+
+
+def test_sbatch_reads_every_input_variable_of_sbatch_1():
+    """SBATCH_OUTPUT, SBATCH_ERROR, SBATCH_INPUT set what their options set; one for an
+    option refused here is refused in the same words, nothing submitted."""
+    spec = sbatch.build_request(["--wrap", "true"], None, {
+        "SBATCH_OUTPUT": "o-%j.txt", "SBATCH_ERROR": "e-%j.txt", "SBATCH_INPUT": "in.txt"},
+        "/tmp").spec
+    assert (spec.stdout_pattern, spec.stderr_pattern, spec.stdin_path) == (
+        "o-%j.txt", "e-%j.txt", "in.txt")
+    with pytest.raises(CommandError) as e:
+        sbatch.build_request(["--wrap", "true"], None, {"SBATCH_RESERVATION": "r"}, "/tmp")
+    assert (e.value.message, e.value.rc) == (
+        "sbatch: error: --reservation is not supported by this cluster yet", 1)
