@@ -51,7 +51,8 @@ def env_options(env, variables: dict[str, str], opts: list[Opt], given=()
     (``given``: keys), is left out. A flag's variable sets it whatever its
     value, as in Slurm.
 
-        >>> env_options({"SQUEUE_SORT": "-i"}, {"SQUEUE_SORT": "sort"}, [Opt("sort", ("sort",), "S", REQUIRED)])
+        >>> sort = Opt("sort", ("sort",), "S", REQUIRED)
+        >>> env_options({"SQUEUE_SORT": "-i"}, {"SQUEUE_SORT": "sort"}, [sort])
         [('sort', '-i', 'SQUEUE_SORT')]
     """
     by_long = {n: o for o in opts for n in o.long}

@@ -741,7 +741,7 @@ def parse_time(text: str, now: float, past: bool = False) -> int:
     mktime rolls them (2026-02-30 is March 2nd). Nothing at all ("") is 0.
     TimeSpecError (a ValueError) on anything else.
 
-    >>> t0 = time.mktime((2026, 12, 4, 2, 0, 0, 0, 0, -1))
+    >>> t0 = int(time.mktime((2026, 12, 4, 2, 0, 0, 0, 0, -1)))
     >>> parse_time("now+2hours", t0) - t0
     7200
     >>> time.strftime("%F %T", time.localtime(parse_time("1203", t0, past=True)))

@@ -56,7 +56,8 @@ def test_sacct_refuses_dates_as_slurm_does(argv, want_err):
 
 
 def _begin(value: str) -> int:
-    return sbatch.build_request(["--begin", value, "--wrap", "true"], None, {}, "/tmp").spec.begin_time
+    req = sbatch.build_request(["--begin", value, "--wrap", "true"], None, {}, "/tmp")
+    return req.spec.begin_time
 
 
 def test_sbatch_begin_looks_ahead():
@@ -73,7 +74,8 @@ def test_sbatch_begin_looks_ahead():
 
 
 @pytest.mark.parametrize("value,want", [
-    ("now+1h", "Invalid time specification (pos=4): now+1h\nsbatch: error: Invalid --begin specification"),
+    ("now+1h", "Invalid time specification (pos=4): now+1h\n"
+               "sbatch: error: Invalid --begin specification"),
     ("", "sbatch: error: Invalid --begin specification"),
 ], ids=["Slurm's line, then sbatch's", "nothing at all"])
 def test_sbatch_refuses_a_begin_time_as_slurm_does(value, want):
