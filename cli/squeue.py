@@ -84,7 +84,10 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         given |= {"format", "Format"}
     if "me" in given:
         given.add("user")
-    opts = env_options(os.environ, ENV_OPTIONS, OPTIONS, given) + opts
+    from_env = env_options(os.environ, ENV_OPTIONS, OPTIONS, given)
+    if any(k == "format" for k, _, _ in from_env):     # SQUEUE_FORMAT over SQUEUE_FORMAT2
+        from_env = [o for o in from_env if o[0] != "Format"]
+    opts = from_env + opts
     header, long_, fmt, fmt_O = True, False, "", ""
     sort_keys: list[sorting.SortKey] | None = None
     selectors: list[tuple[int, frozenset[int] | None]] = []

@@ -96,13 +96,27 @@ def test_squeue_b_is_reported_and_ignored():
     ("SQUEUE_FORMAT", "%j", [], ["a", "c", "b", "r1", "r0"]),
     ("SQUEUE_FORMAT", "%j", ["-o", "%i"], [43, 42, 44, 45, 46]),
     ("SQUEUE_FORMAT2", "name", [], ["a", "c", "b", "r1", "r0"]),
+    ("SQUEUE_FORMAT2", "name", ["-o", "%i"], [43, 42, 44, 45, 46]),
+    ("SQUEUE_FORMAT", "%i", ["-O", "name"], ["a", "c", "b", "r1", "r0"]),
+    ("SQUEUE_FORMAT", "%i", ["SQUEUE_FORMAT2=name"], [43, 42, 44, 45, 46]),
 ], ids=["SQUEUE_STATES", "-t over SQUEUE_STATES", "SQUEUE_NAMES", "SQUEUE_USERS",
-        "-u over SQUEUE_USERS", "SQUEUE_FORMAT", "-o over SQUEUE_FORMAT", "SQUEUE_FORMAT2"])
+        "-u over SQUEUE_USERS", "SQUEUE_FORMAT", "-o over SQUEUE_FORMAT", "SQUEUE_FORMAT2",
+        "-o over SQUEUE_FORMAT2", "-O over SQUEUE_FORMAT", "SQUEUE_FORMAT over SQUEUE_FORMAT2"])
 def test_squeue_input_variables(monkeypatch, var, value, argv, want):
+    """Each as Slurm 22.05's squeue reads it beside the same options."""
     monkeypatch.setenv(var, value)
+    for extra in [a for a in argv if "=" in a and not a.startswith("-")]:
+        monkeypatch.setenv(*extra.split("=", 1))
+        argv = [a for a in argv if a != extra]
     rc, words, err = _squeue(["-h", *argv] + ([] if "FORMAT" in var else ["-o", "%i"]))
     assert (rc, err) == (0, "")
     assert words == [str(w) for w in want]
+
+
+def test_squeue_long_over_squeue_format(monkeypatch):
+    monkeypatch.setenv("SQUEUE_FORMAT", "%i")
+    rc, words, err = _squeue(["-l"])
+    assert rc == 0 and "TIME_LIMI" in words, words
 
 
 def _node(name, state, cpus, mem, parts=("debug",)):
