@@ -5,6 +5,10 @@ frozen values, with Slurm's words for bad input.
     >>> (o.min_nodes, o.label, o.export, o.command)
     (2, True, 'NONE', ('hostname',))
 
+The options they share with sbatch are cli/job_options.py's (one reader, one
+set of words for all three); each command also reads its input variables
+(srun: SLURM_*, SRUN_CPUS_PER_TASK; salloc: SALLOC_*), the command line over them.
+
 Both commands stop at the first word that is not an option (getopt's "+"):
 what follows is the command and its own arguments. Options real srun knows
 that would change what runs, and that we do not model, are refused ("is not
@@ -14,7 +18,6 @@ can observe here are accepted (IGNORED).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Mapping
 
 from cli.common import CommandError, Reply, parse_options
