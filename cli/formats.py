@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import operator
 import re
 import time
@@ -168,8 +169,9 @@ def _min_cpus(job: api_pb2.JobInfo) -> int:
 
 def _opt_time(ts: int) -> str:
     # Cached: a queue's jobs share few distinct seconds, and strftime is slow.
-    # The zone is part of the key (time.tzset may change it).
-    return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname)
+    # The zone and SLURM_TIME_FORMAT are part of the key (time.tzset may change it).
+    return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname,
+                       os.environ.get("SLURM_TIME_FORMAT", ""))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -1149,6 +1151,8 @@ def parse_sinfo_O(spec: str, strict: bool = True) -> list[Field]:
 _SINFO_AGGREGATE = frozenset("NnoDCFA")
 # sinfo's default order puts busier states first (node state enum, descending).
 _STATE_RANK = {"MIXED": 0, "ALLOCATED": 1, "COMPLETING": 2, "IDLE": 3, "DOWN": 4, "UNKNOWN": 5}
+# Slurm's node state numbers, which sinfo -S t compares.
+_NODE_STATE_NUMBER = {"UNKNOWN": 0, "DOWN": 1, "IDLE": 2, "ALLOCATED": 3, "MIXED": 5, "FUTURE": 6}
 MIN_FIELD_SIZE = 9
 
 
@@ -1222,9 +1226,12 @@ def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
 def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.PartitionInfo],
                 fmt: str = SINFO_DEFAULT_FORMAT, header: bool = True, node_oriented: bool = False,
                 reasons_only: bool = False, partitions: Sequence[str] = (),
-                fields_O: list[Field] | None = None) -> str:
+                fields_O: list[Field] | None = None,
+                order_rows: Callable[[list[dict]], list[dict]] | None = None) -> str:
     """sinfo: one row per group of nodes that print the same (or per node with -N).
-    ``fields_O`` (from parse_sinfo_O) replaces ``fmt`` for -O."""
+    ``fields_O`` (from parse_sinfo_O) replaces ``fmt`` for -O; ``order_rows``
+    (sinfo -S) reorders the rows, which carry "_part_index", "_state" and
+    "_reason_time" besides their letters."""
     fields, trailer = (fields_O, "") if fields_O is not None else parse_format(fmt)
     letters = {f.letter for f in fields}
     by_part = bool(letters & set("PRalLshgkpSBIM")) or node_oriented
@@ -1249,10 +1256,15 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
                 members.append((n, None))
 
     rows: list[dict[str, str]] = []
+    def hidden(n: api_pb2.NodeInfo, p: api_pb2.PartitionInfo | None) -> dict:
+        return {"_part_index": order.index(p.name) if p else 0,
+                "_state": _NODE_STATE_NUMBER.get(n.state, 4), "_reason_time": n.reason_time}
+
     if node_oriented:
         for n, p in members:
             v = sinfo_node_values(n, p)
             v.update(_aggregate([n]))
+            v.update(hidden(n, p))
             rows.append(v)
     else:
         groups: dict[tuple, list] = {}
@@ -1261,6 +1273,7 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
             v = sinfo_node_values(n, p)
             key = (p.name if p else "",) + tuple(v.get(l, "") for l in sorted(letters - _SINFO_AGGREGATE))
             if key not in groups:
+                v.update(hidden(n, p))
                 groups[key] = [v, [], order.index(p.name) if p else 0,
                                _STATE_RANK.get(n.state, 9) + (10 if _node_other(n) else 0)]
                 keys_in_order.append(key)
@@ -1272,6 +1285,8 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
             v.update(_aggregate(ns))
             rows.append(v)
 
+    if order_rows is not None:
+        rows = order_rows(rows)
     widths = {}
     for f in fields:
         if f.computed:
@@ -1423,6 +1438,22 @@ def _sacct_state(state: str, cancelled_by: str) -> str:
     return state
 
 
+def _sacct_start(job: api_pb2.JobInfo) -> str:
+    """Start as sacct shows it: "Unknown" while the job may still start, "None"
+    once it ended without ever starting (cancelled while pending: the controller
+    records it started and ended then, as slurmctld does, but Slurm's
+    accounting shows no start), else when it started."""
+    if job.state in slurm.FINISHED_STATES and not job.nodes:
+        return "None"
+    return slurm.format_timestamp(job.start_time)
+
+
+def _run_submit_time(job: api_pb2.JobInfo) -> int:
+    """A requeued (or restarted) job's run is submitted again when the run
+    before it ended, as in Slurm's accounting; the first run at submission."""
+    return job.attempts[-1].end_time if job.attempts else job.submit_time
+
+
 def _elapsed(start: int, end: int, state: str, now: int) -> int:
     if not start:
         return 0
@@ -1555,7 +1586,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "gid": str(job.gid), "group": job.group, "uid": str(job.uid), "user": job.user,
         "partition": job.partition, "priority": str(job.priority), "qos": job.qos,
         "reqcpus": str(job.num_cpus), "reqmem": req_mem, "reqnodes": str(job.num_nodes),
-        "restarts": str(job.restarts), "submit": ts(job.submit_time),
+        "restarts": str(job.restarts), "submit": ts(_run_submit_time(job)),
         "eligible": ts(job.eligible_time),
         "timelimit": slurm.format_time_limit(job.time_limit_min, "scontrol"),
         "timelimitraw": "UNLIMITED" if job.time_limit_min < 0 else str(job.time_limit_min),
@@ -1582,7 +1613,7 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "elapsed": slurm.format_duration(job_elapsed), "elapsedraw": str(job_elapsed),
         "cputime": slurm.format_duration(job_elapsed * cpus),
         "cputimeraw": str(job_elapsed * cpus),
-        "start": ts(job.start_time), "end": ts(job.end_time),
+        "start": _sacct_start(job), "end": ts(job.end_time),
         "maxrss": "", "maxvmsize": "",
         # the allocation's CPU time is what its steps used
         "totalcpu": format_cpu_time(sum(s.user_cpu_ms + s.system_cpu_ms for s in job.steps)),
@@ -1610,7 +1641,9 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
             "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
             "start": ts(st.start_time), "end": ts(st.end_time),
             "maxvmsize": "", "partition": "", "user": "", "uid": "", "group": "", "gid": "",
-            "submit": ts(job.submit_time), "timelimit": "", "timelimitraw": "", "qos": "",
+            # a step is submitted, eligible and started at once, as Slurm records it
+            "submit": ts(st.start_time), "eligible": ts(st.start_time),
+            "timelimit": "", "timelimitraw": "", "qos": "",
             "priority": "", "reqmem": req_mem, "reason": "", "restarts": "", "workdir": "",
             "stdout": "", "stderr": "", "stdin": "", "comment": "", "batchhost": "",
             "totalcpu": format_cpu_time(st.user_cpu_ms + st.system_cpu_ms),

@@ -47,6 +47,7 @@ SQUEUE = render("Usage: squeue [OPTIONS]", [("", [
     ("-p, --partition=partition(s)", "comma separated list of partitions\nto view, default is all partitions"),
     ("-q, --qos=qos(s)", "comma separated list of qos's\nto view, default is all qos's"),
     ("-r, --array", "display one job array element per line"),
+    ("-S, --sort=fields", "comma separated list of fields to sort on"),
     ("-t, --states=states", "comma separated list of states to view,\n"
                             "default is pending and running,\n'all' reports all states"),
     ("-u, --user=user_name(s)", "comma separated list of users to view"),
@@ -76,6 +77,7 @@ SINFO = render("Usage: sinfo [OPTIONS]", [("", [
     ("-r, --responding", "report only responding nodes"),
     ("-R, --list-reasons", "list reason nodes are down or drained"),
     ("-s, --summarize", "report state summary only"),
+    ("-S, --sort=fields", "comma separated list of fields to sort on"),
     ("-t, --states=node_state", "specify the what states of nodes to view"),
     ("-v, --verbose", "verbosity level"),
     ("-V, --version", "output version information and exit"),

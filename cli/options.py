@@ -43,6 +43,30 @@ def comma_list(value: str) -> list[str]:
     return [w for w in value.split(",") if w]
 
 
+def env_options(env, variables: dict[str, str], opts: list[Opt], given=()
+                ) -> list[tuple[str, str | None, str]]:
+    """Input environment variables as parsed options, to come before the
+    command line's: ``variables`` maps each to an option's long name; one
+    that is unset or empty, or whose option the command line gives
+    (``given``: keys), is left out. A flag's variable sets it whatever its
+    value, as in Slurm.
+
+        >>> sort = Opt("sort", ("sort",), "S", REQUIRED)
+        >>> env_options({"SQUEUE_SORT": "-i"}, {"SQUEUE_SORT": "sort"}, [sort])
+        [('sort', '-i', 'SQUEUE_SORT')]
+    """
+    by_long = {n: o for o in opts for n in o.long}
+    skip = set(given)
+    out = []
+    for var, name in variables.items():
+        value = env.get(var, "")
+        opt = by_long[name]
+        if not value or opt.key in skip:
+            continue
+        out.append((opt.key, None if opt.arg == NO else value, var))
+    return out
+
+
 def _find_long(prog: str, name: str, opts: list[Opt]) -> tuple[Opt, str]:
     exact = [(o, n) for o in opts for n in o.long if n == name]
     if exact:

@@ -13,9 +13,7 @@ there is no window unless -S or -E is given. -X reads no steps.
 """
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
 import sys
 import time
 from typing import TextIO
@@ -56,44 +54,14 @@ USAGE = "Usage: sacct [options]\n\tUse --help for help\n"
 STREAM_TIMEOUT_S = 3600.0
 
 
-def parse_time(text: str, now: float) -> int:
-    """sacct -S/-E: YYYY-MM-DD[THH:MM[:SS]], MMDD[YY], HH:MM[:SS], now[{+|-}N[units]],
-    today, midnight, noon, tomorrow."""
-    t = text.strip().lower()
-    today = dt.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    if t in ("today", "midnight"):
-        return int(today.timestamp())
-    if t == "noon":
-        return int(today.replace(hour=12).timestamp())
-    if t == "tomorrow":
-        return int((today + dt.timedelta(days=1)).timestamp())
-    m = re.fullmatch(r"now(?:([+-])(\d+)(seconds|minutes|hours|days|weeks|s|m|h|d|w)?)?", t)
-    if m:
-        if not m.group(1):
-            return int(now)
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[(m.group(3) or "s")[0]]
-        delta = int(m.group(2)) * unit
-        return int(now + delta if m.group(1) == "+" else now - delta)
-    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d", "%m%d%y", "%m/%d/%y",
-                "%m/%d"):
-        try:
-            d = dt.datetime.strptime(text, fmt)
-            if fmt in ("%m/%d",):
-                d = d.replace(year=today.year)
-            return int(d.timestamp())
-        except ValueError:
-            pass
-    for fmt in ("%H:%M:%S", "%H:%M"):
-        try:
-            d = dt.datetime.strptime(text, fmt)
-            return int(today.replace(hour=d.hour, minute=d.minute, second=d.second).timestamp())
-        except ValueError:
-            pass
-    m = re.fullmatch(r"(\d{2})(\d{2})", text)
-    if m:
-        return int(today.replace(month=int(m.group(1)), day=int(m.group(2))).timestamp())
-    raise CommandError(f"sacct: error: Invalid time specification (valid format: "
-                     f"YYYY-MM-DD[THH:MM[:SS]]): {text}")
+def parse_time(text: str, now: float) -> int | None:
+    """sacct -S/-E: Slurm's date forms (lingjun.slurm.parse_time) looking back:
+    "1203" is the last December 3rd, "10:00" today's. None for "" (no bound);
+    Slurm's one line and exit 1 for anything it cannot read."""
+    try:
+        return slurm.parse_time(text, now, past=True) or None
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
@@ -180,7 +148,10 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
         users = [current_user()[0]]
     if start is None and not job_ids:
         # Slurm's default window: since midnight; with -s, the states now
-        start = int(now) if states else parse_time("midnight", now)
+        start = int(now) if states else slurm.parse_time("midnight", now, past=True)
+    if start is not None and end is not None and start > end:
+        raise CommandError(f"sacct: error: Start time ({slurm.format_timestamp(start)}) requested "
+                           f"is after end time ({slurm.format_timestamp(end)}).")
     request = api_pb2.GetJobsRequest(
         job_ids=job_ids, users=users, states=sorted(states), partitions=partitions,
         names=names, accounts=accounts, all_states=True, with_steps=not allocs)
@@ -242,15 +213,21 @@ def with_attempts(jobs: list[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     """-D/--duplicates: each earlier run of a restarted or requeued job as a row
     of its own, oldest first, before the current one (same JobID), as Slurm
     keeps one record per run. Earlier runs show no steps: only the last run's
-    are kept."""
+    are kept. A run's Submit and Eligible are when the run before it ended
+    (the first run's: the job's submission; the controller keeps no earlier
+    eligible time, so a first run that waited for --begin shows its submit)."""
     out = []
     for job in jobs:
+        submitted = job.submit_time
         for a in job.attempts:
             run_ = api_pb2.JobInfo()
             run_.CopyFrom(job)
             run_.ClearField("steps")
             run_.ClearField("attempts")
             run_.state, run_.reason = a.state, "None"
+            # each run was submitted (and eligible) when the one before it ended
+            run_.submit_time = run_.eligible_time = submitted
+            submitted = a.end_time
             run_.start_time, run_.end_time = a.start_time, a.end_time
             run_.nodes = a.nodes
             run_.node_names[:] = slurm.expand_hostlist(a.nodes) if a.nodes else []

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _salloc(argv, api, out, err) -> int:
-    o = parse_salloc(argv)
+    o = parse_salloc(argv, os.environ)
     command = list(o.command) or [os.environ.get("SHELL") or "/bin/sh"]
     work_dir = os.path.abspath(o.chdir) if o.chdir else os.getcwd()
     own_api = api is None

@@ -15,7 +15,6 @@ submission itself takes an injectable ``api`` so tests run without a server.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sys
 import time
@@ -27,6 +26,7 @@ import grpc
 
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_options, run)
+from cli.job_options import JOB_OPTIONS, MEMORY_FIELDS, env_variables, memory_conflict
 from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
 from lingjun import launchers, slurm
 from lingjun.client import ControllerUnreachable
@@ -39,50 +39,56 @@ USAGE_RC = 255
 # with a warning (hints that change nothing a job can observe here);
 # "unsupported": refused, since silently dropping it would run the job wrong.
 _O = Opt
+# In Slurm's order (getopt lists an ambiguous prefix's candidates in it); _S: an
+# option sbatch shares with srun and salloc, defined in cli/job_options.py.
+def _S(key: str, *aliases: str) -> Opt:
+    return JOB_OPTIONS[key].opt(*aliases)
+
+
 OPTIONS = [
-    _O("account", ("account",), "A", REQUIRED),
+    _S("account"),
     _O("array", ("array",), "a", REQUIRED),
-    _O("chdir", ("chdir", "workdir"), "D", REQUIRED),
-    _O("comment", ("comment",), "", REQUIRED),
-    _O("cpus-per-task", ("cpus-per-task",), "c", REQUIRED),
+    _S("chdir", "workdir"),
+    _S("comment"),
+    _S("cpus-per-task"),
     _O("error", ("error",), "e", REQUIRED),
-    _O("exclusive", ("exclusive",), "", OPTIONAL),
+    _S("exclusive"),
     _O("export", ("export",), "", REQUIRED),
-    _O("gpus", ("gpus",), "G", REQUIRED),
-    _O("gpus-per-node", ("gpus-per-node",), "", REQUIRED),
-    _O("gres", ("gres",), "", REQUIRED),
-    _O("help", ("help",), "h", NO),
+    _S("gpus"),
+    _S("gpus-per-node"),
+    _S("gres"),
+    _S("help"),
     _O("hold", ("hold",), "H", NO),
     _O("input", ("input",), "i", REQUIRED),
-    _O("job-name", ("job-name",), "J", REQUIRED),
+    _S("job-name"),
     _O("launcher", ("launcher",), "", REQUIRED),
-    _O("mem", ("mem",), "", REQUIRED),
+    _S("mem"),
     _O("nice", ("nice",), "", OPTIONAL),
     _O("no-requeue", ("no-requeue",), "", NO),
-    _O("nodes", ("nodes",), "N", REQUIRED),
-    _O("ntasks", ("ntasks",), "n", REQUIRED),
-    _O("ntasks-per-node", ("ntasks-per-node",), "", REQUIRED),
+    _S("nodes"),
+    _S("ntasks"),
+    _S("ntasks-per-node"),
     _O("open-mode", ("open-mode",), "", REQUIRED),
     _O("output", ("output",), "o", REQUIRED),
     _O("parsable", ("parsable",), "", NO),
-    _O("partition", ("partition",), "p", REQUIRED),
-    _O("qos", ("qos",), "q", REQUIRED),
-    _O("quiet", ("quiet",), "Q", NO),
+    _S("partition"),
+    _S("qos"),
+    _S("quiet"),
     _O("requeue", ("requeue",), "", NO),
     _O("test-only", ("test-only",), "", NO),
-    _O("time", ("time",), "t", REQUIRED),
+    _S("time"),
     _O("usage", ("usage",), "u", NO),
-    _O("verbose", ("verbose",), "v", NO),
-    _O("version", ("version",), "V", NO),
+    _S("verbose"),
+    _S("version"),
     _O("wait", ("wait",), "W", NO),
     _O("wrap", ("wrap",), "", REQUIRED),
     _O("nodelist", ("nodelist",), "w", REQUIRED),
     _O("exclude", ("exclude",), "x", REQUIRED),
     _O("constraint", ("constraint",), "C", REQUIRED),
-    _O("mem-per-cpu", ("mem-per-cpu",), "", REQUIRED),
-    _O("mem-per-gpu", ("mem-per-gpu",), "", REQUIRED),
-    _O("cpus-per-gpu", ("cpus-per-gpu",), "", REQUIRED),
-    _O("gpus-per-task", ("gpus-per-task",), "", REQUIRED),
+    _S("mem-per-cpu"),
+    _S("mem-per-gpu"),
+    _S("cpus-per-gpu"),
+    _S("gpus-per-task"),
     _O("signal", ("signal",), "", REQUIRED),
     _O("mail-type", ("mail-type",), "", REQUIRED),
     _O("mail-user", ("mail-user",), "", REQUIRED),
@@ -94,6 +100,7 @@ OPTIONS = [
     _O("max-restarts", ("max-restarts",), "", REQUIRED),
     _O("hang-timeout", ("hang-timeout",), "", REQUIRED),
 ]
+
 IGNORED = [
     ("acctg-freq", "", REQUIRED), ("contiguous", "", NO), ("cores-per-socket", "", REQUIRED),
     ("cpu-freq", "", REQUIRED), ("delay-boot", "", REQUIRED), ("distribution", "m", REQUIRED),
@@ -125,27 +132,28 @@ ALL_OPTIONS = (OPTIONS
                + [Opt("unsupported:" + n, (n,), s, a) for n, s, a in UNSUPPORTED])
 
 # SBATCH_* input variables (sbatch.1 INPUT ENVIRONMENT VARIABLES, 22.05) -> option
-# name, for every option of ours (real or ignored) that Slurm reads from one.
-ENV_OPTIONS = {
-    "SBATCH_ACCOUNT": "account", "SBATCH_ACCTG_FREQ": "acctg-freq", "SBATCH_ARRAY_INX": "array",
+# name, for every option of ours (real or ignored) that Slurm reads from one: the
+# shared options' from cli/job_options.py, then sbatch's own.
+ENV_OPTIONS = env_variables("sbatch", {
+    "SBATCH_ACCTG_FREQ": "acctg-freq", "SBATCH_ARRAY_INX": "array",
     "SBATCH_CONSTRAINT": "constraint", "SBATCH_DELAY_BOOT": "delay-boot",
-    "SBATCH_DISTRIBUTION": "distribution", "SBATCH_EXCLUSIVE": "exclusive",
-    "SBATCH_EXPORT": "export", "SBATCH_GET_USER_ENV": "get-user-env",
-    "SBATCH_GPU_BIND": "gpu-bind", "SBATCH_GPU_FREQ": "gpu-freq", "SBATCH_GPUS": "gpus",
-    "SBATCH_GPUS_PER_NODE": "gpus-per-node", "SBATCH_GRES": "gres",
-    "SBATCH_GRES_FLAGS": "gres-flags", "SBATCH_HINT": "hint", "SBATCH_IGNORE_PBS": "ignore-pbs",
-    "SBATCH_JOB_NAME": "job-name", "SBATCH_LAUNCHER": "launcher", "SBATCH_MEM_BIND": "mem-bind",
-    "SBATCH_MEM_PER_CPU": "mem-per-cpu", "SBATCH_MEM_PER_NODE": "mem",
-    "SBATCH_MEM_PER_GPU": "mem-per-gpu", "SBATCH_CPUS_PER_GPU": "cpus-per-gpu",
-    "SBATCH_GPUS_PER_TASK": "gpus-per-task",
-    "SBATCH_NETWORK": "network", "SBATCH_NO_KILL": "no-kill",
+    "SBATCH_DISTRIBUTION": "distribution", "SBATCH_EXPORT": "export",
+    "SBATCH_GET_USER_ENV": "get-user-env", "SBATCH_GPU_BIND": "gpu-bind",
+    "SBATCH_GPU_FREQ": "gpu-freq", "SBATCH_GRES_FLAGS": "gres-flags", "SBATCH_HINT": "hint",
+    "SBATCH_IGNORE_PBS": "ignore-pbs", "SBATCH_LAUNCHER": "launcher",
+    "SBATCH_MEM_BIND": "mem-bind", "SBATCH_NETWORK": "network", "SBATCH_NO_KILL": "no-kill",
     "SBATCH_NO_REQUEUE": "no-requeue", "SBATCH_OPEN_MODE": "open-mode",
-    "SBATCH_OVERCOMMIT": "overcommit", "SBATCH_PARTITION": "partition",
-    "SBATCH_POWER": "power", "SBATCH_PROFILE": "profile", "SBATCH_QOS": "qos",
+    "SBATCH_OVERCOMMIT": "overcommit", "SBATCH_POWER": "power", "SBATCH_PROFILE": "profile",
     "SBATCH_REQUEUE": "requeue", "SBATCH_SIGNAL": "signal", "SBATCH_SPREAD_JOB": "spread-job",
-    "SBATCH_TIMELIMIT": "time", "SBATCH_USE_MIN_NODES": "use-min-nodes",
-    "SBATCH_WAIT": "wait", "SBATCH_WAIT_ALL_NODES": "wait-all-nodes", "SBATCH_WCKEY": "wckey",
-}
+    "SBATCH_USE_MIN_NODES": "use-min-nodes", "SBATCH_WAIT": "wait",
+    "SBATCH_WAIT_ALL_NODES": "wait-all-nodes", "SBATCH_WCKEY": "wckey",
+    "SBATCH_OUTPUT": "output", "SBATCH_ERROR": "error", "SBATCH_INPUT": "input",
+    "SBATCH_DEBUG": "verbose", "SBATCH_THREADS_PER_CORE": "threads-per-core",
+    # refused as their options are
+    "SBATCH_BATCH": "batch", "SBATCH_CLUSTERS": "clusters", "SBATCH_CONTAINER": "container",
+    "SBATCH_CORE_SPEC": "core-spec", "SBATCH_REQ_SWITCH": "switches",
+    "SBATCH_RESERVATION": "reservation", "SBATCH_THREAD_SPEC": "thread-spec",
+})
 
 WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"
 NO_SHEBANG = ("sbatch: error: This does not look like a batch script.  The first\n"
@@ -242,27 +250,6 @@ def _int(value: str, name: str, minimum: int = 0) -> int:
     if n < minimum or n > INT32_MAX:
         raise _err(f'Invalid numeric value "{value}" for {name}.')
     return n
-
-
-def _count(text: str) -> int:
-    m = re.fullmatch(r"(\d+)([kKmM]?)", text.strip())
-    if not m:
-        raise ValueError(text)
-    mult = {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-    return int(m.group(1)) * mult
-
-
-def parse_nodes(value: str) -> tuple[int, int]:
-    """-N "2" -> (2, 2); "2-4" -> (2, 4); "2k" -> (2048, 2048)."""
-    lo, sep, hi = value.partition("-")
-    try:
-        a = _count(lo)
-        b = _count(hi) if sep and hi else a
-    except ValueError:
-        raise _err(f"invalid node count `{value}'") from None
-    if a < 1 or b < a:
-        raise _err(f"invalid node count `{value}'")
-    return a, b
 
 
 def parse_gpu_count(value: str, option: str) -> tuple[str, int]:
@@ -516,34 +503,21 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     return parsed
 
 
-_MEMORY_KEYS = ("mem", "mem-per-cpu", "mem-per-gpu")
-
-
 def _one_memory_option(script_opts, env_opts, cli_opts):
     """--mem and --mem-per-cpu exclude each other, as in Slurm's
     _validate_memory_options(): both on the command line is fatal; one on the
     command line drops the other from the script and environment; both in
     the environment is fatal too."""
-    on_cli = {k for k, _, _ in cli_opts if k in _MEMORY_KEYS}
+    on_cli = {k for k, _, _ in cli_opts if k in MEMORY_FIELDS}
     if len(on_cli) > 1:
-        raise CommandError("sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are "
-                           "mutually exclusive.", 1)
+        raise memory_conflict("sbatch")
     if on_cli:
-        keep = lambda opts: [o for o in opts if o[0] not in _MEMORY_KEYS or o[0] in on_cli]
+        keep = lambda opts: [o for o in opts if o[0] not in MEMORY_FIELDS or o[0] in on_cli]
         return keep(script_opts), keep(env_opts)
-    if len({k for k, _, _ in env_opts if k in _MEMORY_KEYS}) > 1:
+    if len({k for k, _, _ in env_opts if k in MEMORY_FIELDS}) > 1:
         raise CommandError("sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and "
                            "SLURM_MEM_PER_NODE are mutually exclusive.", 1)
     return script_opts, env_opts
-
-
-# --mem, --mem-per-cpu, --mem-per-gpu: the JobSpec field each sets, and its
-# error (None: Slurm's "invalid memory constraint VALUE"); one excludes the others.
-MEMORY_OPTIONS = {
-    "mem": ("mem_per_node_mb", "Invalid --mem specification"),
-    "mem-per-cpu": ("mem_per_cpu_mb", None),
-    "mem-per-gpu": ("mem_per_gpu_mb", None),
-}
 
 
 def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, spelled: str,
@@ -554,20 +528,16 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         return export
     if key.startswith("unsupported:"):
         raise _err(f"--{key.split(':', 1)[1]} is not supported by this cluster yet", 1)
-    if key == "account":
-        spec.account = value
-    elif key == "chdir":
-        spec.work_dir = value
-    elif key == "comment":
-        spec.comment = value
-    elif key == "cpus-per-task":
-        spec.cpus_per_task = _int(value, "--cpus-per-task", 1)
-    elif key == "error":
+    shared = JOB_OPTIONS.get(key)
+    if shared is not None and shared.reader is not None:
+        if key in MEMORY_FIELDS:    # the later one wins within one source
+            for other in MEMORY_FIELDS.values():
+                spec.ClearField(other)
+        for name, v in shared.read(PROG, value).items():
+            setattr(spec, name, v)
+        return export
+    if key == "error":
         spec.stderr_pattern = value
-    elif key == "exclusive":
-        if value not in (None, "", "user", "mcs"):
-            raise _err("Invalid --exclusive specification")
-        spec.exclusive = True
     elif key == "export":
         export = value
     elif key == "gpus":
@@ -583,17 +553,6 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.hold = True
     elif key == "input":
         spec.stdin_path = value
-    elif key == "job-name":
-        spec.name = value
-    elif key in MEMORY_OPTIONS:
-        field, words = MEMORY_OPTIONS[key]
-        try:
-            mb = slurm.parse_size_mb(value)
-        except ValueError:
-            raise _err(words or f"invalid memory constraint {value}") from None
-        for other, _ in MEMORY_OPTIONS.values():   # the later one wins within one source
-            spec.ClearField(other)
-        setattr(spec, field, mb)
     elif key == "nice":
         try:
             spec.nice = int(value) if value not in (None, "") else 100
@@ -603,12 +562,6 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.requeue = False
     elif key == "requeue":
         spec.requeue = True
-    elif key == "nodes":
-        spec.min_nodes, spec.max_nodes = parse_nodes(value)
-    elif key == "ntasks":
-        spec.num_tasks = _int(value, "--ntasks", 1)
-    elif key == "ntasks-per-node":
-        spec.ntasks_per_node = _int(value, "--ntasks-per-node", 1)
     elif key == "open-mode":
         v = value.lower()
         if v in ("a", "append"):
@@ -621,21 +574,10 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.stdout_pattern = value
     elif key == "parsable":
         parsed.parsable = True
-    elif key == "partition":
-        spec.partition = value
-    elif key == "qos":
-        spec.qos = value
     elif key == "quiet":
         parsed.quiet = True
     elif key == "test-only":
         parsed.request.test_only = True
-    elif key == "time":
-        try:
-            minutes = slurm.parse_time_limit(value)
-        except ValueError:
-            raise _err("Invalid --time specification") from None
-        # Slurm: a time limit of zero requests that no limit be imposed.
-        spec.time_limit_min = slurm.UNLIMITED if minutes == 0 else minutes
     elif key == "wait":
         parsed.wait = True
     elif key == "wrap":
@@ -655,8 +597,6 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
             raise CommandError("sbatch: error: Batch job submission failed: "
                                "Invalid feature specification", 1) from None
         spec.constraint = value
-    elif key == "cpus-per-gpu":
-        spec.cpus_per_gpu = _int(value, "--cpus-per-gpu", 1)
     elif key == "gpus-per-task":
         gpu_type, spec.gpus_per_task = parse_gpu_count(value, "--gpus-per-task")
         spec.gpu_type = gpu_type or spec.gpu_type
@@ -692,9 +632,12 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         spec.hang_timeout_s = secs
     elif key in ("begin", "deadline"):
         try:
-            when = slurm.parse_begin_time(value, time.time())
-        except ValueError:
-            raise _err(f"Invalid --{key} specification") from None
+            when = slurm.parse_time(value, time.time())
+        except ValueError as e:
+            raise CommandError(f"{e}\nsbatch: error: Invalid --{key} specification",
+                               USAGE_RC) from None
+        if not when:
+            raise _err(f"Invalid --{key} specification")
         if key == "begin":
             spec.begin_time = when
         else:

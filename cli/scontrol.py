@@ -287,9 +287,13 @@ class Scontrol:
                 req.nice = nice
             elif key in ("starttime", "deadline"):
                 try:
-                    when = slurm.parse_begin_time(val, time.time())
-                except ValueError:
-                    raise CommandError(f"scontrol: error: Invalid time specification: {val}") from None
+                    when = slurm.parse_time(val, time.time())
+                except ValueError as e:
+                    # Slurm says so and updates nothing of this key (often: "No changes")
+                    print(e, file=self.err)
+                    continue
+                if not when:
+                    continue
                 if key == "starttime":
                     req.begin_time = when
                 else:

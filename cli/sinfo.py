@@ -8,7 +8,8 @@ from typing import TextIO
 
 from cli import formats, formats_json, helptext
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
-from cli.options import NO, REQUIRED, Opt, comma_list
+from cli import sorting
+from cli.options import NO, REQUIRED, Opt, comma_list, env_options
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 
@@ -20,7 +21,7 @@ OPTIONS = [
     Opt("nodes", ("nodes",), "n", REQUIRED), Opt("Node", ("Node",), "N", NO),
     Opt("format", ("format",), "o", REQUIRED), Opt("partition", ("partition",), "p", REQUIRED),
     Opt("responding", ("responding",), "r", NO), Opt("list-reasons", ("list-reasons",), "R", NO),
-    Opt("summarize", ("summarize",), "s", NO), Opt("unsupported", ("sort",), "S", REQUIRED),
+    Opt("summarize", ("summarize",), "s", NO), Opt("sort", ("sort",), "S", REQUIRED),
     Opt("states", ("states",), "t", REQUIRED), Opt("verbose", ("verbose",), "v", NO),
     Opt("version", ("version",), "V", NO), Opt("clusters", ("clusters",), "M", REQUIRED),
     Opt("local", ("local",), "", NO), Opt("federation", ("federation",), "", NO),
@@ -29,6 +30,12 @@ OPTIONS = [
     Opt("unsupported", ("reservation",), "T", NO), Opt("json", ("json",), "", NO),
     Opt("yaml", ("yaml",), "", NO),
 ]
+# sinfo's input environment variables (sinfo.1), each standing for an option
+# the command line overrides.
+ENV_OPTIONS = {
+    "SINFO_ALL": "all", "SINFO_FEDERATION": "federation", "SINFO_FORMAT": "format",
+    "SINFO_LOCAL": "local", "SINFO_PARTITION": "partition", "SINFO_SORT": "sort",
+}
 USAGE = ("Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]\n"
          "             [-S fields] [-o format] [-O Format] [--federation] [--local]\n"
          "             [--cluster=names]\n")
@@ -57,8 +64,13 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
 
 def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
+    given = {k for k, _, _ in opts}
+    if given & {"format", "Format"}:
+        given |= {"format", "Format"}
+    opts = env_options(os.environ, ENV_OPTIONS, OPTIONS, given) + opts
     header, long_, node_mode, summarize, reasons = True, False, False, False, False
-    fmt = os.environ.get("SINFO_FORMAT", "")
+    fmt = ""
+    sort_keys: list[sorting.SortKey] | None = None
     partitions: list[str] = []
     names: set[str] = set()
     tests = []
@@ -84,6 +96,8 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             reasons = True
         elif key == "format":
             fmt = value
+        elif key == "sort":
+            sort_keys = sorting.parse_sinfo_sort(value)
         elif key == "partition":
             partitions += comma_list(value)
         elif key == "nodes":
@@ -127,12 +141,16 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         fmt = fmt or (formats.SINFO_NODE_LONG_FORMAT if long_ else formats.SINFO_NODE_FORMAT)
     else:
         fmt = fmt or (formats.SINFO_LONG_FORMAT if long_ else formats.SINFO_DEFAULT_FORMAT)
+    if sort_keys is None and node_mode:         # Slurm's default for -N: by node name
+        sort_keys = sorting.parse_sinfo_sort(sorting.SINFO_NODE_DEFAULT_SORT)
     if long_ and header:
         text += formats.squeue_long_header(int(time.time()))
     text += formats.sinfo_table(nodes, parts, fmt, header=header, node_oriented=node_mode,
                                 reasons_only=reasons,
                                 partitions=partitions or [p.name for p in parts],
-                                fields_O=fields_O)
+                                fields_O=fields_O,
+                                order_rows=None if sort_keys is None else
+                                lambda rows: sorting.sort_sinfo_rows(rows, sort_keys))
     out.write(text)
     return 0
 

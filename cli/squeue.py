@@ -18,7 +18,8 @@ from cli import formats, formats_json, helptext
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
                         make_api, own_options, parse_array_selectors, parse_options, resolve_user,
                         run, select_array_tasks, select_jobs)
-from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list
+from cli import sorting
+from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list, env_options
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 
@@ -30,7 +31,7 @@ OPTIONS = [
     Opt("jobs", ("jobs",), "j", REQUIRED), Opt("long", ("long",), "l", NO),
     Opt("name", ("name",), "n", REQUIRED), Opt("format", ("format",), "o", REQUIRED),
     Opt("Format", ("Format",), "O", REQUIRED), Opt("partition", ("partition",), "p", REQUIRED),
-    Opt("qos", ("qos",), "q", REQUIRED), Opt("unsupported", ("sort",), "S", REQUIRED),
+    Opt("qos", ("qos",), "q", REQUIRED), Opt("sort", ("sort",), "S", REQUIRED),
     Opt("states", ("states",), "t", REQUIRED), Opt("user", ("user",), "u", REQUIRED),
     Opt("me", ("me",), "", NO), Opt("verbose", ("verbose",), "v", NO),
     Opt("version", ("version",), "V", NO), Opt("nodelist", ("nodelist",), "w", REQUIRED),
@@ -41,6 +42,15 @@ OPTIONS = [
     Opt("unsupported", ("steps",), "s", OPTIONAL), Opt("unsupported", ("licenses",), "L", REQUIRED),
     Opt("unsupported", ("reservation",), "R", REQUIRED),
 ]
+# squeue's input environment variables (squeue.1): each stands for an option,
+# which the command line overrides.
+ENV_OPTIONS = {
+    "SQUEUE_ACCOUNT": "account", "SQUEUE_ALL": "all", "SQUEUE_ARRAY": "array",
+    "SQUEUE_NAMES": "name", "SQUEUE_FEDERATION": "federation", "SQUEUE_FORMAT": "format",
+    "SQUEUE_FORMAT2": "Format", "SQUEUE_LICENSES": "licenses", "SQUEUE_LOCAL": "local",
+    "SQUEUE_PARTITION": "partition", "SQUEUE_QOS": "qos", "SQUEUE_SORT": "sort",
+    "SQUEUE_STATES": "states", "SQUEUE_USERS": "user",
+}
 USAGE = ("Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
          "              [-n name] [-o format] [-O fields] [-p partitions] [--qos qos]\n"
          "              [--reservation reservation] [--sort fields] [--start]\n"
@@ -69,7 +79,17 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
 
 def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
-    header, long_, fmt, fmt_O = True, False, os.environ.get("SQUEUE_FORMAT", ""), ""
+    given = {k for k, _, _ in opts}
+    if given & {"format", "Format", "long"}:      # one output form: the command line's
+        given |= {"format", "Format"}
+    if "me" in given:
+        given.add("user")
+    from_env = env_options(os.environ, ENV_OPTIONS, OPTIONS, given)
+    if any(k == "format" for k, _, _ in from_env):     # SQUEUE_FORMAT over SQUEUE_FORMAT2
+        from_env = [o for o in from_env if o[0] != "Format"]
+    opts = from_env + opts
+    header, long_, fmt, fmt_O = True, False, "", ""
+    sort_keys: list[sorting.SortKey] | None = None
     selectors: list[tuple[int, frozenset[int] | None]] = []
     unfold = False
     users: list[str] = []
@@ -93,6 +113,13 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                 fmt = value
             elif key == "Format":
                 fmt_O = value
+            elif key == "sort":
+                try:
+                    sort_keys = sorting.parse_squeue_sort(value)
+                except sorting.SortError as e:
+                    raise CommandError(f"squeue: error: {e}") from None
+                if any(k.letter == "b" for k in sort_keys):
+                    print("squeue: Invalid sort specification: b", file=err)
             elif key == "jobs":
                 selectors += parse_array_selectors(PROG, value)
             elif key == "array":
@@ -150,6 +177,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             wanted_fields |= {"user", "name", "account", "nodes"}
         if qos:
             wanted_fields.add("qos")
+        if sort_keys is not None:
+            wanted_fields |= sorting.squeue_sort_fields(sort_keys)
         request = api_pb2.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
             states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states),
@@ -181,6 +210,8 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         for j in jobs:
             if not j.now:
                 j.now = now
+    if sort_keys is not None:   # -S or SQUEUE_SORT: the order asked, not the default one
+        jobs, in_order = sorting.sort_squeue(jobs, sort_keys, now), True
     text = ""
     if fmt_O:
         text = formats.squeue_O_table(jobs, fmt_O, header=header, now=now, sort=not in_order)

@@ -27,7 +27,6 @@ which gets a subset of the allocation's GPUs (lingjund/service/steps.py).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import socket
@@ -94,7 +93,7 @@ def _env_job_id(text: str) -> int:
 
 
 def _srun(argv, api, out, err) -> int:
-    o = parse_srun(argv)
+    o = parse_srun(argv, os.environ)
     if not o.command:
         raise CommandError("srun: fatal: No command given to execute.", 1)
     env = build_environment(o.export, os.environ)
@@ -194,17 +193,12 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
 
 def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interrupts, err,
               job_name: str) -> int:
+    # A bare srun inside a job runs the job's shape: its SLURM_NTASKS, SLURM_NNODES,
+    # SLURM_GPUS_PER_TASK... are srun's input variables (cli/srun_options.py).
     in_job = bool(o.jobid or os.environ.get("SLURM_JOB_ID"))
-    num_nodes, num_tasks = o.min_nodes, o.ntasks
-    if in_job and not (o.min_nodes or o.ntasks or o.ntasks_per_node or o.nodelist):
-        # a bare srun inside a job runs the job's shape (its SLURM_NTASKS over SLURM_NNODES)
-        num_tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
-        num_nodes = int(os.environ.get("SLURM_NNODES", "0") or 0)
     per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
-    if in_job and not o.gpus_given:
-        o = _inherited_gpus(o, os.environ)
     req = api_pb2.RunStepRequest(
-        job_id=job_id, num_nodes=num_nodes, num_tasks=num_tasks,
+        job_id=job_id, num_nodes=o.min_nodes, num_tasks=o.ntasks,
         ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
         argv=list(o.command), environment=env, work_dir=work_dir,
         name=o.job_name if in_job else "", requester_uid=os.getuid(),
@@ -264,17 +258,6 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
                 output.close()
             sys.stdout.flush()
     return rc
-
-
-def _inherited_gpus(o: RunOptions, env) -> RunOptions:
-    """SLURM_GPUS_PER_TASK (set for a job asked with --gpus-per-task) is srun's
-    input variable for --gpus-per-task, as in Slurm: a plain srun in such a job
-    gives each task its own GPUs."""
-    text = env.get("SLURM_GPUS_PER_TASK", "").strip()
-    n = text.rpartition(":")[2]
-    if not n.isdigit() or int(n) < 1:
-        return o
-    return dataclasses.replace(o, gpus_given=True, gpus_per_task=int(n))
 
 
 # How long srun keeps trying to take its step back after the controller went

@@ -5,6 +5,10 @@ frozen values, with Slurm's words for bad input.
     >>> (o.min_nodes, o.label, o.export, o.command)
     (2, True, 'NONE', ('hostname',))
 
+The options they share with sbatch are cli/job_options.py's (one reader, one
+set of words for all three); each command also reads its input variables
+(srun: SLURM_*, SRUN_CPUS_PER_TASK; salloc: SALLOC_*), the command line over them.
+
 Both commands stop at the first word that is not an option (getopt's "+"):
 what follows is the command and its own arguments. Options real srun knows
 that would change what runs, and that we do not model, are refused ("is not
@@ -13,46 +17,24 @@ can observe here are accepted (IGNORED).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Mapping
 
 from cli.common import CommandError, Reply, parse_options
+from cli.job_options import (JOB_OPTIONS, MEMORY_FIELDS, SHARED, env_variables,
+                             memory_conflict)
 from cli.sbatch import parse_gres_gpus
-from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
+from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt, env_options
 from lingjun import slurm
 
 USAGE_RC = 255      # glibc getopt errors: Slurm's commands exit -1
 MPI_TYPES = ("none", "pmi2")
 
 _O = Opt
-_COMMON = [
-    _O("account", ("account",), "A", REQUIRED),
-    _O("chdir", ("chdir",), "D", REQUIRED),
-    _O("cpus-per-task", ("cpus-per-task",), "c", REQUIRED),
-    _O("exclusive", ("exclusive",), "", OPTIONAL),
-    _O("help", ("help",), "h", NO),
-    _O("job-name", ("job-name",), "J", REQUIRED),
-    _O("nodes", ("nodes",), "N", REQUIRED),
-    _O("ntasks", ("ntasks",), "n", REQUIRED),
-    _O("ntasks-per-node", ("ntasks-per-node",), "", REQUIRED),
-    _O("partition", ("partition",), "p", REQUIRED),
-    _O("quiet", ("quiet",), "Q", NO),
-    _O("time", ("time",), "t", REQUIRED),
+# The options srun and salloc share with sbatch (cli/job_options.py), then theirs.
+_COMMON = [o.opt() for o in SHARED] + [
     _O("usage", ("usage",), "", NO),
-    _O("verbose", ("verbose",), "v", NO),
-    _O("version", ("version",), "V", NO),
-    _O("qos", ("qos",), "q", REQUIRED),
-    _O("comment", ("comment",), "", REQUIRED),
-    # GPUs and memory (see gpu_options below)
-    _O("gres", ("gres",), "", REQUIRED),
-    _O("gpus", ("gpus",), "G", REQUIRED),
-    _O("gpus-per-node", ("gpus-per-node",), "", REQUIRED),
-    _O("gpus-per-task", ("gpus-per-task",), "", REQUIRED),
     _O("gpu-bind", ("gpu-bind",), "", REQUIRED),
-    _O("cpus-per-gpu", ("cpus-per-gpu",), "", REQUIRED),
-    _O("mem", ("mem",), "", REQUIRED),
-    _O("mem-per-cpu", ("mem-per-cpu",), "", REQUIRED),
-    _O("mem-per-gpu", ("mem-per-gpu",), "", REQUIRED),
     # hints with no effect here (no CPU binding, no mail): Slurm with task/none accepts them too
     _O("ignore", ("cpu-bind", "mail-type", "mail-user", "hint"), "", REQUIRED),
     # would change what runs, not modelled yet: refused rather than dropped
@@ -81,6 +63,32 @@ SRUN_OPTIONS = _COMMON + [
 SALLOC_OPTIONS = _COMMON + [
     _O("unsupported", ("nodelist",), "w", REQUIRED),
 ]
+
+# Input variables (srun.1 and salloc.1 INPUT ENVIRONMENT VARIABLES, 22.05) -> option:
+# the shared options' from cli/job_options.py, then each command's own. A job's
+# SLURM_NTASKS, SLURM_NNODES, SLURM_MEM_PER_NODE, SLURM_GPUS_PER_TASK... (what sbatch,
+# salloc and srun hand on through the environment) are srun's input here.
+SRUN_ENV = env_variables("srun", {
+    "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NPROCS": "ntasks",
+    "SLURM_KILL_BAD_EXIT": "kill-on-bad-exit", "SLURM_LABELIO": "label",
+    "SLURM_MPI_TYPE": "mpi", "SLURM_OVERLAP": "overlap", "SLURM_UNBUFFEREDIO": "unbuffered",
+    "SLURM_STDOUTMODE": "output", "SLURM_STDERRMODE": "error", "SLURM_STDINMODE": "input",
+    "SLURM_EXPORT_ENV": "export", "SRUN_EXPORT_ENV": "export", "SLURM_GPU_BIND": "gpu-bind",
+    "SLURM_CPU_BIND": "cpu-bind", "SLURM_HINT": "hint", "SLURM_CONSTRAINT": "constraint",
+    "SLURM_DEPENDENCY": "dependency", "SLURM_SIGNAL": "signal", "SLURM_NO_KILL": "no-kill",
+    "SLURM_RESERVATION": "reservation",
+})
+SALLOC_ENV = env_variables("salloc", {
+    "SALLOC_GPU_BIND": "gpu-bind", "SALLOC_HINT": "hint", "SALLOC_CONSTRAINT": "constraint",
+    "SALLOC_SIGNAL": "signal", "SALLOC_NO_KILL": "no-kill", "SALLOC_RESERVATION": "reservation",
+})
+# Options that shape one thing together: the command line giving any of a group
+# leaves the group's variables out (a job's SLURM_NTASKS does not meet an srun -N1,
+# nor its SLURM_MEM_PER_NODE an srun --mem-per-cpu).
+_ENV_GROUPS = (("nodes", "ntasks", "ntasks-per-node", "nodelist"),
+               tuple(MEMORY_FIELDS),
+               ("gres", "gpus", "gpus-per-node", "gpus-per-task"),
+               ("cpus-per-task", "cpus-per-gpu"))
 
 SRUN_USAGE = """Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]
 
@@ -198,26 +206,32 @@ def _err(prog: str, text: str, rc: int = 1) -> CommandError:
     return CommandError(f"{prog}: error: {text}", rc)
 
 
-def _int(prog: str, value: str, name: str, minimum: int = 1) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        n = minimum - 1
-    if n < minimum:
-        raise _err(prog, f'Invalid numeric value "{value}" for {name}.')
-    return n
+def _env_options(prog: str, table: list[Opt], variables: dict[str, str],
+                 cli: list, env: Mapping[str, str]) -> list:
+    """The input variables of ``prog`` as options, before the command line's."""
+    given = {k for k, _, _ in cli}
+    for group in _ENV_GROUPS:
+        if given & set(group):
+            given |= set(group)
+    if prog == "srun" and (env.get("SLURM_JOB_ID") or "jobid" in given):
+        given.add("job-name")      # srun.1: a job's name is not its steps' names
+    opts = env_options(env, variables, table, given)
+    on = {k for k, _, _ in opts}
+    if len(on & set(MEMORY_FIELDS)) > 1:
+        raise CommandError(f"{prog}: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and "
+                           "SLURM_MEM_PER_NODE are mutually exclusive.", 1)
+    return opts
 
 
-def _nodes(prog: str, value: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+)(?:-(\d+))?", value.strip())
-    if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
-        raise _err(prog, f"invalid node count `{value}'")
-    lo = int(m.group(1))
-    return lo, int(m.group(2)) if m.group(2) else lo
+# JobSpec's names for what RunOptions calls otherwise.
+_RUN_FIELDS = {"num_tasks": "ntasks", "name": "job_name", "work_dir": "chdir",
+               "mem_per_node_mb": "mem_mb"}
 
 
-def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptions:
-    opts, rest = parse_options(prog, argv, table, rc=USAGE_RC, stop_at_positional=True)
+def _parse(prog: str, argv: list[str], table: list[Opt], usage: str,
+           variables: dict[str, str], env: Mapping[str, str]) -> RunOptions:
+    cli, rest = parse_options(prog, argv, table, rc=USAGE_RC, stop_at_positional=True)
+    opts = _env_options(prog, table, variables, cli, env) + cli
     v: dict = {"command": tuple(rest)}
     ignored = []
     mem_keys: set[str] = set()
@@ -228,21 +242,15 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
             raise Reply(usage)
         if key == "version":
             raise Reply(VERSION)
+        shared = JOB_OPTIONS.get(key)
+        if shared is not None and shared.reader is not None:
+            if key in MEMORY_FIELDS:
+                mem_keys.add(key)
+            for name, val in shared.read(prog, value).items():
+                v[_RUN_FIELDS.get(name, name)] = val
+            continue
         if key == "ignore":
             ignored.append(spelled)
-        elif key == "nodes":
-            v["min_nodes"], v["max_nodes"] = _nodes(prog, value)
-        elif key == "ntasks":
-            v["ntasks"] = _int(prog, value, "--ntasks")
-        elif key == "ntasks-per-node":
-            v["ntasks_per_node"] = _int(prog, value, "--ntasks-per-node")
-        elif key == "cpus-per-task":
-            v["cpus_per_task"] = _int(prog, value, "--cpus-per-task")
-        elif key == "time":
-            try:
-                v["time_limit_min"] = slurm.parse_time_limit(value)
-            except ValueError:
-                raise _err(prog, "Invalid --time specification") from None
         elif key == "nodelist":
             try:
                 v["nodelist"] = tuple(slurm.expand_hostlist(value))
@@ -269,27 +277,18 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str) -> RunOptio
         elif key in _GPU_KEYS:
             v.update(_gpu_option(prog, key, value, v.get("gpu_type", "")))
             v["gpus_given"] = True
-        elif key in ("mem", "mem-per-cpu", "mem-per-gpu"):
-            mem_keys.add(key)
-            try:
-                v[key.replace("-", "_") + "_mb"] = slurm.parse_size_mb(value)
-            except ValueError:
-                raise _err(prog, f"Invalid --{key} specification") from None
-        elif key == "cpus-per-gpu":
-            v["cpus_per_gpu"] = _int(prog, value, "--cpus-per-gpu")
         elif key == "gpu-bind":
             v["gpu_bind"] = parse_gpu_bind(prog, value)
-        elif key in ("exclusive", "label", "unbuffered", "overlap", "quiet"):
-            if key == "exclusive" and value not in (None, "user", "mcs"):
-                raise _err(prog, f"invalid exclusive option {value}")
+        elif key in ("label", "unbuffered", "overlap", "quiet"):
             v[key] = True
-        else:  # plain strings: job-name, chdir, partition, account, qos, comment, export, output, error
+        elif key == "verbose":
+            pass
+        else:  # plain strings: export, output, error
             v[key.replace("-", "_")] = value
     if ignored:
         v["ignored"] = tuple(ignored)
     if len(mem_keys) > 1:
-        raise CommandError(f"{prog}: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are "
-                           "mutually exclusive.", 1)
+        raise memory_conflict(prog)
     if v.get("cpus_per_gpu") and v.get("cpus_per_task"):
         raise _err(prog, "--cpus-per-gpu is mutually exclusive with --cpus-per-task")
     return RunOptions(**v)
@@ -312,7 +311,7 @@ def _gpu_option(prog: str, key: str, value: str, gpu_type: str) -> dict:
         return {"gpus_per_node": n, "gpu_type": t or gpu_type}
     t, _, count = text.rpartition(":")
     if not count.isdigit() or ":" in t:
-        raise _err(prog, f"Invalid --{key} specification")
+        raise _err(prog, "Invalid generic resource (gres) specification")
     field = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpus-per-task": "gpus_per_task"}[key]
     return {field: int(count), "gpu_type": t or gpu_type}
 
@@ -329,8 +328,8 @@ def parse_gpu_bind(prog: str, value: str) -> str:
         ok = arg.isdigit() and int(arg) > 0
     if ok and kind == "map_gpu":
         ok = all(_gpu_id(x) is not None for x in arg.split(","))
-    if not ok:
-        raise _err(prog, f"Invalid --gpu-bind argument: {value}")
+    if not ok:      # Slurm reads it as the "gpu:" binding, and names it so
+        raise _err(prog, f"Invalid --gpu-bind argument: gpu:{value}", USAGE_RC)
     return text
 
 
@@ -346,9 +345,11 @@ def _gpu_id(text: str) -> int | None:
     return n if n >= 0 else None
 
 
-def parse_srun(argv: list[str]) -> RunOptions:
-    return _parse("srun", argv, SRUN_OPTIONS, SRUN_USAGE)
+def parse_srun(argv: list[str], env: Mapping[str, str] = {}) -> RunOptions:
+    """srun's options from argv and its input variables in ``env``."""
+    return _parse("srun", argv, SRUN_OPTIONS, SRUN_USAGE, SRUN_ENV, env)
 
 
-def parse_salloc(argv: list[str]) -> RunOptions:
-    return _parse("salloc", argv, SALLOC_OPTIONS, SALLOC_USAGE)
+def parse_salloc(argv: list[str], env: Mapping[str, str] = {}) -> RunOptions:
+    """salloc's options from argv and its input variables (SALLOC_*) in ``env``."""
+    return _parse("salloc", argv, SALLOC_OPTIONS, SALLOC_USAGE, SALLOC_ENV, env)

@@ -6,8 +6,11 @@ Every command and the controller import their words from here, so that
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 
@@ -277,11 +280,59 @@ def format_duration(seconds: int) -> str:
 
 
 # --- timestamps ---------------------------------------------------------------
+STANDARD_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
 def format_timestamp(ts: int | float | None, unknown: str = "Unknown") -> str:
-    """Unix seconds as Slurm's local-time ISO form "2026-12-02T10:04:03"; 0 -> unknown."""
+    """Unix seconds in local time as every command prints a date (Slurm's
+    slurm_make_time_str); 0 -> ``unknown``.
+
+    SLURM_TIME_FORMAT chooses the form, as in Slurm: unset, "" or "standard"
+    is ISO ("2026-12-02T10:04:03"); "relative" is short and relative to today
+    ("10:04:03" today, "Ystday 10:04", "Tomorr 10:04", "Wed 10:04" within the
+    week to come, "9 Dec 10:04" within a year, "9 Dec 2027" beyond); any
+    other text holding a "%" (and under 32 characters) is a strftime format.
+    Anything else is refused once, on stderr, and the standard form is used.
+    """
     if not ts or ts <= 0:
         return unknown
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+    when = time.localtime(ts)
+    fmt = _time_format(os.environ.get("SLURM_TIME_FORMAT", ""))
+    if fmt is None:
+        fmt = _relative_format(when, time.localtime())
+    return time.strftime(fmt, when)
+
+
+@functools.lru_cache(maxsize=8)
+def _time_format(setting: str) -> str | None:
+    """SLURM_TIME_FORMAT's strftime format; None for "relative"."""
+    if setting in ("", "standard"):
+        return STANDARD_TIME_FORMAT
+    if setting == "relative":
+        return None
+    if "%" not in setting or len(setting) >= 32:
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "slurm"
+        print(f"{prog}: error: invalid SLURM_TIME_FORMAT = '{setting}'", file=sys.stderr)
+        return STANDARD_TIME_FORMAT
+    return setting
+
+
+def _relative_format(when: time.struct_time, today: time.struct_time) -> str:
+    """The strftime format of a date shown relative to today (Slurm's
+    _relative_date_fmt): days counted as YYYYddd numbers, so that across a
+    new year the distance jumps, as Slurm's does."""
+    distance = (1000 * when.tm_year + when.tm_yday - 1) - (1000 * today.tm_year + today.tm_yday - 1)
+    if distance == -1:
+        return "Ystday %H:%M"
+    if distance == 0:
+        return "%H:%M:%S"
+    if distance == 1:
+        return "Tomorr %H:%M"
+    if distance < -365 or distance > 365:
+        return "%-d %b %Y"
+    if distance < -1 or distance > 6:
+        return "%-d %b %H:%M"
+    return "%a %H:%M"
 
 
 def format_date_line(ts: int | float) -> str:
@@ -656,81 +707,248 @@ def constraint_matches(expr: str | tuple, features) -> bool:
 REASON_DEPENDENCY_NEVER = "DependencyNeverSatisfied"
 REASON_DEADLINE = "DeadLine"
 
-_BEGIN_WORDS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
-_BEGIN_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-                "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-                "h": 3600, "hour": 3600, "hours": 3600,
-                "d": 86400, "day": 86400, "days": 86400,
-                "w": 604800, "week": 604800, "weeks": 604800}
+# Words that name a time of day (hour), and units a "now+N" count may carry.
+# Slurm 22.05 knows no "elevenses" (its man page names it; its parser refuses it).
+_NAMED_HOURS = (("midnight", 0), ("noon", 12), ("fika", 15), ("teatime", 16))
+_DELTA_UNITS = (("seconds", 1), ("second", 1), ("minutes", 60), ("minute", 60),
+                ("hours", 3600), ("hour", 3600), ("days", 86400), ("day", 86400),
+                ("weeks", 604800), ("week", 604800))
 
 
-def parse_begin_time(text: str, now: float) -> int:
-    """sbatch --begin / --deadline and scontrol StartTime= (Slurm's parse_time),
-    as Unix seconds in local time.
+class TimeSpecError(ValueError):
+    """A date Slurm's parse_time refuses; the message is Slurm's own line,
+    "Invalid time specification (pos=N): TEXT", N where reading stopped."""
 
-    now, now+60 (seconds), now+2hours, today, tomorrow, midnight, noon,
-    elevenses, fika, teatime (each the next one to come), HH:MM[:SS] [AM|PM]
-    (tomorrow when already past today), MM/DD[/YY], MMDD[YY], MM.DD[.YY],
-    YYYY-MM-DD[THH:MM[:SS]]. ValueError on anything else.
+    def __init__(self, text: str, pos: int):
+        super().__init__(f"Invalid time specification (pos={pos}): {text}")
+        self.text, self.pos = text, pos
 
-    >>> import time; t0 = time.mktime((2026, 12, 2, 10, 0, 0, 0, 0, -1))
-    >>> parse_begin_time("now+60", t0) - t0
-    60
+
+def parse_time(text: str, now: float, past: bool = False) -> int:
+    """A date as every Slurm command reads one (sbatch --begin/--deadline,
+    scontrol update StartTime=, sacct -S/-E): Unix seconds, local time.
+
+    Words, in any order, each filling in part of the date: today, tomorrow,
+    midnight, noon, fika (15:00), teatime (16:00),
+    now[{+|-}N[seconds|minutes|hours|days|weeks]], HH:MM[:SS][AM|PM],
+    MMDD[YY], MM/DD[/YY], MM.DD[.YY], YYYY-MM-DD; blanks, "-" and "T"
+    between them ("2026-12-03T10:00", "12/03-10:00", "tomorrow noon").
+    "uts<N>" is N itself. A date without a time is its midnight; a time
+    without a date is the next one to come, or today's with ``past``; a
+    date without a year is the next one to come, or with ``past`` (sacct)
+    the last one gone: on December 4th, "1203" is this December 3rd for
+    sacct and next year's for --begin. Out-of-range days roll over as
+    mktime rolls them (2026-02-30 is March 2nd). Nothing at all ("") is 0.
+    TimeSpecError (a ValueError) on anything else.
+
+    >>> t0 = int(time.mktime((2026, 12, 4, 2, 0, 0, 0, 0, -1)))
+    >>> parse_time("now+2hours", t0) - t0
+    7200
+    >>> time.strftime("%F %T", time.localtime(parse_time("1203", t0, past=True)))
+    '2026-12-03 00:00:00'
+    >>> time.strftime("%F %T", time.localtime(parse_time("1203", t0)))
+    '2027-12-03 00:00:00'
     """
-    s = str(text).strip().lower()
-    base = time.localtime(now)
-    today = (base.tm_year, base.tm_mon, base.tm_mday)
+    s = str(text)
+    n = len(s)
 
-    def at(y: int, mo: int, d: int, h: int = 0, mi: int = 0, se: int = 0) -> int:
-        t = time.mktime((y, mo, d, h, mi, se, 0, 0, -1))
-        check = time.localtime(t)
-        if (check.tm_year, check.tm_mon, check.tm_mday) != (y, mo, d):
-            raise ValueError(f"invalid date in {text!r}")
-        return int(t)
+    def ch(i: int) -> str:
+        return s[i] if i < n else ""
 
-    def next_day(y: int, mo: int, d: int) -> tuple[int, int, int]:
-        t = time.localtime(time.mktime((y, mo, d, 12, 0, 0, 0, 0, -1)) + 86400)
-        return t.tm_year, t.tm_mon, t.tm_mday
+    def digit(i: int) -> int | None:
+        c = ch(i)
+        return ord(c) - 48 if "0" <= c <= "9" else None
 
-    m = re.fullmatch(r"now(?:\+(\d+)([a-z]*))?", s)
-    if m:
-        if m.group(2) not in _BEGIN_UNITS and m.group(1):
-            raise ValueError(f"invalid time unit in {text!r}")
-        return int(now) + int(m.group(1) or 0) * _BEGIN_UNITS[m.group(2) or ""]
-    if s == "today":
-        return at(*today)
-    if s == "tomorrow":
-        return at(*next_day(*today))
-    if s in _BEGIN_WORDS:
-        t = at(*today, _BEGIN_WORDS[s])
-        return t if t > now else at(*next_day(*today), _BEGIN_WORDS[s])
-    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?", s)
-    if m:
-        h, mi, se = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-        if m.group(4):
-            if not 1 <= h <= 12:
-                raise ValueError(f"invalid hour in {text!r}")
-            h = h % 12 + (12 if m.group(4) == "pm" else 0)
-        if h > 23 or mi > 59 or se > 59:
-            raise ValueError(f"invalid time of day in {text!r}")
-        t = at(*today, h, mi, se)
-        return t if t > now else at(*next_day(*today), h, mi, se)
-    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:t(\d{1,2}):(\d{2})(?::(\d{2}))?)?", s)
-    if m:
-        y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        h, mi, se = int(m.group(4) or 0), int(m.group(5) or 0), int(m.group(6) or 0)
-        if h > 23 or mi > 59 or se > 59:
-            raise ValueError(f"invalid time of day in {text!r}")
-        return at(y, mo, d, h, mi, se)
-    m = (re.fullmatch(r"(\d{1,2})([/.])(\d{1,2})(?:\2(\d{2}))?", s)
-         or re.fullmatch(r"(\d{2})()(\d{2})(\d{2})?", s))
-    if m:
-        mo, d = int(m.group(1)), int(m.group(3))
-        if m.group(4):
-            return at(2000 + int(m.group(4)), mo, d)
-        t = at(today[0], mo, d)
-        return t if t >= at(*today) else at(today[0] + 1, mo, d)
-    raise ValueError(f"invalid time specification {text!r}")
+    if s[:3].lower() == "uts":
+        m = re.fullmatch(r"\s*[+-]?\d+", s[3:])
+        if not m or int(s[3:]) < 1000000:
+            raise TimeSpecError(s, 0)
+        return int(s[3:])
+
+    t_now = time.localtime(now)
+    year = month = mday = hour = -1
+    minute = second = 0
+    pos = 0
+
+    def set_date(t: time.struct_time) -> None:
+        nonlocal year, month, mday
+        year, month, mday = t.tm_year, t.tm_mon, t.tm_mday
+
+    while pos < n and s[pos] != "\n":
+        c = s[pos]
+        rest = s[pos:].lower()
+        if c in " \t-T":
+            pos += 1
+            continue
+        if rest.startswith("today"):
+            set_date(t_now)
+            pos += 5
+            continue
+        if rest.startswith("tomorrow"):
+            set_date(time.localtime(now + 86400))
+            pos += 8
+            continue
+        named = next(((w, h) for w, h in _NAMED_HOURS if rest.startswith(w)), None)
+        if named:
+            hour, minute, second = named[1], 0, 0
+            pos += len(named[0])
+            continue
+        if rest.startswith("now"):
+            pos, delta = _now_delta(s, pos + 3)
+            t = time.localtime(now + delta)
+            set_date(t)
+            hour, minute, second = t.tm_hour, t.tm_min, t.tm_sec
+            continue
+        if digit(pos) is None:
+            raise TimeSpecError(s, pos)
+        if ch(pos + 1) == ":" or ch(pos + 2) == ":":
+            pos, (hour, minute, second) = _clock(s, pos)
+        else:
+            pos, date = _calendar_date(s, pos)
+            month, mday = date[1], date[2]
+            if date[0] != -1:
+                year = date[0]
+
+    if hour == -1 and month == -1:
+        return 0
+    if hour == -1:
+        hour, minute = 0, 0
+    elif month == -1:
+        soon = (hour, minute) > (t_now.tm_hour, t_now.tm_min)
+        set_date(t_now if past or soon else time.localtime(now + 86400))
+    if year == -1:
+        if past:
+            year = t_now.tm_year - 1 if month > t_now.tm_mon else t_now.tm_year
+        else:
+            ahead = (month, mday, hour, minute) > (t_now.tm_mon, t_now.tm_mday,
+                                                   t_now.tm_hour, t_now.tm_min)
+            year = t_now.tm_year if ahead else t_now.tm_year + 1
+    try:
+        return int(time.mktime((year, month, mday, hour, minute, second, 0, 0, -1)))
+    except (OverflowError, ValueError):
+        raise TimeSpecError(s, pos) from None
+
+
+def _now_delta(s: str, i: int) -> tuple[int, int]:
+    """After "now": blanks, then nothing or {+|-}N[unit]. (index after, seconds)."""
+    n = len(s)
+    while i < n and s[i] in " \t":
+        i += 1
+    if i >= n or s[i] == "\n":
+        return i, 0
+    if s[i] not in "+-":
+        raise TimeSpecError(s, i)
+    sign, j, count, digits = (1 if s[i] == "+" else -1), i + 1, 0, 0
+    while j < n and s[j] != "\n":
+        if s[j].isspace():
+            j += 1
+            continue
+        unit = next(((w, k) for w, k in _DELTA_UNITS if s[j:j + len(w)].lower() == w), None)
+        if unit:
+            j += len(unit[0])
+            count *= unit[1]
+            break
+        if "0" <= s[j] <= "9":
+            count, digits = count * 10 + ord(s[j]) - 48, digits + 1
+            j += 1
+            continue
+        raise TimeSpecError(s, j - 1)
+    if not digits:
+        raise TimeSpecError(s, i)
+    return j, sign * count
+
+
+def _clock(s: str, i: int) -> tuple[int, tuple[int, int, int]]:
+    """HH:MM[:SS] [AM|PM] at i (a digit): (index after, (hour, minute, second))."""
+    def num(j: int, width: int) -> tuple[int, int]:
+        """width digits at j, the first ones required: (value, index after)."""
+        v = 0
+        for k in range(j, j + width):
+            if not ("0" <= _at(s, k) <= "9"):
+                raise TimeSpecError(s, k)
+            v = v * 10 + ord(s[k]) - 48
+        return v, j + width
+
+    hr, j = num(i, 1 if _at(s, i + 1) == ":" else 2)
+    if hr > 23:
+        raise TimeSpecError(s, j - 2)
+    if _at(s, j) != ":":
+        raise TimeSpecError(s, j)
+    mi, j = num(j + 1, 2)
+    if mi > 59:
+        raise TimeSpecError(s, j - 2)
+    sec = 0
+    if _at(s, j) == ":":
+        sec, j = num(j + 1, 2)
+        if sec > 59:
+            raise TimeSpecError(s, j - 2)
+    while _at(s, j) in (" ", "\t", "\n", "\r", "\v", "\f") and j < len(s):
+        j += 1
+    mark = s[j:j + 2].lower()
+    if mark == "pm":
+        hr += 12
+        if hr > 23:
+            if hr != 24:
+                raise TimeSpecError(s, j)
+            hr = 12
+        j += 2
+    elif mark == "am":
+        if hr > 11:
+            if hr != 12:
+                raise TimeSpecError(s, j)
+            hr = 0
+        j += 2
+    return j, (hr, mi, sec)
+
+
+def _at(s: str, i: int) -> str:
+    return s[i] if 0 <= i < len(s) else ""
+
+
+def _one_or_two(s: str, j: int) -> tuple[int, int]:
+    """A number of one or two digits at j (the first one may be anything,
+    as in Slurm, which then finds it out of range): (value, index after)."""
+    c = _at(s, j)
+    v = ord(c) - 48 if c else -48
+    j += 1
+    if "0" <= _at(s, j) <= "9":
+        v, j = v * 10 + ord(s[j]) - 48, j + 1
+    return v, j
+
+
+def _calendar_date(s: str, i: int) -> tuple[int, tuple[int, int, int]]:
+    """YYYY-MM-DD, or MMDD[YY] / MM/DD[/YY] / MM.DD[.YY] at i (a digit):
+    (index after, (year or -1, month, day))."""
+    year = -1
+    iso = len(s) >= i + 7 and _at(s, i + 4) == "-" and _at(s, i + 7) == "-"
+    j = i
+    if iso:
+        for k in range(i, i + 4):
+            if not ("0" <= s[k] <= "9"):
+                raise TimeSpecError(s, k)
+        year, j = int(s[i:i + 4]), i + 5
+    month, j = _one_or_two(s, j)
+    if not 1 <= month <= 12:
+        raise TimeSpecError(s, j - 2)
+    if iso or _at(s, j) in (".", "/"):
+        j += 1
+    if not ("0" <= _at(s, j) <= "9"):
+        raise TimeSpecError(s, j)
+    day, j = _one_or_two(s, j)
+    if not 1 <= day <= 31:
+        raise TimeSpecError(s, j - 2)
+    if iso:
+        return j, (year, month, day)
+    if _at(s, j) in (".", "/"):
+        j += 1
+    if "0" <= _at(s, j) <= "9":
+        if not ("0" <= _at(s, j + 1) <= "9"):
+            raise TimeSpecError(s, j + 1)
+        yy = int(s[j:j + 2])
+        j += 2
+        if yy:                      # "00" reads as no year, as in Slurm
+            year = 2000 + yy
+    return j, (year, month, day)
 
 
 def account_names(uid: int, gid: int) -> tuple[str, str]:

@@ -213,48 +213,88 @@ def _local(y, mo, d, h=0, mi=0, s=0) -> int:
 BEGIN_NOW = _local(2026, 12, 2, 10, 0, 0)      # a Wednesday, 10:00 local time
 
 
+# Each checked against Slurm 22.05's own parse_time (sacct -S X -v prints the
+# window it read; sbatch --begin and scontrol StartTime= read the same way).
 @pytest.mark.parametrize("text,want", [
     ("now", BEGIN_NOW),
     ("now+60", BEGIN_NOW + 60),
     ("now+90seconds", BEGIN_NOW + 90),
     ("now+5minutes", BEGIN_NOW + 300),
     ("now+2hours", BEGIN_NOW + 7200),
+    ("now + 2 hours", BEGIN_NOW + 7200),
     ("now+1days", BEGIN_NOW + 86400),
     ("now+1week", BEGIN_NOW + 7 * 86400),
+    ("now-5", BEGIN_NOW - 5),
     ("16:00", _local(2026, 12, 2, 16)),
     ("16:00:30", _local(2026, 12, 2, 16, 0, 30)),
     ("09:00", _local(2026, 12, 3, 9)),
     ("4:30PM", _local(2026, 12, 2, 16, 30)),
+    ("12:00am", _local(2026, 12, 3, 0)),
     ("today", _local(2026, 12, 2)),
     ("tomorrow", _local(2026, 12, 3)),
     ("midnight", _local(2026, 12, 3)),
     ("noon", _local(2026, 12, 2, 12)),
-    ("elevenses", _local(2026, 12, 2, 11)),
     ("fika", _local(2026, 12, 2, 15)),
     ("teatime", _local(2026, 12, 2, 16)),
+    ("tomorrow noon", _local(2026, 12, 3, 12)),
+    ("noon tomorrow", _local(2026, 12, 3, 12)),
     ("2027-01-05", _local(2027, 1, 5)),
     ("2027-01-05T10:11", _local(2027, 1, 5, 10, 11)),
     ("2027-01-05T10:11:12", _local(2027, 1, 5, 10, 11, 12)),
+    ("2027-01-05 10:11", _local(2027, 1, 5, 10, 11)),
+    ("2027-02-30", _local(2027, 3, 2)),
     ("12/25", _local(2026, 12, 25)),
     ("12/25/27", _local(2027, 12, 25)),
+    ("12/25-10:00", _local(2026, 12, 25, 10)),
+    ("1225", _local(2026, 12, 25)),
     ("0101", _local(2027, 1, 1)),
+    ("1201", _local(2027, 12, 1)),
     ("01.02.28", _local(2028, 1, 2)),
+    ("uts1700000000", 1700000000),
+    ("", 0),
 ], ids=[
     "now is now", "now+60 counts seconds", "now+90seconds", "now+5minutes", "now+2hours",
-    "now+1days", "now+1week", "a time still to come today", "with seconds",
-    "a time already past today is tomorrow", "12-hour clock with PM", "today is midnight gone",
-    "tomorrow is the coming midnight", "midnight is the coming one", "noon still to come",
-    "elevenses at eleven", "fika at three", "teatime at four", "ISO date",
-    "ISO date and minutes", "ISO date and seconds", "MM/DD still to come this year",
-    "MM/DD/YY", "MMDD already past is next year's", "MM.DD.YY",
+    "blanks between the words", "now+1days", "now+1week", "now-5 is in the past",
+    "a time still to come today", "with seconds",
+    "a time already past today is tomorrow", "12-hour clock with PM", "12am is midnight",
+    "today is midnight gone", "tomorrow is the coming midnight", "midnight is the coming one",
+    "noon still to come", "fika at three", "teatime at four", "tomorrow noon",
+    "the words in either order", "ISO date",
+    "ISO date and minutes", "ISO date and seconds", "ISO date, a blank, a time",
+    "a day past the month's end rolls over as mktime's", "MM/DD still to come this year",
+    "MM/DD/YY", "MM/DD-HH:MM", "MMDD still to come", "MMDD already past is next year's",
+    "MMDD earlier this month is next year's", "MM.DD.YY", "uts and Unix seconds",
+    "nothing at all is zero",
 ])
-def test_parse_begin_time(text, want):
-    got = slurm.parse_begin_time(text, BEGIN_NOW)
+def test_parse_time(text, want):
+    got = slurm.parse_time(text, BEGIN_NOW)
     assert got == want, f"{text}: want {want}, got {got} ({got - want:+d} s)"
 
 
-@pytest.mark.parametrize("text", ["", "soon", "now+", "now+5parsecs", "25:00", "12:61",
-                                  "13/40", "2027-02-30", "13:00PM", "now-5"], ids=repr)
-def test_parse_begin_time_refuses_garbage(text):
-    with pytest.raises(ValueError):
-        slurm.parse_begin_time(text, BEGIN_NOW)
+@pytest.mark.parametrize("text,want", [
+    ("1201", _local(2026, 12, 1)),
+    ("1203", _local(2026, 12, 3)),
+    ("0101", _local(2026, 1, 1)),
+    ("16:00", _local(2026, 12, 2, 16)),
+    ("09:00", _local(2026, 12, 2, 9)),
+    ("midnight", _local(2026, 12, 2)),
+], ids=["MMDD earlier this month is this year's (sacct -S 1203)",
+        "MMDD later this month is still this year's", "January is this year's",
+        "a time to come is today's", "a time gone is today's", "midnight is today's"])
+def test_parse_time_looking_back(text, want):
+    """sacct reads its dates looking back: "-S 1201" is this December 1st,
+    never a year to come, and never 2001-12-01."""
+    assert slurm.parse_time(text, BEGIN_NOW, past=True) == want
+
+
+@pytest.mark.parametrize("text,pos", [
+    ("soon", 0), ("now+", 3), ("now+5parsecs", 4), ("now+1h", 4), ("nowx", 3),
+    ("25:00", 0), ("12:61", 3), ("1:2", 3), ("13/40", 0), ("2027-13-01", 5),
+    ("2026-12-01T10", 13), ("13:00PM", 5), ("0000", 0), ("uts99", 0), ("elevenses", 0),
+], ids=repr)
+def test_parse_time_refuses_garbage_where_slurm_stops(text, pos):
+    """Slurm 22.05's words, with the position where it stopped reading
+    (22.05 knows no "elevenses", though its man page names it)."""
+    with pytest.raises(ValueError) as e:
+        slurm.parse_time(text, BEGIN_NOW)
+    assert str(e.value) == f"Invalid time specification (pos={pos}): {text}"

@@ -229,11 +229,3 @@ def test_squeue_qos_shows_only_the_jobs_of_those_qos_names():
     assert (rc, err) == (0, "")
     assert out.split("\n")[:-1] == ["2 high", "3 High"]
     assert "qos" in api.calls[0][1].job_fields
-
-
-@pytest.mark.parametrize("main, argv", [(squeue.main, ["-S", "-p"]), (sinfo.main, ["-S", "P"])],
-                         ids=["squeue --sort", "sinfo --sort"])
-def test_sort_is_refused_rather_than_ignored(main, argv):
-    rc, out, err = run(main, argv, FakeApi())
-    assert rc == 1 and out == ""
-    assert err == f"{main.__module__.split('.')[-1]}: error: -S is not supported yet\n"

@@ -237,8 +237,8 @@ def test_stdin_without_shebang_matches_golden(workdir):
      "Try \"sbatch --help\" for more information\n", 255),
     (["--wrap=x", "--job-name"], "sbatch: option '--job-name' requires an argument\n"
      "Try \"sbatch --help\" for more information\n", 255),
-    (["-n", "abc", "--wrap=x"], 'sbatch: error: Invalid numeric value "abc" for --ntasks.\n', 255),
-    (["-N", "x", "--wrap=x"], "sbatch: error: invalid node count `x'\n", 255),
+    (["-n", "abc", "--wrap=x"], 'sbatch: error: Invalid numeric value "abc" for --ntasks.\n', 1),
+    (["-N", "x", "--wrap=x"], 'sbatch: error: "x" is not a valid node count\n', 255),
     (["--mem=lots", "--wrap=x"], "sbatch: error: Invalid --mem specification\n", 255),
     (["--wrap=x", "job.sh"], "sbatch: error: Script arguments not permitted with --wrap option\n", 1),
     (["--gres=fpga:1", "--wrap=x"], "sbatch: error: Batch job submission failed: "
@@ -375,7 +375,7 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
     ([], {"SBATCH_MEM_PER_CPU": "1", "SBATCH_MEM_PER_NODE": "1"},
      "sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are "
      "mutually exclusive.\n", 1),
-    (["--mem-per-cpu=lots"], {}, "sbatch: error: invalid memory constraint lots\n", 255),
+    (["--mem-per-cpu=lots"], {}, "sbatch: error: Invalid --mem-per-cpu specification\n", 255),
     (["-C", "fast&"], {},
      "sbatch: error: Batch job submission failed: Invalid feature specification\n", 1),
     (["-w", "node[1-"], {},

@@ -113,8 +113,10 @@ def test_dependency_on_an_unknown_job_is_accepted_and_runs(cluster):
      "sbatch: error: Batch job submission failed: Job dependency problem", 1),
     (["--dependency=afterok:1", "--kill-on-invalid-dep=maybe"],
      "sbatch: error: Invalid --kill-on-invalid-dep specification", 255),
-    (["--begin=whenever"], "sbatch: error: Invalid --begin specification", 255),
-    (["--deadline=soonish"], "sbatch: error: Invalid --deadline specification", 255),
+    (["--begin=whenever"], "Invalid time specification (pos=0): whenever\n"
+                           "sbatch: error: Invalid --begin specification", 255),
+    (["--deadline=now+1h"], "Invalid time specification (pos=4): now+1h\n"
+                            "sbatch: error: Invalid --deadline specification", 255),
 ], ids=["an unknown dependency type", "both ',' and '?' in one list",
         "kill-on-invalid-dep neither yes nor no", "a begin time nobody can read",
         "a deadline nobody can read"])
