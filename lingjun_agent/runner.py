@@ -55,6 +55,7 @@ from lingjun_agent.launcher import (
     cpus as cpuchoice,
     distributed,
     fencekeeper,
+    forkserver,
     lease,
     procs,
     steps,
@@ -160,6 +161,8 @@ class Agent:
                                   agent_start=start_ticks(os.getpid()) or 0)
         self.lease.on_renew = lambda _: self._ensure_keeper()
         self.keeper: subprocess.Popen | None = None
+        # supervisors are forked from here (started on first use, again if it dies)
+        self.forks = forkserver.ForkServer(self.state_dir / "forkserver.log")
         self.seq = 0
         self._rng = random.Random(node)
         # the NIC reconciler (a thread) while the node has a profile
@@ -485,8 +488,9 @@ class Agent:
                 stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
                 append=lb.append, files=files, lease=str(self.lease.path),
                 limits=self._limits(jid, lb.share) if lb.HasField("share") else None)
-            # The supervisor takes ~0.1 s to report the script's pid: off the loop.
-            handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
+            # Until the supervisor reports the script's pid (milliseconds when
+            # forked, ~0.1 s when started afresh): off the loop.
+            handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec, self.forks)
         except batch.LaunchError as e:
             log.error("job=%d: launch failed: %s", jid, e)
             now = int(time.time())

@@ -34,6 +34,7 @@ import logging
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import lingjun_agent
 from lingjun_agent.launcher import cgroups
+from lingjun_agent.launcher.forkserver import ForkServer, SpawnRefused
 from lingjun_agent.launcher.stepd import (
     LOG,
     RESULT,
@@ -49,6 +51,7 @@ from lingjun_agent.launcher.stepd import (
     SCRIPT_PID,
     SPEC,
     STEPD,
+    STEPD_DIR_VAR,
     STEPD_MARK_VAR,
     job_mark,
     start_ticks,
@@ -224,12 +227,13 @@ def _write_script(d: Path, spec: BatchSpec) -> None:
         os.close(fd)
 
 
-def _supervisor_env(spec: BatchSpec) -> dict[str, str]:
-    return _supervisor_env_for(spec.node, spec.job_id)
+def _supervisor_env(spec: BatchSpec, where: Path) -> dict[str, str]:
+    return _supervisor_env_for(spec.node, spec.job_id, where)
 
 
-def _supervisor_env_for(node: str, job_id: int) -> dict[str, str]:
-    """A supervisor's own environment: enough to import us, and its marker.
+def _supervisor_env_for(node: str, job_id: int, where: Path) -> dict[str, str]:
+    """A supervisor's own environment: enough to import us, its marker, and
+    its directory (where ``procs`` finds the script it started).
 
     Not the job's: the job's environment goes to the script (or tasks) alone,
     and not the agent's, which could carry another job's marker.
@@ -241,6 +245,7 @@ def _supervisor_env_for(node: str, job_id: int) -> dict[str, str]:
         "PYTHONPATH": root + (os.pathsep + path if path else ""),
         "LANG": "C.UTF-8",
         STEPD_MARK_VAR: job_mark(node, job_id),
+        STEPD_DIR_VAR: str(where),
     }
 
 
@@ -262,11 +267,13 @@ def _read_handshake(fd: int, timeout: float) -> int | None:
     return int(buf.split(b"\n", 1)[0])
 
 
-def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
+def start_batch(state_dir: Path, spec: BatchSpec, forks: ForkServer | None = None) -> BatchHandle:
     """Start ``spec`` under a detached supervisor; return once the script runs.
 
-    Blocks while the supervisor starts (a Python start-up, typically about
-    0.1 s): call it through ``asyncio.to_thread`` from the event loop.
+    The supervisor is forked from ``forks`` (milliseconds) where given and
+    working, else started afresh (a Python start-up, about 0.1 s of CPU).
+    Blocks until the script runs: call it through ``asyncio.to_thread`` from
+    the event loop.
     """
     d = job_dir(state_dir, spec.job_id)
     try:
@@ -293,13 +300,72 @@ def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
     except OSError as e:
         raise LaunchError(f"job {spec.job_id}: cannot prepare {d}: {e}") from e
 
+    if forks is not None:
+        handle = _fork_supervisor(forks, d, spec)
+        if handle is not None:
+            return handle
+    return _exec_supervisor(d, spec)
+
+
+def _fork_supervisor(forks: ForkServer, d: Path, spec: BatchSpec) -> BatchHandle | None:
+    """The supervisor forked from the forkserver; None: it was not born (start
+    it afresh). Where the forkserver failed mid-request, the handshake pipe,
+    whose write end only a supervisor can still hold, says which it was."""
+    r, w = os.pipe()
+    got: tuple[int, int] | None = None
+    try:
+        logfd = os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            got = forks.spawn("lingjun_agent.launcher.stepd", d, _supervisor_env(spec, d),
+                              w, logfd)
+        except SpawnRefused as e:
+            log.warning("job %d: forkserver refused it (%s); starting its supervisor afresh",
+                        spec.job_id, e)
+        finally:
+            os.close(logfd)
+    except OSError as e:
+        os.close(r)
+        raise LaunchError(f"job {spec.job_id}: cannot open {d / LOG}: {e}") from e
+    finally:
+        os.close(w)
+    try:
+        script_pid = _read_handshake(r, HANDSHAKE_TIMEOUT_S)
+    except TimeoutError:
+        if got is not None:
+            signal.pidfd_send_signal(got[1], signal.SIGKILL)
+            os.close(got[1])
+        raise LaunchError(f"job {spec.job_id}: supervisor did not start the script "
+                          f"within {HANDSHAKE_TIMEOUT_S:.0f}s") from None
+    finally:
+        os.close(r)
+    if got is None:
+        if script_pid is None:
+            return None                  # nobody holds the pipe: no supervisor was born
+        handle = _recover_handle(d, spec.job_id)   # born before the forkserver failed
+        if handle is None:
+            handle = BatchHandle(spec.job_id, script_pid, d, 0, None)
+        return handle
+    pid, pidfd = got
+    if script_pid is None:  # it exited without a word: a result may say why
+        select.select([pidfd], [], [], HANDSHAKE_TIMEOUT_S)
+        if _read_result(d) is None:
+            os.close(pidfd)
+            tail = (d / LOG).read_text(errors="replace")[-500:]
+            raise LaunchError(f"job {spec.job_id}: supervisor exited early: {tail}")
+    log.info("job %d on %s: batch script pid %s under supervisor %d (forked)",
+             spec.job_id, spec.node, script_pid, pid)
+    return BatchHandle(spec.job_id, script_pid or 0, d, pid, pidfd)
+
+
+def _exec_supervisor(d: Path, spec: BatchSpec) -> BatchHandle:
+    """The supervisor as a fresh ``python -m lingjun_agent.launcher.stepd``."""
     r, w = os.pipe()
     try:
         with os.fdopen(os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as logf:
             popen = subprocess.Popen(
                 [sys.executable, "-P", "-m", "lingjun_agent.launcher.stepd", str(d), str(w)],
                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                cwd="/", env=_supervisor_env(spec), start_new_session=True)
+                cwd="/", env=_supervisor_env(spec, d), start_new_session=True)
     except OSError as e:
         os.close(r)
         raise LaunchError(f"job {spec.job_id}: cannot start supervisor: {e}") from e

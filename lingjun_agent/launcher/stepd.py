@@ -78,6 +78,7 @@ from lingjun_agent.launcher import cgroups, lease, usage
 
 MARK_VAR = "LINGJUN_JOB_MARK"
 STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
+STEPD_DIR_VAR = "LINGJUN_STEPD_DIR"      # the supervisor's job (or step) directory
 PR_SET_CHILD_SUBREAPER = 36
 
 SPEC = "spec.json"

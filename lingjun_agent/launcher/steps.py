@@ -236,7 +236,7 @@ def start_step(state_dir: Path, spec: StepSpec) -> StepHandle:
             popen = subprocess.Popen(
                 [sys.executable, "-P", "-m", "lingjun_agent.launcher.taskd", str(d), str(w)],
                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                cwd="/", env=_supervisor_env_for(spec.node, spec.job_id),
+                cwd="/", env=_supervisor_env_for(spec.node, spec.job_id, d),
                 start_new_session=True)
     except OSError as e:
         os.close(r)
