@@ -608,8 +608,8 @@ class Agent:
     async def _start_step(self, spec: steps.StepSpec) -> None:
         jid, sid = spec.job_id, spec.step_id
         try:
-            # The supervisor takes ~0.1 s to report its tasks started: off the loop.
-            handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec)
+            # Until the supervisor reports its tasks started: off the loop.
+            handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec, self.forks)
         except steps.LaunchError as e:
             log.error("job=%d step=%d: launch failed: %s", jid, sid, e)
             for t in spec.tasks:

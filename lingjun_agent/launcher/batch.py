@@ -307,44 +307,54 @@ def start_batch(state_dir: Path, spec: BatchSpec, forks: ForkServer | None = Non
     return _exec_supervisor(d, spec)
 
 
-def _fork_supervisor(forks: ForkServer, d: Path, spec: BatchSpec) -> BatchHandle | None:
-    """The supervisor forked from the forkserver; None: it was not born (start
-    it afresh). Where the forkserver failed mid-request, the handshake pipe,
-    whose write end only a supervisor can still hold, says which it was."""
+def fork_supervisor(forks: ForkServer, module: str, d: Path, env: dict[str, str],
+                    what: str) -> tuple[tuple[int, int] | None, int | None]:
+    """Fork ``module``'s supervisor for directory ``d`` and read its handshake:
+    ((pid, pidfd) or None, what the handshake said or None at its end).
+
+    (None, None): no supervisor was born; start it afresh. Where the
+    forkserver failed mid-request, the handshake pipe, whose write end only a
+    supervisor can still hold, tells whether one was: (None, its word).
+    Raises LaunchError when it said nothing in time (then it is killed).
+    """
     r, w = os.pipe()
     got: tuple[int, int] | None = None
     try:
         logfd = os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            got = forks.spawn("lingjun_agent.launcher.stepd", d, _supervisor_env(spec, d),
-                              w, logfd)
+            got = forks.spawn(module, d, env, w, logfd)
         except SpawnRefused as e:
-            log.warning("job %d: forkserver refused it (%s); starting its supervisor afresh",
-                        spec.job_id, e)
+            log.warning("%s: forkserver refused it (%s); starting its supervisor afresh",
+                        what, e)
         finally:
             os.close(logfd)
     except OSError as e:
         os.close(r)
-        raise LaunchError(f"job {spec.job_id}: cannot open {d / LOG}: {e}") from e
+        raise LaunchError(f"{what}: cannot open {d / LOG}: {e}") from e
     finally:
         os.close(w)
     try:
-        script_pid = _read_handshake(r, HANDSHAKE_TIMEOUT_S)
+        said = _read_handshake(r, HANDSHAKE_TIMEOUT_S)
     except TimeoutError:
         if got is not None:
             signal.pidfd_send_signal(got[1], signal.SIGKILL)
             os.close(got[1])
-        raise LaunchError(f"job {spec.job_id}: supervisor did not start the script "
-                          f"within {HANDSHAKE_TIMEOUT_S:.0f}s") from None
+        raise LaunchError(f"{what}: supervisor did not start within "
+                          f"{HANDSHAKE_TIMEOUT_S:.0f}s") from None
     finally:
         os.close(r)
+    return got, said
+
+
+def _fork_supervisor(forks: ForkServer, d: Path, spec: BatchSpec) -> BatchHandle | None:
+    """The batch supervisor forked; None: it was not born (start it afresh)."""
+    got, script_pid = fork_supervisor(forks, "lingjun_agent.launcher.stepd", d,
+                                      _supervisor_env(spec, d), f"job {spec.job_id}")
     if got is None:
         if script_pid is None:
-            return None                  # nobody holds the pipe: no supervisor was born
+            return None
         handle = _recover_handle(d, spec.job_id)   # born before the forkserver failed
-        if handle is None:
-            handle = BatchHandle(spec.job_id, script_pid, d, 0, None)
-        return handle
+        return handle or BatchHandle(spec.job_id, script_pid, d, 0, None)
     pid, pidfd = got
     if script_pid is None:  # it exited without a word: a result may say why
         select.select([pidfd], [], [], HANDSHAKE_TIMEOUT_S)
