@@ -296,7 +296,7 @@ def start_batch(state_dir: Path, spec: BatchSpec, forks: ForkServer | None = Non
             os.chmod(d / name, 0o644)  # the job's user reads it through the 0711 dir
         spec_json = asdict(spec)
         spec_json["argv"] = list(spec.argv)
-        write_json_atomic(d / SPEC, spec_json)
+        write_json_atomic(d / SPEC, spec_json, durable=False)   # read by live processes only
     except OSError as e:
         raise LaunchError(f"job {spec.job_id}: cannot prepare {d}: {e}") from e
 

@@ -230,7 +230,7 @@ def start_step(state_dir: Path, spec: StepSpec, forks: ForkServer | None = None)
                 raise LaunchError(f"step {spec.job_id}.{spec.step_id} is already running")
             shutil.rmtree(d)
         d.mkdir(mode=0o700)
-        write_json_atomic(d / SPEC, body)
+        write_json_atomic(d / SPEC, body, durable=False)   # read by live processes only
     except OSError as e:
         raise LaunchError(f"step {spec.job_id}.{spec.step_id}: cannot prepare {d}: {e}") from e
     if forks is not None:
