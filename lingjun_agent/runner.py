@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -429,7 +430,9 @@ class Agent:
     def _forget(self, jid: int) -> None:
         self.unacked.pop(jid, None)
         self.activity.forget(jid)
-        batch.forget_batch(self.state_dir, jid)
+        gone = batch.forget_batch(self.state_dir, jid, remove=False)
+        if gone is not None:       # removed in a worker thread, off the event loop
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone, True)
 
     # -- commands ----------------------------------------------------------------
     def _dispatch(self, msg: agent_pb2.ControllerMessage) -> None:

@@ -411,6 +411,9 @@ def recover_batches(state_dir: Path) -> tuple[list[BatchHandle], list[BatchResul
     if not jobs.is_dir():
         return handles, results
     for d in sorted(jobs.iterdir(), key=lambda p: p.name):
+        if d.name.startswith(FORGOTTEN):
+            shutil.rmtree(d, ignore_errors=True)     # acknowledged before a crash
+            continue
         if not d.name.isdigit() or not d.is_dir():
             continue
         job_id = int(d.name)
@@ -449,6 +452,28 @@ def _recover_handle(d: Path, job_id: int) -> BatchHandle | None:
     return BatchHandle(job_id, int(script.get("pid", 0)), d, pid, pidfd)
 
 
-def forget_batch(state_dir: Path, job_id: int) -> None:
-    """The controller has the result: drop everything kept for the job."""
-    shutil.rmtree(job_dir(state_dir, job_id), ignore_errors=True)
+FORGOTTEN = ".forgotten-"
+
+
+def forget_batch(state_dir: Path, job_id: int, remove: bool = True) -> Path | None:
+    """The controller has the result: drop everything kept for the job.
+
+    The job dir is renamed out of the way at once (a relaunch of the job
+    starts afresh) and then removed; ``remove=False`` returns the renamed
+    dir for the caller to remove off its event loop (a handful of unlinks
+    on a busy disk take milliseconds). ``recover_batches`` removes any that
+    a crash left behind.
+    """
+    d = job_dir(state_dir, job_id)
+    gone = d.with_name(f"{FORGOTTEN}{job_id}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.rename(d, gone)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        shutil.rmtree(d, ignore_errors=True)
+        return None
+    if not remove:
+        return gone
+    shutil.rmtree(gone, ignore_errors=True)
+    return None

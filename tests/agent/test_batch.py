@@ -324,6 +324,20 @@ def test_without_a_forkserver_the_supervisor_starts_afresh(node, tmp_path):
     assert forks.pid is None
 
 
+def test_a_forgotten_job_is_out_of_the_way_at_once_and_its_remains_go_at_recovery(node, tmp_path):
+    state = tmp_path / "state"
+    spec = make_spec(node, tmp_path, "#!/bin/sh\necho run\n", stdout="o.txt", append=True)
+    first = run(state, spec)
+    gone = forget_batch(state, 1, remove=False)     # what the agent removes in a thread
+    assert gone is not None and gone.is_dir() and not job_dir(state, 1).exists()
+    again = run(state, spec)                        # the job, requeued to this node at once
+    assert (first.exit_code, again.exit_code) == (0, 0)
+    assert (tmp_path / "o.txt").read_text() == "run\nrun\n"
+    handles, results = recover_batches(state)       # as if the agent died before removing it
+    assert not gone.exists()
+    assert handles == [] and results == [again]
+
+
 def test_a_recycled_supervisor_pid_is_not_mistaken(node, tmp_path):
     state = tmp_path / "state"
     d = job_dir(state, 5)
