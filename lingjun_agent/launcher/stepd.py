@@ -227,11 +227,28 @@ class _Handshake:
 FENCED = "fenced"
 
 
+def _own_children() -> list[int]:
+    """This process's live children (orphans of the job land here: we are a subreaper)."""
+    found: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+    except OSError:
+        return [-1]       # cannot tell: look everywhere
+    return [p for p in found if start_ticks(p) is not None]
+
+
 def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: float) -> None:
     """Stop every process of the job on this node but us: by cgroup where we
-    have one, then whatever the marker and our subreaper tree still find."""
+    have one (nothing started in it leaves it: Slurm's proctrack/cgroup), and
+    whatever the marker and our subreaper tree find where we have none, or
+    where a child of ours outlived the cgroup's kill (a scan of all /proc,
+    some milliseconds of CPU, that a job's end in its cgroup is spared)."""
     if cg is not None:
         cgroups.terminate(cg, grace_s)
+        if not _own_children():
+            return
         grace_s = 0.0
     from lingjun_agent.launcher import procs      # psutil; only when needed
     try:
@@ -339,7 +356,9 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
         handshake.send(0)
         return _result(job_id, start, exit_code=errno_, error=msg)
     rss = usage.RssSampler()
-    rss.add(usage.tree_rss_kb(proc.pid))  # now, before a quick script is gone
+    # now, before a quick script is gone: the script alone (its tree is a
+    # scan of all /proc, and it has had no time to start one)
+    rss.add(_rss_kb(proc.pid))
     for fd in set(fds.values()):
         os.close(fd)
 
@@ -386,6 +405,18 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
                    error=fenced, out_of_memory=bool(oom_kills))
 
 
+def _rss_kb(pid: int) -> int:
+    """One process's resident set (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
 def _tell_stderr(path: str, as_user: _UserFs, text: str) -> None:
     """One more slurmstepd line at the end of the job's stderr, written as the user."""
     with as_user:
@@ -424,6 +455,7 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | Non
     """
     pidfd = os.pidfd_open(script_pid)
     ticks = usage.intervals()
+    sample = False        # the caller has just taken one
     try:
         while True:
             try:
@@ -434,10 +466,12 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | Non
                 return status
             if pid:
                 continue  # an orphan: look again before sleeping
-            try:
-                rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
-            except Exception:  # accounting must never lose the exit status
-                traceback.print_exc()
+            if sample:
+                try:
+                    rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
+                except Exception:  # accounting must never lose the exit status
+                    traceback.print_exc()
+            sample = True
             try:
                 lease.wait(lease_file, [pidfd], next(ticks))
             except lease.Lapsed as lapsed:
