@@ -706,6 +706,9 @@ class Agent:
             if report:
                 self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))
             return
+        if report and self._nothing_left(jid):
+            self._cleaned(jid)
+            return
 
         async def go() -> None:
             try:
@@ -715,6 +718,16 @@ class Agent:
             if report:
                 self._cleaned(jid)
         self.terminating[jid] = asyncio.create_task(go())
+
+    def _nothing_left(self, jid: int) -> bool:
+        """Whether the job certainly has no process on this node, so that its
+        cleanup needs no search (a scan of all /proc, in a thread): no batch
+        script of it runs or starts here (a supervisor that has exited killed
+        the rest of the job in its cgroup, then removed that), no step of it
+        is here, and cgroups are in use and the job has none left."""
+        return (jid not in self.batches and jid not in self.launching
+                and not any(k[0] == jid for k in (*self.steps, *self.starting_steps))
+                and cgroups.available() and cgroups.find(self.mark, jid) is None)
 
     def _cleaned(self, jid: int) -> None:
         if jid not in self.batches:

@@ -3,8 +3,11 @@
 The agent never runs a batch script itself. ``start_batch`` writes the job
 into ``<state_dir>/jobs/<job_id>/`` and starts a detached supervisor
 (``lingjun_agent.launcher.stepd``, our slurmstepd) that runs the script and
-records its end in ``result.json``. The supervisor lives in its own session,
-so a ``kill -9`` of the agent leaves the job running; after a restart
+records its end in ``result.json``: forked from the agent's forkserver
+(``forkserver``: milliseconds, the supervisor's code already imported) or,
+where that cannot be had, started afresh as ``python -m ...stepd`` (about
+0.1 s of CPU). Either way the supervisor lives in its own session, so a
+``kill -9`` of the agent leaves the job running; after a restart
 ``recover_batches`` turns the job directories back into handles and results:
 
     job dir holds                       recover_batches gives

@@ -1,7 +1,9 @@
 """The batch supervisor: ``python -m lingjun_agent.launcher.stepd <job_dir> [fd]``.
 
-One small process per batch job, our slurmstepd. The agent starts it in a
-session of its own and forgets it; it outlives the agent (a ``kill -9`` of the
+One small process per batch job, our slurmstepd, forked from the agent's
+forkserver (``forkserver``) or started afresh where there is none: ``main``
+is the same either way. The agent starts it in a session of its own and
+forgets it; it outlives the agent (a ``kill -9`` of the
 agent leaves the job running) and leaves everything the agent needs to pick
 the job up again in ``<job_dir>``:
 
@@ -57,7 +59,8 @@ once: SIGTERM, the lease's grace, SIGKILL; the result's ``error`` then
 starts with ``fenced:``.
 
 This module is deliberately quick to import, the standard library and
-psutil (through ``usage``) only: it starts once per batch job. The marker
+psutil (through ``usage``) only: where there is no forkserver it starts
+once per batch job. The marker
 names and the process identity helper live here so that the agent side
 (procs, batch) and this side agree.
 """
