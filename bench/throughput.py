@@ -83,6 +83,7 @@ class Side:
     bins: dict[str, str] = field(default_factory=dict)
     reason: str = ""                     # why it is not available; "" when it is
     jobs: dict[str, list[str]] = field(default_factory=dict)   # phase -> job ids
+    state: Path | None = None            # Lingjun's state folder (its logs, its processes)
 
     @property
     def available(self) -> bool:
@@ -223,6 +224,7 @@ def phase_array(side: Side, o: argparse.Namespace) -> list[Figure]:
     from it until no task is queued or running. Both systems need MaxArraySize
     above ARRAY (Lingjun's side is started with --max-array-size ARRAY+1)."""
     name = f"array_{o.array}_drain"
+    cpu0 = lingjun_cpu(side.state) if side.state else {}
     t0 = time.perf_counter()
     deadline = time.monotonic() + o.limit
     dt, err = submit(side, "array", ["--output=/dev/null", f"--array=1-{o.array}", "--wrap", "true"],
@@ -237,10 +239,93 @@ def phase_array(side: Side, o: argparse.Namespace) -> list[Figure]:
                     side.jobs["array"][0], timeout=60)
     done = sum(1 for line in acct.stdout.splitlines() if line.strip()) if acct.returncode == 0 else None
     rate = done / (t2 - t0) if done is not None else None
-    return [Figure(f"array_{o.array}_submit", dt, "s"), Figure(name, t2 - t0, "s", dnote),
-            Figure(f"array_{o.array}_tasks_completed", done, "tasks",
-                   "" if done is not None else "sacct failed"),
-            Figure(f"array_{o.array}_task_rate", rate, "tasks/s")]
+    figures = [Figure(f"array_{o.array}_submit", dt, "s"), Figure(name, t2 - t0, "s", dnote),
+               Figure(f"array_{o.array}_tasks_completed", done, "tasks",
+                      "" if done is not None else "sacct failed"),
+               Figure(f"array_{o.array}_task_rate", rate, "tasks/s")]
+    if side.state and done:
+        # Where a task's time and CPU go (raw lines): CPU seconds of each kind of
+        # Lingjun process over the phase per task completed, and the median of
+        # each step of a task's path, from the controller's and agents' logs.
+        cpu1 = lingjun_cpu(side.state)
+        for kind in sorted(cpu1):
+            figures.append(Figure(f"array_cpu_per_task_{kind}",
+                                  (cpu1[kind] - cpu0.get(kind, 0.0)) / done * 1000, "ms",
+                                  table=False))
+        for step, values in launch_path(side.state, side.jobs["array"][0]).items():
+            figures.append(Figure(f"array_path_{step}_median", statistics.median(values) * 1000,
+                                  "ms", table=False))
+    return figures
+
+
+def lingjun_cpu(state: Path) -> dict[str, float]:
+    """CPU seconds so far of the local cluster's processes, by kind: the
+    controller, the agents, and the supervisors with their jobs (what each
+    agent's forkserver has reaped, and its own)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, list[str]]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        procs[int(name)] = (int(fields[1]), fields + [cmd])
+    agents = {pid for pid, (_, f) in procs.items() if str(state) in f[-1]
+              and "lingjun_agent.daemon" in f[-1]}
+    out = {"controller": 0.0, "agents": 0.0, "supervisors": 0.0}
+    for pid, (ppid, f) in procs.items():
+        own = (int(f[11]) + int(f[12])) / tick
+        if str(state) in f[-1] and "lingjund" in f[-1]:
+            out["controller"] += own
+        elif pid in agents:
+            out["agents"] += own
+        elif ppid in agents and "launcher.forkserver" in f[-1]:
+            out["supervisors"] += own + (int(f[13]) + int(f[14])) / tick
+    return out
+
+
+# A task's path in the logs: (step name, logger fragment, message pattern).
+PATH_EVENTS = (("scheduled", r"lingjund\.sched INFO job=(\d+) \(array {array}_\d+\) started"),
+               ("agent_got_it", r"lingjun_agent INFO job=(\d+): CPUs"),
+               ("script_started", r"lingjun_agent INFO job=(\d+): batch script started"),
+               ("script_ended", r"lingjun_agent INFO job=(\d+): batch script ended"),
+               ("controller_has_end", r"lingjund\.batch INFO job=(\d+) ended"),
+               ("nodes_released", r"lingjund\.batch INFO job=(\d+) released"))
+
+
+def launch_path(state: Path, array: str) -> dict[str, list[float]]:
+    """Seconds between consecutive events of each array task's path, from the
+    logs (``<state>/logs``); tasks missing an event are left out."""
+    import re
+    from datetime import datetime
+    pats = [(n, re.compile(p.format(array=re.escape(array)))) for n, p in PATH_EVENTS]
+    seen: dict[int, dict[str, float]] = {}
+    for log in sorted((state / "logs").glob("*.log")):
+        with open(log, errors="replace") as f:
+            for line in f:
+                for n, p in pats:
+                    m = p.search(line)
+                    if m:
+                        try:
+                            t = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                        except ValueError:
+                            break
+                        seen.setdefault(int(m.group(1)), {})[n] = t
+                        break
+    names = [n for n, _ in PATH_EVENTS]
+    steps: dict[str, list[float]] = {}
+    for ev in seen.values():
+        if all(n in ev for n in names):
+            for a, b in zip(names, names[1:]):
+                steps.setdefault(f"{a}_to_{b}", []).append(ev[b] - ev[a])
+            steps.setdefault("whole", []).append(ev[names[-1]] - ev[names[0]])
+    return steps
 
 
 def phase_launch(side: Side, o: argparse.Namespace) -> list[Figure]:
@@ -357,6 +442,7 @@ def lingjun_up(side: Side, state: Path, o: argparse.Namespace) -> None:
     env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
                LINGJUN_HOME=str(state / "home"), LINGJUN_CONTROLLER=f"127.0.0.1:{port}")
     side.env = env
+    side.state = state
     side.reason = _resolve(side, ("sbatch", "squeue", "scancel", "sacct", "lingjun"), bindir)
     if side.reason:
         return

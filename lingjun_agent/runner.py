@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -55,6 +56,7 @@ from lingjun_agent.launcher import (
     cpus as cpuchoice,
     distributed,
     fencekeeper,
+    forkserver,
     lease,
     procs,
     steps,
@@ -163,6 +165,8 @@ class Agent:
                                   agent_start=start_ticks(os.getpid()) or 0)
         self.lease.on_renew = lambda _: self._ensure_keeper()
         self.keeper: subprocess.Popen | None = None
+        # supervisors are forked from here (started on first use, again if it dies)
+        self.forks = forkserver.ForkServer(self.state_dir / "forkserver.log")
         self.seq = 0
         self._rng = random.Random(node)
         # the NIC reconciler (a thread) while the node has a profile
@@ -448,7 +452,9 @@ class Agent:
     def _forget(self, jid: int) -> None:
         self.unacked.pop(jid, None)
         self.activity.forget(jid)
-        batch.forget_batch(self.state_dir, jid)
+        gone = batch.forget_batch(self.state_dir, jid, remove=False)
+        if gone is not None:       # removed in a worker thread, off the event loop
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone, True)
 
     # -- commands ----------------------------------------------------------------
     def _dispatch(self, msg: agent_pb2.ControllerMessage) -> None:
@@ -507,8 +513,9 @@ class Agent:
                 stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
                 append=lb.append, files=files, lease=str(self.lease.path),
                 limits=self._limits(jid, lb.share) if lb.HasField("share") else None)
-            # The supervisor takes ~0.1 s to report the script's pid: off the loop.
-            handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec)
+            # Until the supervisor reports the script's pid (milliseconds when
+            # forked, ~0.1 s when started afresh): off the loop.
+            handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec, self.forks)
         except batch.LaunchError as e:
             log.error("job=%d: launch failed: %s", jid, e)
             now = int(time.time())
@@ -626,8 +633,8 @@ class Agent:
     async def _start_step(self, spec: steps.StepSpec) -> None:
         jid, sid = spec.job_id, spec.step_id
         try:
-            # The supervisor takes ~0.1 s to report its tasks started: off the loop.
-            handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec)
+            # Until the supervisor reports its tasks started: off the loop.
+            handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec, self.forks)
         except steps.LaunchError as e:
             log.error("job=%d step=%d: launch failed: %s", jid, sid, e)
             for t in spec.tasks:
@@ -721,6 +728,9 @@ class Agent:
             if report:
                 self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))
             return
+        if report and self._nothing_left(jid):
+            self._cleaned(jid)
+            return
 
         async def go() -> None:
             try:
@@ -730,6 +740,16 @@ class Agent:
             if report:
                 self._cleaned(jid)
         self.terminating[jid] = asyncio.create_task(go())
+
+    def _nothing_left(self, jid: int) -> bool:
+        """Whether the job certainly has no process on this node, so that its
+        cleanup needs no search (a scan of all /proc, in a thread): no batch
+        script of it runs or starts here (a supervisor that has exited killed
+        the rest of the job in its cgroup, then removed that), no step of it
+        is here, and cgroups are in use and the job has none left."""
+        return (jid not in self.batches and jid not in self.launching
+                and not any(k[0] == jid for k in (*self.steps, *self.starting_steps))
+                and cgroups.available() and cgroups.find(self.mark, jid) is None)
 
     def _cleaned(self, jid: int) -> None:
         if jid not in self.batches:

@@ -3,8 +3,11 @@
 The agent never runs a batch script itself. ``start_batch`` writes the job
 into ``<state_dir>/jobs/<job_id>/`` and starts a detached supervisor
 (``lingjun_agent.launcher.stepd``, our slurmstepd) that runs the script and
-records its end in ``result.json``. The supervisor lives in its own session,
-so a ``kill -9`` of the agent leaves the job running; after a restart
+records its end in ``result.json``: forked from the agent's forkserver
+(``forkserver``: milliseconds, the supervisor's code already imported) or,
+where that cannot be had, started afresh as ``python -m ...stepd`` (about
+0.1 s of CPU). Either way the supervisor lives in its own session, so a
+``kill -9`` of the agent leaves the job running; after a restart
 ``recover_batches`` turns the job directories back into handles and results:
 
     job dir holds                       recover_batches gives
@@ -34,6 +37,7 @@ import logging
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,6 +46,7 @@ from pathlib import Path
 
 import lingjun_agent
 from lingjun_agent.launcher import cgroups
+from lingjun_agent.launcher.forkserver import ForkServer, SpawnRefused
 from lingjun_agent.launcher.stepd import (
     LOG,
     RESULT,
@@ -49,6 +54,7 @@ from lingjun_agent.launcher.stepd import (
     SCRIPT_PID,
     SPEC,
     STEPD,
+    STEPD_DIR_VAR,
     STEPD_MARK_VAR,
     job_mark,
     start_ticks,
@@ -224,12 +230,13 @@ def _write_script(d: Path, spec: BatchSpec) -> None:
         os.close(fd)
 
 
-def _supervisor_env(spec: BatchSpec) -> dict[str, str]:
-    return _supervisor_env_for(spec.node, spec.job_id)
+def _supervisor_env(spec: BatchSpec, where: Path) -> dict[str, str]:
+    return _supervisor_env_for(spec.node, spec.job_id, where)
 
 
-def _supervisor_env_for(node: str, job_id: int) -> dict[str, str]:
-    """A supervisor's own environment: enough to import us, and its marker.
+def _supervisor_env_for(node: str, job_id: int, where: Path) -> dict[str, str]:
+    """A supervisor's own environment: enough to import us, its marker, and
+    its directory (where ``procs`` finds the script it started).
 
     Not the job's: the job's environment goes to the script (or tasks) alone,
     and not the agent's, which could carry another job's marker.
@@ -241,6 +248,7 @@ def _supervisor_env_for(node: str, job_id: int) -> dict[str, str]:
         "PYTHONPATH": root + (os.pathsep + path if path else ""),
         "LANG": "C.UTF-8",
         STEPD_MARK_VAR: job_mark(node, job_id),
+        STEPD_DIR_VAR: str(where),
     }
 
 
@@ -262,11 +270,13 @@ def _read_handshake(fd: int, timeout: float) -> int | None:
     return int(buf.split(b"\n", 1)[0])
 
 
-def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
+def start_batch(state_dir: Path, spec: BatchSpec, forks: ForkServer | None = None) -> BatchHandle:
     """Start ``spec`` under a detached supervisor; return once the script runs.
 
-    Blocks while the supervisor starts (a Python start-up, typically about
-    0.1 s): call it through ``asyncio.to_thread`` from the event loop.
+    The supervisor is forked from ``forks`` (milliseconds) where given and
+    working, else started afresh (a Python start-up, about 0.1 s of CPU).
+    Blocks until the script runs: call it through ``asyncio.to_thread`` from
+    the event loop.
     """
     d = job_dir(state_dir, spec.job_id)
     try:
@@ -289,17 +299,86 @@ def start_batch(state_dir: Path, spec: BatchSpec) -> BatchHandle:
             os.chmod(d / name, 0o644)  # the job's user reads it through the 0711 dir
         spec_json = asdict(spec)
         spec_json["argv"] = list(spec.argv)
-        write_json_atomic(d / SPEC, spec_json)
+        write_json_atomic(d / SPEC, spec_json, durable=False)   # read by live processes only
     except OSError as e:
         raise LaunchError(f"job {spec.job_id}: cannot prepare {d}: {e}") from e
 
+    if forks is not None:
+        handle = _fork_supervisor(forks, d, spec)
+        if handle is not None:
+            return handle
+    return _exec_supervisor(d, spec)
+
+
+def fork_supervisor(forks: ForkServer, module: str, d: Path, env: dict[str, str],
+                    what: str) -> tuple[tuple[int, int] | None, int | None]:
+    """Fork ``module``'s supervisor for directory ``d`` and read its handshake:
+    ((pid, pidfd) or None, what the handshake said or None at its end).
+
+    (None, None): no supervisor was born; start it afresh. Where the
+    forkserver failed mid-request, the handshake pipe, whose write end only a
+    supervisor can still hold, tells whether one was: (None, its word).
+    Raises LaunchError when it said nothing in time (then it is killed).
+    """
+    r, w = os.pipe()
+    got: tuple[int, int] | None = None
+    try:
+        logfd = os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            got = forks.spawn(module, d, env, w, logfd)
+        except SpawnRefused as e:
+            log.warning("%s: forkserver refused it (%s); starting its supervisor afresh",
+                        what, e)
+        finally:
+            os.close(logfd)
+    except OSError as e:
+        os.close(r)
+        raise LaunchError(f"{what}: cannot open {d / LOG}: {e}") from e
+    finally:
+        os.close(w)
+    try:
+        said = _read_handshake(r, HANDSHAKE_TIMEOUT_S)
+    except TimeoutError:
+        if got is not None:
+            signal.pidfd_send_signal(got[1], signal.SIGKILL)
+            os.close(got[1])
+        raise LaunchError(f"{what}: supervisor did not start within "
+                          f"{HANDSHAKE_TIMEOUT_S:.0f}s") from None
+    finally:
+        os.close(r)
+    return got, said
+
+
+def _fork_supervisor(forks: ForkServer, d: Path, spec: BatchSpec) -> BatchHandle | None:
+    """The batch supervisor forked; None: it was not born (start it afresh)."""
+    got, script_pid = fork_supervisor(forks, "lingjun_agent.launcher.stepd", d,
+                                      _supervisor_env(spec, d), f"job {spec.job_id}")
+    if got is None:
+        if script_pid is None:
+            return None
+        handle = _recover_handle(d, spec.job_id)   # born before the forkserver failed
+        return handle or BatchHandle(spec.job_id, script_pid, d, 0, None)
+    pid, pidfd = got
+    if script_pid is None:  # it exited without a word: a result may say why
+        select.select([pidfd], [], [], HANDSHAKE_TIMEOUT_S)
+        if _read_result(d) is None:
+            os.close(pidfd)
+            tail = (d / LOG).read_text(errors="replace")[-500:]
+            raise LaunchError(f"job {spec.job_id}: supervisor exited early: {tail}")
+    log.info("job %d on %s: batch script pid %s under supervisor %d (forked)",
+             spec.job_id, spec.node, script_pid, pid)
+    return BatchHandle(spec.job_id, script_pid or 0, d, pid, pidfd)
+
+
+def _exec_supervisor(d: Path, spec: BatchSpec) -> BatchHandle:
+    """The supervisor as a fresh ``python -m lingjun_agent.launcher.stepd``."""
     r, w = os.pipe()
     try:
         with os.fdopen(os.open(d / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as logf:
             popen = subprocess.Popen(
                 [sys.executable, "-P", "-m", "lingjun_agent.launcher.stepd", str(d), str(w)],
                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                cwd="/", env=_supervisor_env(spec), start_new_session=True)
+                cwd="/", env=_supervisor_env(spec, d), start_new_session=True)
     except OSError as e:
         os.close(r)
         raise LaunchError(f"job {spec.job_id}: cannot start supervisor: {e}") from e
@@ -335,6 +414,9 @@ def recover_batches(state_dir: Path) -> tuple[list[BatchHandle], list[BatchResul
     if not jobs.is_dir():
         return handles, results
     for d in sorted(jobs.iterdir(), key=lambda p: p.name):
+        if d.name.startswith(FORGOTTEN):
+            shutil.rmtree(d, ignore_errors=True)     # acknowledged before a crash
+            continue
         if not d.name.isdigit() or not d.is_dir():
             continue
         job_id = int(d.name)
@@ -373,6 +455,28 @@ def _recover_handle(d: Path, job_id: int) -> BatchHandle | None:
     return BatchHandle(job_id, int(script.get("pid", 0)), d, pid, pidfd)
 
 
-def forget_batch(state_dir: Path, job_id: int) -> None:
-    """The controller has the result: drop everything kept for the job."""
-    shutil.rmtree(job_dir(state_dir, job_id), ignore_errors=True)
+FORGOTTEN = ".forgotten-"
+
+
+def forget_batch(state_dir: Path, job_id: int, remove: bool = True) -> Path | None:
+    """The controller has the result: drop everything kept for the job.
+
+    The job dir is renamed out of the way at once (a relaunch of the job
+    starts afresh) and then removed; ``remove=False`` returns the renamed
+    dir for the caller to remove off its event loop (a handful of unlinks
+    on a busy disk take milliseconds). ``recover_batches`` removes any that
+    a crash left behind.
+    """
+    d = job_dir(state_dir, job_id)
+    gone = d.with_name(f"{FORGOTTEN}{job_id}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.rename(d, gone)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        shutil.rmtree(d, ignore_errors=True)
+        return None
+    if not remove:
+        return gone
+    shutil.rmtree(gone, ignore_errors=True)
+    return None

@@ -46,6 +46,7 @@ from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher.stepd import (
     MARK_VAR,
     SCRIPT_PID,
+    STEPD_DIR_VAR,
     STEPD_MARK_VAR,
     job_mark,
     start_ticks,
@@ -171,17 +172,36 @@ def running_jobs(node: str) -> set[int]:
     return jobs
 
 
+def _supervisor_dir(pid: int) -> Path | None:
+    """A supervisor's directory: from its environment (``STEPD_DIR_VAR``), or
+    from its command line (``python -m lingjun_agent.launcher.stepd <dir>``)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = b"\0" + f.read()
+        key = f"\0{STEPD_DIR_VAR}=".encode()
+        at = environ.find(key)
+        if at >= 0:
+            start = at + len(key)
+            end = environ.find(b"\0", start)
+            return Path(environ[start:end if end >= 0 else None].decode())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        return Path(argv[argv.index(b"lingjun_agent.launcher.stepd") + 1].decode())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _batch_script(node: str, job_id: int) -> list[psutil.Process]:
     """The batch script's process, as its supervisor recorded it (pid + start)."""
     _, stepds = _job_pids(node, job_id)
     found = []
     for stepd in stepds:
+        job_dir = _supervisor_dir(stepd)
+        if job_dir is None:
+            continue
         try:
-            with open(f"/proc/{stepd}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            job_dir = Path(argv[argv.index(b"lingjun_agent.launcher.stepd") + 1].decode())
             rec = json.loads((job_dir / SCRIPT_PID).read_text())
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
         pid = int(rec["pid"])
         if rec.get("start_ticks") is not None and start_ticks(pid) == rec["start_ticks"]:

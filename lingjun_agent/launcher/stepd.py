@@ -1,7 +1,9 @@
 """The batch supervisor: ``python -m lingjun_agent.launcher.stepd <job_dir> [fd]``.
 
-One small process per batch job, our slurmstepd. The agent starts it in a
-session of its own and forgets it; it outlives the agent (a ``kill -9`` of the
+One small process per batch job, our slurmstepd, forked from the agent's
+forkserver (``forkserver``) or started afresh where there is none: ``main``
+is the same either way. The agent starts it in a session of its own and
+forgets it; it outlives the agent (a ``kill -9`` of the
 agent leaves the job running) and leaves everything the agent needs to pick
 the job up again in ``<job_dir>``:
 
@@ -57,7 +59,8 @@ once: SIGTERM, the lease's grace, SIGKILL; the result's ``error`` then
 starts with ``fenced:``.
 
 This module is deliberately quick to import, the standard library and
-psutil (through ``usage``) only: it starts once per batch job. The marker
+psutil (through ``usage``) only: where there is no forkserver it starts
+once per batch job. The marker
 names and the process identity helper live here so that the agent side
 (procs, batch) and this side agree.
 """
@@ -78,6 +81,7 @@ from lingjun_agent.launcher import cgroups, lease, usage
 
 MARK_VAR = "LINGJUN_JOB_MARK"
 STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
+STEPD_DIR_VAR = "LINGJUN_STEPD_DIR"      # the supervisor's job (or step) directory
 PR_SET_CHILD_SUBREAPER = 36
 
 SPEC = "spec.json"
@@ -110,16 +114,26 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write ``obj`` so that a reader sees the old file or the whole new one."""
+def write_json_atomic(path: Path, obj: dict, durable: bool = True) -> None:
+    """Write ``obj`` so that a reader sees the old file or the whole new one.
+
+    ``durable``: on disk before we return, so that it outlives a crash of the
+    host. Records of live processes (a supervisor's pid, a script's) need
+    not: no process survives that crash, and the rename alone is atomic for
+    every reader on a running host (an fsync costs milliseconds per file,
+    several per job, when the disk is shared with the controller's log).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, 0o600)
     try:
         os.write(fd, json.dumps(obj, sort_keys=True).encode())
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not durable:
+        return
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
@@ -216,11 +230,28 @@ class _Handshake:
 FENCED = "fenced"
 
 
+def _own_children() -> list[int]:
+    """This process's live children (orphans of the job land here: we are a subreaper)."""
+    found: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+    except OSError:
+        return [-1]       # cannot tell: look everywhere
+    return [p for p in found if start_ticks(p) is not None]
+
+
 def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: float) -> None:
     """Stop every process of the job on this node but us: by cgroup where we
-    have one, then whatever the marker and our subreaper tree still find."""
+    have one (nothing started in it leaves it: Slurm's proctrack/cgroup), and
+    whatever the marker and our subreaper tree find where we have none, or
+    where a child of ours outlived the cgroup's kill (a scan of all /proc,
+    some milliseconds of CPU, that a job's end in its cgroup is spared)."""
     if cg is not None:
         cgroups.terminate(cg, grace_s)
+        if not _own_children():
+            return
         grace_s = 0.0
     from lingjun_agent.launcher import procs      # psutil; only when needed
     try:
@@ -328,12 +359,14 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
         handshake.send(0)
         return _result(job_id, start, exit_code=errno_, error=msg)
     rss = usage.RssSampler()
-    rss.add(usage.tree_rss_kb(proc.pid))  # now, before a quick script is gone
+    # now, before a quick script is gone: the script alone (its tree is a
+    # scan of all /proc, and it has had no time to start one)
+    rss.add(_rss_kb(proc.pid))
     for fd in set(fds.values()):
         os.close(fd)
 
     write_json_atomic(job_dir / SCRIPT_PID,
-                      {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
+                      {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}, durable=False)
     handshake.send(proc.pid)
 
     lease_file = spec.get("lease") or None
@@ -375,6 +408,18 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
                    error=fenced, out_of_memory=bool(oom_kills))
 
 
+def _rss_kb(pid: int) -> int:
+    """One process's resident set (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
 def _tell_stderr(path: str, as_user: _UserFs, text: str) -> None:
     """One more slurmstepd line at the end of the job's stderr, written as the user."""
     with as_user:
@@ -413,6 +458,7 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | Non
     """
     pidfd = os.pidfd_open(script_pid)
     ticks = usage.intervals()
+    sample = False        # the caller has just taken one
     try:
         while True:
             try:
@@ -423,10 +469,12 @@ def _wait_sampling(script_pid: int, rss: usage.RssSampler, lease_file: str | Non
                 return status
             if pid:
                 continue  # an orphan: look again before sleeping
-            try:
-                rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
-            except Exception:  # accounting must never lose the exit status
-                traceback.print_exc()
+            if sample:
+                try:
+                    rss.add(usage.tree_rss_kb(os.getpid(), include_root=False))
+                except Exception:  # accounting must never lose the exit status
+                    traceback.print_exc()
+            sample = True
             try:
                 lease.wait(lease_file, [pidfd], next(ticks))
             except lease.Lapsed as lapsed:
@@ -447,7 +495,7 @@ def begin_supervisor(argv: list[str]) -> tuple[Path, _Handshake]:
     handshake = _Handshake(int(argv[2]) if len(argv) > 2 else None)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     write_json_atomic(where / STEPD, {"pid": os.getpid(),
-                                      "start_ticks": start_ticks(os.getpid())})
+                                      "start_ticks": start_ticks(os.getpid())}, durable=False)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -37,7 +37,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lingjun_agent.launcher import cgroups
+from lingjun_agent.launcher import batch
 from lingjun_agent.launcher.batch import _read_handshake, _supervisor_env_for
+from lingjun_agent.launcher.forkserver import ForkServer
 from lingjun_agent.launcher.stepd import LOG, RESULT, SPEC, STEPD, start_ticks, write_json_atomic
 from lingjun_agent.launcher.taskd import exit_file, out_file, task_file
 
@@ -211,11 +213,12 @@ def _lost(d: Path, rank: int) -> dict:
     return rec
 
 
-def start_step(state_dir: Path, spec: StepSpec) -> StepHandle:
+def start_step(state_dir: Path, spec: StepSpec, forks: ForkServer | None = None) -> StepHandle:
     """Start ``spec`` under a detached supervisor; return once its tasks run.
 
-    Blocks while the supervisor starts (a Python start-up): call it through
-    ``asyncio.to_thread`` from the event loop.
+    The supervisor is forked from ``forks`` where given and working, else
+    started afresh (a Python start-up). Blocks until the tasks run: call it
+    through ``asyncio.to_thread`` from the event loop.
     """
     d = step_dir(state_dir, spec.job_id, spec.step_id)
     body = asdict(spec)
@@ -227,16 +230,30 @@ def start_step(state_dir: Path, spec: StepSpec) -> StepHandle:
                 raise LaunchError(f"step {spec.job_id}.{spec.step_id} is already running")
             shutil.rmtree(d)
         d.mkdir(mode=0o700)
-        write_json_atomic(d / SPEC, body)
+        write_json_atomic(d / SPEC, body, durable=False)   # read by live processes only
     except OSError as e:
         raise LaunchError(f"step {spec.job_id}.{spec.step_id}: cannot prepare {d}: {e}") from e
+    if forks is not None:
+        what = f"step {spec.job_id}.{spec.step_id}"
+        try:
+            got, said = batch.fork_supervisor(forks, "lingjun_agent.launcher.taskd", d,
+                                              _supervisor_env_for(spec.node, spec.job_id, d), what)
+        except batch.LaunchError as e:
+            raise LaunchError(str(e)) from None
+        if got is not None or said is not None:
+            if got is not None:
+                os.close(got[1])      # the handle looks by stepd.json, as after a restart
+            log.info("job=%d step=%d on %s: %d task(s) under supervisor %s (forked)",
+                     spec.job_id, spec.step_id, spec.node, len(spec.tasks),
+                     got[0] if got else "?")
+            return StepHandle(d, body)
     r, w = os.pipe()
     try:
         with open(d / LOG, "ab") as logf:
             popen = subprocess.Popen(
                 [sys.executable, "-P", "-m", "lingjun_agent.launcher.taskd", str(d), str(w)],
                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                cwd="/", env=_supervisor_env_for(spec.node, spec.job_id),
+                cwd="/", env=_supervisor_env_for(spec.node, spec.job_id, d),
                 start_new_session=True)
     except OSError as e:
         os.close(r)

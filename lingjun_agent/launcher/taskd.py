@@ -271,7 +271,7 @@ def _start_task(step: _Step, t: dict, out_fd: int, err_fd: int, uid: int, gid: i
     sampler = step.rss[rank] = usage.RssSampler()
     sampler.add(usage.tree_rss_kb(proc.pid))  # now, before a quick task is gone
     write_json_atomic(step.dir / task_file(rank),
-                      {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
+                      {"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}, durable=False)
     if step.killing:
         _kill_group(proc.pid)
     return 1

@@ -25,7 +25,8 @@ from lingjun_agent.launcher.batch import (
     start_batch,
 )
 from lingjun_agent.launcher import cgroups, lease
-from lingjun_agent.launcher.procs import job_processes, signal_job, terminate_job
+from lingjun_agent.launcher.forkserver import ForkServer
+from lingjun_agent.launcher.procs import job_processes, running_jobs, signal_job, terminate_job
 from lingjun_agent.launcher.stepd import start_ticks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,11 +55,22 @@ def make_spec(node, tmp_path, script, **kw):
     return BatchSpec(**base)
 
 
-def run(state, spec):
-    return asyncio.run(start_batch(state, spec).wait())
+@pytest.fixture(params=["afresh", "forked"])
+def forks(request, tmp_path):
+    """How the supervisor starts: a fresh interpreter, or forked from a forkserver."""
+    if request.param == "afresh":
+        yield None
+        return
+    server = ForkServer(tmp_path / "forkserver.log")
+    yield server
+    server.close()
 
 
-def test_script_runs_with_env_argv_cwd_and_merged_output(node, tmp_path):
+def run(state, spec, forks=None):
+    return asyncio.run(start_batch(state, spec, forks).wait())
+
+
+def test_script_runs_with_env_argv_cwd_and_merged_output(node, tmp_path, forks):
     (tmp_path / "in.txt").write_text("from stdin\n")
     script = """#!/bin/bash
 echo "job=$SLURM_JOB_ID args=$*"
@@ -69,7 +81,7 @@ echo "mark=$LINGJUN_JOB_MARK"
 """
     spec = make_spec(node, tmp_path, script, argv=("a", "b c"),
                      env={"PATH": PATH, "SLURM_JOB_ID": "1"}, stdin="in.txt")
-    result = run(tmp_path / "state", spec)
+    result = run(tmp_path / "state", spec, forks)
     assert (result.exit_code, result.signal, result.error) == (0, 0, "")
     assert result.start_time <= result.end_time
     want = (f"job=1 args=a b c\n{tmp_path}\nfrom stdin\nto stderr\n"
@@ -93,23 +105,23 @@ def test_split_output_truncates_and_append_appends(node, tmp_path):
     assert (tmp_path / "e.txt").read_text() == "err\nerr\n"
 
 
-def test_exit_code_is_recorded(node, tmp_path):
-    result = run(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\nexit 3\n"))
+def test_exit_code_is_recorded(node, tmp_path, forks):
+    result = run(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\nexit 3\n"), forks)
     assert (result.exit_code, result.signal) == (3, 0)
 
 
-def test_killed_by_signal_is_0_colon_15(node, tmp_path):
+def test_killed_by_signal_is_0_colon_15(node, tmp_path, forks):
     spec = make_spec(node, tmp_path, "#!/bin/sh\nsleep 30\n")
-    handle = start_batch(tmp_path / "state", spec)
+    handle = start_batch(tmp_path / "state", spec, forks)
     assert handle.pid > 0 and start_ticks(handle.pid) is not None
     assert signal_job(node, 1, signal.SIGTERM) >= 1  # the shell (and its sleep)
     result = asyncio.run(handle.wait())
     assert (result.exit_code, result.signal) == (0, 15), result
 
 
-def test_batch_only_signals_the_script_and_its_end_takes_the_children(node, tmp_path):
+def test_batch_only_signals_the_script_and_its_end_takes_the_children(node, tmp_path, forks):
     script = "#!/bin/bash\nsleep 30 &\nwait\n"
-    handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script))
+    handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script), forks)
     deadline = time.monotonic() + 5
     while len(job_processes(node, 1)) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -131,9 +143,9 @@ def test_missing_work_dir_runs_in_tmp_with_slurms_error(node, tmp_path):
     assert out.read_text() == want
 
 
-def test_missing_interpreter_fails_like_slurmstepd(node, tmp_path):
+def test_missing_interpreter_fails_like_slurmstepd(node, tmp_path, forks):
     state = tmp_path / "state"
-    result = run(state, make_spec(node, tmp_path, "#!/no/such/shell\necho hi\n"))
+    result = run(state, make_spec(node, tmp_path, "#!/no/such/shell\necho hi\n"), forks)
     script = job_dir(state, 1) / "script"
     want = f"execve(): {script}: No such file or directory"
     assert (result.exit_code, result.signal, result.error) == (2, 0, want)
@@ -211,6 +223,121 @@ def test_job_survives_agent_sigkill_and_is_recovered(node, tmp_path):
     assert not job_dir(state, 3).exists()
 
 
+AGENT_WITH_FORKSERVER = """
+import sys, time
+from pathlib import Path
+from lingjun_agent.launcher.batch import BatchSpec, start_batch
+from lingjun_agent.launcher.forkserver import ForkServer
+forks = ForkServer(Path(sys.argv[1]) / "forkserver.log")
+spec = BatchSpec(job_id=3, node=sys.argv[2], script="#!/bin/sh\\nsleep 2\\necho done\\nexit 4\\n",
+                 argv=(), env={"PATH": "/usr/bin:/bin"}, work_dir=sys.argv[3],
+                 stdout="out.txt", stderr="", stdin="", uid=0, gid=0)
+h = start_batch(Path(sys.argv[1]), spec, forks)
+print(h.pid, h.supervisor_pid, forks.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while start_ticks(pid) is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_forked_supervisor_survives_agent_sigkill_and_is_recovered(node, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    agent = subprocess.Popen([sys.executable, "-c", AGENT_WITH_FORKSERVER, str(state), node,
+                              str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    script_pid, stepd_pid, server_pid = map(int, agent.stdout.readline().split())
+    assert stepd_pid != server_pid
+    agent.kill()
+    agent.wait()
+    assert start_ticks(stepd_pid) is not None, "the supervisor died with the agent"
+    assert start_ticks(script_pid) is not None, "the script died with the agent"
+
+    handles, results = recover_batches(state)  # the restarted agent
+    assert results == []
+    assert [(h.job_id, h.pid, h.supervisor_pid) for h in handles] == \
+        [(3, script_pid, stepd_pid)]
+    assert gone_within(server_pid, 10), "the forkserver outlived its agent"
+    result = asyncio.run(handles[0].wait())
+    assert (result.job_id, result.exit_code, result.signal) == (3, 4, 0)
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+
+
+def test_a_forked_supervisor_is_a_session_of_its_own_found_by_its_marks(node, tmp_path):
+    forks = ForkServer(tmp_path / "forkserver.log")
+    try:
+        handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\nsleep 30\n"),
+                             forks)
+        sup = handle.supervisor_pid
+        assert psutil.Process(sup).ppid() == forks.pid, "forked, not started by us"
+        assert os.getsid(sup) == sup
+        env = psutil.Process(sup).environ()
+        assert env.get("LINGJUN_STEPD_MARK") == f"{node}:1", env
+        assert env.get("LINGJUN_STEPD_DIR") == str(job_dir(tmp_path / "state", 1)), env
+        assert 1 in running_jobs(node)
+        assert sup not in {p.pid for p in job_processes(node, 1)}, \
+            "the supervisor must outlive the job's processes to record the result"
+        assert signal_job(node, 1, signal.SIGTERM, batch_only=True) == 1
+        result = asyncio.run(handle.wait())
+        assert (result.exit_code, result.signal) == (0, 15), result
+    finally:
+        forks.close()
+
+
+def test_the_forkservers_death_is_survived(node, tmp_path):
+    state = tmp_path / "state"
+    forks = ForkServer(tmp_path / "forkserver.log")
+    try:
+        script = "#!/bin/sh\nsleep 1\necho done\nexit 5\n"
+        running = start_batch(state, make_spec(node, tmp_path, script, stdout="a.txt"), forks)
+        first = forks.pid
+        os.kill(first, signal.SIGKILL)
+        assert gone_within(first, 5)
+        # the job forked before runs on and ends as it would have
+        result = asyncio.run(running.wait())
+        assert (result.exit_code, result.signal, result.error) == (5, 0, "")
+        assert (tmp_path / "a.txt").read_text() == "done\n"
+        # and the next job gets a new forkserver
+        spec = make_spec(node, tmp_path, "#!/bin/sh\necho two\n", job_id=2, stdout="b.txt")
+        handle = start_batch(state, spec, forks)
+        assert forks.pid != first and forks.starts == 2
+        assert psutil.Process(handle.supervisor_pid).ppid() == forks.pid
+        assert asyncio.run(handle.wait()).exit_code == 0
+        assert (tmp_path / "b.txt").read_text() == "two\n"
+    finally:
+        forks.close()
+
+
+def test_without_a_forkserver_the_supervisor_starts_afresh(node, tmp_path):
+    forks = ForkServer(tmp_path / "no-such-dir" / "forkserver.log")   # it cannot start
+    handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, "#!/bin/sh\necho hi\n"),
+                         forks)
+    assert psutil.Process(handle.supervisor_pid).ppid() == os.getpid()
+    assert asyncio.run(handle.wait()).exit_code == 0
+    assert (tmp_path / "slurm-1.out").read_text() == "hi\n"
+    assert forks.pid is None
+
+
+def test_a_forgotten_job_is_out_of_the_way_at_once_and_its_remains_go_at_recovery(node, tmp_path):
+    state = tmp_path / "state"
+    spec = make_spec(node, tmp_path, "#!/bin/sh\necho run\n", stdout="o.txt", append=True)
+    first = run(state, spec)
+    gone = forget_batch(state, 1, remove=False)     # what the agent removes in a thread
+    assert gone is not None and gone.is_dir() and not job_dir(state, 1).exists()
+    again = run(state, spec)                        # the job, requeued to this node at once
+    assert (first.exit_code, again.exit_code) == (0, 0)
+    assert (tmp_path / "o.txt").read_text() == "run\nrun\n"
+    handles, results = recover_batches(state)       # as if the agent died before removing it
+    assert not gone.exists()
+    assert handles == [] and results == [again]
+
+
 def test_a_recycled_supervisor_pid_is_not_mistaken(node, tmp_path):
     state = tmp_path / "state"
     d = job_dir(state, 5)
@@ -229,7 +356,7 @@ def test_a_recycled_supervisor_pid_is_not_mistaken(node, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
-def test_runs_as_the_user_and_creates_files_as_them(node):
+def test_runs_as_the_user_and_creates_files_as_them(node, forks):
     base = Path(tempfile.mkdtemp(prefix="lingjun-batch-test-", dir="/tmp"))
     try:
         os.chmod(base, 0o755)
@@ -239,7 +366,7 @@ def test_runs_as_the_user_and_creates_files_as_them(node):
         spec = BatchSpec(job_id=2, node=node, script="#!/bin/sh\nid -u; id -g\n",
                          argv=(), env={"PATH": PATH}, work_dir=str(work),
                          stdout="o.txt", stderr="", stdin="", uid=65534, gid=65534)
-        result = run(base / "state", spec)
+        result = run(base / "state", spec, forks)
         assert (result.exit_code, result.error) == (0, "")
         out = work / "o.txt"
         assert out.read_text() == "65534\n65534\n"
@@ -249,7 +376,7 @@ def test_runs_as_the_user_and_creates_files_as_them(node):
         os.chmod(work, 0o755)
         out.unlink()
         forget_batch(base / "state", 2)
-        result = run(base / "state", spec)
+        result = run(base / "state", spec, forks)
         assert result.exit_code == 1
         assert "Permission denied" in result.error
     finally:
@@ -277,9 +404,9 @@ def sleepers() -> set[int]:
     return out
 
 
-def test_a_script_that_exits_0_takes_its_setsid_and_double_forked_children_along(node, tmp_path):
+def test_a_script_that_exits_0_takes_its_setsid_and_double_forked_children_along(node, tmp_path, forks):
     before = sleepers()
-    result = run(tmp_path / "state", make_spec(node, tmp_path, ESCAPING))
+    result = run(tmp_path / "state", make_spec(node, tmp_path, ESCAPING), forks)
     assert (result.exit_code, result.signal, result.error) == (0, 0, "")
     assert (tmp_path / "escaped.txt").read_text().startswith("2 "), "both were running"
     left = sleepers() - before
@@ -287,13 +414,13 @@ def test_a_script_that_exits_0_takes_its_setsid_and_double_forked_children_along
     assert cgroups.jobs(node) == [], "the job's cgroup is gone with it"
 
 
-def test_the_supervisor_fences_the_job_when_the_lease_ends_unrenewed(node, tmp_path):
+def test_the_supervisor_fences_the_job_when_the_lease_ends_unrenewed(node, tmp_path, forks):
     lease_file = tmp_path / "lease.json"
     lease.write(lease_file, lease.Lease(lease.clock() + 1.0, grace_s=0.5))
     script = "#!/bin/bash\ntrap '' TERM\nsetsid sleep 1000 &\nwhile true; do sleep 0.1; done\n"
     t = time.monotonic()
     handle = start_batch(tmp_path / "state", make_spec(node, tmp_path, script,
-                                                       lease=str(lease_file)))
+                                                       lease=str(lease_file)), forks)
     result = asyncio.run(handle.wait())
     took = time.monotonic() - t
     assert result.error.startswith("fenced: lease ended"), result

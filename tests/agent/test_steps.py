@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lingjun_agent.launcher import steps
+from lingjun_agent.launcher.forkserver import ForkServer
 from lingjun_agent.launcher.procs import job_processes
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -30,6 +31,17 @@ def node():
     yield n
     for p in job_processes(n, 1):
         p.kill()
+
+
+@pytest.fixture(params=["afresh", "forked"])
+def forks(request, tmp_path):
+    """How the supervisor starts: a fresh interpreter, or forked from a forkserver."""
+    if request.param == "afresh":
+        yield None
+        return
+    server = ForkServer(tmp_path / "forkserver.log")
+    yield server
+    server.close()
 
 
 def spec(node, argv, ntasks=1, uid=None, gid=None, work_dir="/tmp", **kw) -> steps.StepSpec:
@@ -57,8 +69,8 @@ def follow(h: steps.StepHandle, timeout: float = 20) -> tuple[dict, dict]:
     raise AssertionError(f"step did not end; got {text} {exits}")
 
 
-def test_tasks_run_with_their_ranks_and_exits(node, tmp_path):
-    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", 'echo "r$RANK"; exit $RANK'], 3))
+def test_tasks_run_with_their_ranks_and_exits(node, tmp_path, forks):
+    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", 'echo "r$RANK"; exit $RANK'], 3), forks)
     text, exits = follow(h)
     assert {k: v for k, v in text.items() if k[1] == 1} == {(0, 1): "r0\n", (1, 1): "r1\n",
                                                            (2, 1): "r2\n"}
@@ -66,8 +78,8 @@ def test_tasks_run_with_their_ranks_and_exits(node, tmp_path):
                                                                     2: (2, 0)}
 
 
-def test_a_new_agent_finds_a_running_step_and_relays_from_any_offset(node, tmp_path):
-    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", "echo one; sleep 0.6; echo two"]))
+def test_a_new_agent_finds_a_running_step_and_relays_from_any_offset(node, tmp_path, forks):
+    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", "echo one; sleep 0.6; echo two"]), forks)
     del h    # the agent that started it is gone
     [again] = steps.recover_steps(tmp_path)
     assert again.running()
@@ -81,8 +93,8 @@ def test_a_new_agent_finds_a_running_step_and_relays_from_any_offset(node, tmp_p
     assert steps.recover_steps(tmp_path) == []
 
 
-def test_kill_ends_every_task_at_once_and_says_signal_9(node, tmp_path):
-    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", "sleep 30 & sleep 30; echo no"], 2))
+def test_kill_ends_every_task_at_once_and_says_signal_9(node, tmp_path, forks):
+    h = steps.start_step(tmp_path, spec(node, ["sh", "-c", "sleep 30 & sleep 30; echo no"], 2), forks)
     steps.wait_started(h)
     t0 = time.monotonic()
     h.kill()
@@ -115,9 +127,9 @@ def root_only():
     shutil.rmtree(d)
 
 
-def test_the_working_directory_is_entered_as_the_user(node, tmp_path, root_only):
+def test_the_working_directory_is_entered_as_the_user(node, tmp_path, forks, root_only):
     h = steps.start_step(tmp_path, spec(node, ["cat", "secret"], uid=NOBODY.pw_uid,
-                                        gid=NOBODY.pw_gid, work_dir=str(root_only)))
+                                        gid=NOBODY.pw_gid, work_dir=str(root_only)), forks)
     text, exits = follow(h)
     assert text.get((0, 1), "") == ""
     assert text[(0, 2)] == (f"slurmstepd: error: couldn't chdir to `{root_only}': Permission "
@@ -127,18 +139,22 @@ def test_the_working_directory_is_entered_as_the_user(node, tmp_path, root_only)
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_the_agent_starts_a_users_step_without_forking_itself(tmp_path):
+@pytest.mark.parametrize("forked", [False, True], ids=["afresh", "forked"])
+def test_the_agent_starts_a_users_step_without_forking_itself(tmp_path, forked):
     """gRPC's fork handlers crashed users' tasks when the threaded agent
     fork()ed them: the agent's process must only vfork (to exec the
-    supervisor); the user switch happens in the supervisor."""
+    supervisor, or the forkserver that forks it); the user switch happens
+    in the supervisor."""
     code = textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
         from lingjun_agent.launcher import steps
+        from lingjun_agent.launcher.forkserver import ForkServer
+        forks = ForkServer({str(tmp_path / 'fs.log')!r}) if {forked!r} else None
         h = steps.start_step(Path({str(tmp_path / 'state')!r}), steps.StepSpec(
             job_id=1, step_id=0, node="nofork-{os.getpid()}", argv=("true",),
             env={{"PATH": "/usr/bin:/bin"}}, work_dir="/tmp", uid={NOBODY.pw_uid},
-            gid={NOBODY.pw_gid}, tasks=(steps.TaskSpec(rank=0),)))
+            gid={NOBODY.pw_gid}, tasks=(steps.TaskSpec(rank=0),)), forks)
         print(os.getpid())
     """)
     trace = tmp_path / "trace"
