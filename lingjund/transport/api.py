@@ -168,7 +168,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         if len(request.dependency) > 100_000 or len(request.comment) > 100_000:
             raise errors.InvalidRequest("Request too large")
         jobctl.update_job(self.ctl, request)
-        return api_pb2.JobUpdateResponse()
+        return api_pb2.UpdateJobResponse()
 
     @unary
     def HoldJobs(self, request, context):
@@ -200,7 +200,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return authz.batch_script(self.ctl, request)
 
     @unary
-    def GetFaulttolEvents(self, request, context):
+    def GetJobEvents(self, request, context):
         return faulttol.get_events(self.ctl, request)
 
     @unary

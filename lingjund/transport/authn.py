@@ -119,7 +119,7 @@ def _repeated(f) -> bool:
 def _overwrite(msg: Message, who: auth.Identity, user: str, group: str) -> None:
     desc = msg.DESCRIPTOR
     fields = desc.fields_by_name
-    for name in fields:      # requester_uid, and e.g. AllocationRequest.authz_requester_uid
+    for name in fields:      # requester_uid, and e.g. AllocationRequest.requester_uid
         if name == "requester_uid" or name.endswith("_requester_uid"):
             setattr(msg, name, who.uid)
     if "requester" in fields and fields["requester"].type == fields["requester"].TYPE_STRING:
