@@ -31,7 +31,7 @@ from lingjun.credential import CredentialServer
 from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import (accounting, allocations, configuration, faulttol, health, nodes,
+from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
                               scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
@@ -143,6 +143,9 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     steps.recover(ctl)
     tune_gc()
     ctl.wake_event()
+    mailer = mail.Mailer(ctl)       # --mail-type: told of each committed state change
+    store.watch_states(mailer.job_changed)
+    mailer.start()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None
     if cfg.auth.controller_serves_socket:   # users' tokens on this host
@@ -182,6 +185,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     await server.stop(grace=2)
     if creds is not None:
         await creds.close()
+    await mailer.close()
     store.close()
 
 

@@ -232,7 +232,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
-            "SLURM_CONF": c.path or "(defaults)"})
+            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
 
     async def RunStep(self, request, context):
         try:

@@ -22,6 +22,7 @@ STATUS: dict[type[errors.SlurmError], grpc.StatusCode] = {
     errors.JobNotPending: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Disabled: grpc.StatusCode.FAILED_PRECONDITION,
     errors.BatchOnly: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.MailUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
     errors.AccessDenied: grpc.StatusCode.PERMISSION_DENIED,
     authz.InvalidUserId: grpc.StatusCode.PERMISSION_DENIED,   # ESLURM_USER_ID_MISSING
     errors.NoSpace: grpc.StatusCode.RESOURCE_EXHAUSTED,
