@@ -19,7 +19,7 @@ from lingjund.service import accounting, allocations, authz, errors, faulttol, h
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
-from lingjund.transport.status import status_of
+from lingjund.transport import status
 
 log = logging.getLogger("lingjund.api")
 
@@ -64,14 +64,15 @@ def unary(fn):
                 reply = await reply
             return reply
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except grpc.aio.AbortError:
             raise
         except Exception as e:
             if store.is_full(e):
                 await _no_space(context, fn.__name__, e)
             log.exception("%s failed", fn.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)", status.INTERNAL))
     return wrapper
 
 
@@ -81,7 +82,7 @@ async def _no_space(context, what: str, e: BaseException) -> None:
     log.error("%s refused: no space left for the state store (%s); writes resume once space returns",
               what, e)
     err = errors.NoSpace()
-    await context.abort(status_of(err), str(err))
+    await status.abort(context, err)
 
 
 def _error_text(what: str, e: Exception) -> str:
@@ -142,18 +143,19 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             if len(request.job_ids) > MAX_IDS:
                 raise errors.InvalidRequest("Too many job ids")
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         gen = accounting.pages(self.ctl, request)
         try:
             async for page in gen:
                 yield page
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except grpc.aio.AbortError:
             raise
         except Exception:
             log.exception("GetAccounting failed")
-            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)", status.INTERNAL))
         finally:
             await gen.aclose()
 
@@ -238,13 +240,13 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         try:
             validate.check(request, self.ctl.config.authz)
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         gen = steps.run_step(self.ctl, request)
         try:
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:
@@ -256,7 +258,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:

@@ -75,6 +75,7 @@ import grpc
 from google.protobuf.message import Message
 
 from lingjun import auth, procnet, slurm
+from lingjund.transport import status
 
 log = logging.getLogger("lingjund.authn")
 
@@ -212,7 +213,8 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
                 return who
             except auth.AuthError as e:
                 log.warning("refused %s from %s: %s", method, _peer(context), e)
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)
+                await status.abort_with(context, status.rich_status(
+                    grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR, status.AUTHENTICATION))
                 raise  # not reached: abort raises
 
         if handler.unary_unary:
