@@ -165,12 +165,14 @@ class SubmitJobsRequest(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
 
 class SubmitJobsResult(_message.Message):
-    __slots__ = ("job", "error")
+    __slots__ = ("job", "error", "reason")
     JOB_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     job: SubmitJobResponse
     error: str
-    def __init__(self, job: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, job: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
     __slots__ = ("results",)

@@ -85,15 +85,17 @@ async def _no_space(context, what: str, e: BaseException) -> None:
     await status.abort(context, err)
 
 
-def _error_text(what: str, e: Exception) -> str:
-    """One refused job of a batch, in the words its own call would have got."""
+def _refused(what: str, e: Exception) -> api_pb2.SubmitJobsResult:
+    """One refused job of a batch, in the words and with the Slurm error name
+    its own call would have got."""
     if isinstance(e, errors.SlurmError):
-        return str(e)
+        return api_pb2.SubmitJobsResult(error=str(e), reason=status.reason_of(e))
     if store.is_full(e):
         log.error("%s: a job refused: no space left for the state store (%s)", what, e)
-        return str(errors.NoSpace())
+        return _refused(what, errors.NoSpace())
     log.error("%s: a job failed", what, exc_info=e)
-    return "Unexpected error in lingjund (see its log)"
+    return api_pb2.SubmitJobsResult(error="Unexpected error in lingjund (see its log)",
+                                    reason=status.INTERNAL)
 
 
 class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
@@ -115,13 +117,13 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             try:
                 _check_submit(job)
             except errors.SlurmError as e:
-                results[i] = api_pb2.SubmitJobsResult(error=str(e))
+                results[i] = _refused("SubmitJobs", e)
                 continue
             accepted.append(i)
         answers = await self.submissions.submit_many([request.jobs[i] for i in accepted])
         for i, a in zip(accepted, answers):
             results[i] = (api_pb2.SubmitJobsResult(job=a) if isinstance(a, api_pb2.SubmitJobResponse)
-                          else api_pb2.SubmitJobsResult(error=_error_text("SubmitJobs", a)))
+                          else _refused("SubmitJobs", a))
         return api_pb2.SubmitJobsResponse(results=results)
 
     @unary

@@ -127,3 +127,15 @@ def _all_errors() -> list[type[errors.SlurmError]]:
 def test_every_service_error_has_a_slurm_name_of_its_own(cls):
     assert cls in status.REASON, f"{cls.__module__}.{cls.__name__} has no entry in status.REASON"
     assert re.fullmatch(r"E?SLURM_[A-Z_]+|E[A-Z]+", status.REASON[cls]), status.REASON[cls]
+
+
+def test_each_refused_job_of_a_bulk_submission_names_its_reason(served):
+    r = served.stub.SubmitJobs(api_pb2.SubmitJobsRequest(jobs=[
+        api_pb2.SubmitJobRequest(spec=spec(hold=True)),
+        api_pb2.SubmitJobRequest(spec=spec(partition="nosuch")),
+        api_pb2.SubmitJobRequest(spec=spec(script="no shebang")),
+    ]))
+    got = [(x.HasField("job"), x.error, x.reason) for x in r.results]
+    assert got == [(True, "", ""),
+                   (False, "Invalid partition name specified", "ESLURM_INVALID_PARTITION_NAME"),
+                   (False, "Batch script is empty or lacks #!", "EINVAL")]
