@@ -101,8 +101,17 @@ def reason_of(err: errors.SlurmError) -> str:
     return _nearest(REASON, err) or "SLURM_ERROR"
 
 
+# The message travels twice in the trailers (grpc-message, and inside the
+# google.rpc.Status), and gRPC refuses trailers past 8 KiB at random and past
+# 16 KiB always (RESOURCE_EXHAUSTED instead of the answer): a message that
+# quotes a huge bad value is cut to this many characters.
+MAX_MESSAGE_CHARS = 1000
+
+
 def rich_status(code: grpc.StatusCode, message: str, reason: str) -> grpc.Status:
     """``code`` and ``message`` with a google.rpc.Status holding ErrorInfo(reason, "lingjun")."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS - 3] + "..."
     detail = any_pb2.Any()
     detail.Pack(error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN))
     return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=message,

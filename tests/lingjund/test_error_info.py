@@ -139,3 +139,14 @@ def test_each_refused_job_of_a_bulk_submission_names_its_reason(served):
     assert got == [(True, "", ""),
                    (False, "Invalid partition name specified", "ESLURM_INVALID_PARTITION_NAME"),
                    (False, "Batch script is empty or lacks #!", "EINVAL")]
+
+
+@pytest.mark.parametrize("n", [5_000, 20_000, 100_000])
+def test_an_error_quoting_a_huge_value_still_arrives_with_its_reason(served, n):
+    """The message rides in the trailers twice; unbounded, gRPC would answer
+    RESOURCE_EXHAUSTED (at random past 8 KiB) instead of the refusal."""
+    err = refusal(lambda: served.stub.SubmitJob(api_pb2.SubmitJobRequest(spec=spec(launcher="x" * n))))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert client.error_reason(err) == "EINVAL"
+    assert err.details().startswith("Invalid --launcher argument: xxx") and err.details().endswith("...")
+    assert len(err.details()) == status.MAX_MESSAGE_CHARS
