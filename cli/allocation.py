@@ -124,7 +124,7 @@ class Allocation:
             time.sleep(1.0)
             requests: queue.Queue = queue.Queue()
             requests.put(api_pb2.AllocationRequest(attach_job_id=self.job_id,
-                                                   authz_requester_uid=os.getuid()))
+                                                   requester_uid=os.getuid()))
             # A fresh channel each try: an old one waits out its reconnect backoff
             # (up to minutes) before it even tries the restarted controller.
             ch = client.channel(self._address)

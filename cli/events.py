@@ -1,4 +1,4 @@
-"""lingjun events JOB: what happened to a job and why (RPC GetFaulttolEvents).
+"""lingjun events JOB: what happened to a job and why (RPC GetJobEvents).
 
 One line per event, oldest first: the node lost, each restart with the
 nodes of the new attempt, a hang detected, a preemption, giving up:
@@ -20,7 +20,7 @@ from lingjun.client import Api, ControllerUnreachable
 from lingjun.v1 import api_pb2
 
 
-def format_events(job_id: int, reply: api_pb2.GetFaulttolEventsResponse) -> str:
+def format_events(job_id: int, reply: api_pb2.GetJobEventsResponse) -> str:
     lines = [f"JobId={job_id} State={reply.state} Restarts={len(reply.attempts)}"]
     width = max((len(e.kind) for e in reply.events), default=0)
     for e in reply.events:
@@ -35,7 +35,7 @@ def events(job: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr, api=Non
         print(f"lingjun: error: Invalid job id specified: {job}", file=err)
         return 1
     try:
-        reply = (api or Api()).call("GetFaulttolEvents", api_pb2.GetFaulttolEventsRequest(job_id=job_id))
+        reply = (api or Api()).call("GetJobEvents", api_pb2.GetJobEventsRequest(job_id=job_id))
     except ControllerUnreachable as e:
         print(f"lingjun: error: {e}", file=err)
         return 1

@@ -78,7 +78,7 @@ heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
 max_array_size = {args.max_array_size}
-
+{_mail_text(args)}
 [agent]
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
@@ -93,6 +93,13 @@ nodes = "ALL"
 default = true
 
 {_auth_text(args, state)}"""
+
+
+def _mail_text(args) -> str:
+    """[controller] mail_prog when --mail-prog names one (else the default, /usr/bin/mail)."""
+    if args.mail_prog is None:
+        return ""
+    return f"mail_prog = {json.dumps(args.mail_prog)}\n"
 
 
 # -- the local cluster's key, credential socket and (optional) TLS -----------
@@ -479,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     net = sub.add_parser("net", help="network profiles: desired vs live per node")
     net.add_argument("action", choices=("show",))
     net.add_argument("node", nargs="?", help="one node (default: every node)")
+    up.add_argument("--mail-prog", metavar="PROG",
+                    help="Slurm's MailProg for --mail-type (default /usr/bin/mail; \"\" = no mail)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
     # TLS for the API and the agent channel (PEM files); plaintext on loopback otherwise

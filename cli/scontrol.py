@@ -235,7 +235,7 @@ class Scontrol:
     # --- jobs: update, hold, release, requeue -------------------------------------
     def update_job(self, args: list[str]) -> int:
         """scontrol update JobId=N Key=Value...: Slurm's update_job.c words."""
-        req = api_pb2.JobUpdateRequest(requester_uid=os.getuid())
+        req = api_pb2.UpdateJobRequest(requester_uid=os.getuid())
         job_id = ""
         time_limit: str | None = None
         i = 0
@@ -355,12 +355,12 @@ class Scontrol:
             (ids if slurm.is_job_id(w) else bad).append(int(w) if slurm.is_job_id(w) else w)
         uid = os.getuid()
         if cmd in ("requeue", "requeuehold"):
-            method, req = "RequeueJobs", api_pb2.JobRequeueRequest(
+            method, req = "RequeueJobs", api_pb2.RequeueJobsRequest(
                 job_ids=ids, hold=cmd == "requeuehold", requester_uid=uid)
         else:
-            action = {"hold": api_pb2.JobHoldRequest.HOLD, "uhold": api_pb2.JobHoldRequest.USER_HOLD,
-                      "release": api_pb2.JobHoldRequest.RELEASE}[cmd]
-            method, req = "HoldJobs", api_pb2.JobHoldRequest(job_ids=ids, action=action,
+            action = {"hold": api_pb2.HoldJobsRequest.HOLD, "uhold": api_pb2.HoldJobsRequest.USER_HOLD,
+                      "release": api_pb2.HoldJobsRequest.RELEASE}[cmd]
+            method, req = "HoldJobs", api_pb2.HoldJobsRequest(job_ids=ids, action=action,
                                                              requester_uid=uid)
         lines = [f"Invalid job id specified for job {w}" for w in bad]
         if ids:
@@ -388,7 +388,7 @@ class Scontrol:
             raise CommandError("job script retrieval failed: Invalid job id specified")
         job_id = int(word)
         filename = args[2] if len(args) > 2 else f"slurm-{job_id}.sh"
-        req = api_pb2.AuthzBatchScriptRequest(job_id=job_id, requester_uid=os.getuid())
+        req = api_pb2.GetBatchScriptRequest(job_id=job_id, requester_uid=os.getuid())
         with controller_errors("job script retrieval failed: "):
             reply = self.api.call("GetBatchScript", req)
         if filename == "-":

@@ -11,6 +11,12 @@ with ``[auth] tls_ca`` (or the local cluster's) the channel speaks TLS.
 
 ``ControllerUnreachable`` is what every command turns into Slurm's own words
 ("Unable to contact slurm controller (connect failure)") and a non-zero exit.
+
+Every error the controller answers names its failure as Slurm does, in a
+``google.rpc.ErrorInfo`` (domain "lingjun") in the status details:
+``error_reason(err)`` is that name ("ESLURM_INVALID_JOB_ID",
+"ESLURM_ACCESS_DENIED"...), and ``Api.call`` sets it on the errors it
+raises as ``err.reason``, so a program need not parse the message.
 """
 from __future__ import annotations
 
@@ -107,6 +113,33 @@ def tls_ca() -> str:
     return _client_setting("LINGJUN_TLS_CA", "tls_ca", "tls_ca", "")
 
 
+ERROR_DOMAIN = "lingjun"
+
+
+def error_info(err: grpc.RpcError):
+    """The ``google.rpc.ErrorInfo`` the controller put in ``err``'s status, or None."""
+    # imported here: commands that never meet an error do not pay for them
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+    try:
+        status = rpc_status.from_call(err)
+    except ValueError:           # details that contradict the call's code or message
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            if info.domain == ERROR_DOMAIN:
+                return info
+    return None
+
+
+def error_reason(err: grpc.RpcError) -> str:
+    """Slurm's name for the failure ("ESLURM_INVALID_JOB_ID"); "" when it says none."""
+    info = error_info(err)
+    return info.reason if info is not None else ""
+
+
 class _Details(collections.namedtuple("_Details", ("method", "timeout", "metadata", "credentials",
                                                    "wait_for_ready", "compression")),
                grpc.ClientCallDetails):
@@ -177,7 +210,7 @@ class Api:
         """Call ``method``; UNAVAILABLE becomes ControllerUnreachable.
 
         Other gRPC errors propagate (grpc.RpcError with Slurm's message in
-        ``details()``) for the command to print.
+        ``details()`` and Slurm's error name in ``reason``) for the command to print.
         """
         fn = getattr(self.stub, method)
         try:
@@ -187,6 +220,7 @@ class Api:
         except grpc.RpcError as e:
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise ControllerUnreachable(e.details() or str(e.code())) from None
+            e.reason = error_reason(e)
             raise
 
     def stream(self, method: str, request, timeout: float | None = None):
@@ -196,4 +230,4 @@ class Api:
         self._channel.close()
 
 
-__all__ = ["Api", "ControllerUnreachable", "controller_address", "api_pb2"]
+__all__ = ["Api", "ControllerUnreachable", "controller_address", "error_info", "error_reason", "api_pb2"]

@@ -13,6 +13,8 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     heartbeat_interval_s = 0        # 0: 5 s, longer past 5,000 nodes (HEARTBEATS_PER_S)
     fence_grace_s = -1              # a silent node's fence: SIGTERM .. SIGKILL (-1: kill_wait_s)
     fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
+    mail_prog = "/usr/bin/mail"     # Slurm's MailProg: run as PROG -s SUBJECT USER for --mail-type;
+                                    # "" = no mail (sbatch --mail-type is then refused)
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
@@ -216,6 +218,9 @@ class ControllerConfig:
     # fence_grace_s + FENCE_SLACK_S, and fence_grace_s = kill_wait_s.
     fence_margin_s: float = -1.0
     fence_grace_s: float = -1.0
+    # Slurm's MailProg: --mail-type's notices are sent by running
+    # ``mail_prog -s SUBJECT USER`` (lingjund/service/mail.py); "" = none.
+    mail_prog: str = "/usr/bin/mail"
 
     @property
     def connect_address(self) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from lingjun import auth, logs
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
+from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjun_agent.runner import Agent
 
@@ -33,10 +34,14 @@ async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
     async def ready() -> None:
         await agent.registered.wait()
         notify("READY=1")
-    asyncio.create_task(ready())
+    announced = asyncio.create_task(ready())
+    watchdog = sdnotify.start_watchdog()       # from this loop: a wedged loop stops it
     await stop.wait()
     # Jobs keep running: their supervisors outlive the agent, as slurmstepd does.
     notify("STOPPING=1")
+    for t in (announced, watchdog):
+        if t is not None:
+            t.cancel()
     task.cancel()
     if creds is not None:
         await creds.close()

@@ -366,7 +366,7 @@ class Agent:
             self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
                 seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
                 running_job_ids=running,
-                activity=[agent_pb2.FaulttolActivity(job_id=j, last_activity=t)
+                activity=[agent_pb2.JobActivity(job_id=j, last_activity=t)
                           for j, t in sorted(seen.items())])))
 
     def _watch_recovered(self, h: batch.BatchHandle) -> None:

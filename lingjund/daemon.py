@@ -28,14 +28,15 @@ from grpc_health.v1 import health_pb2
 from lingjun import auth, logs
 from lingjun import config as configmod
 from lingjun.credential import CredentialServer
+from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import (accounting, allocations, configuration, faulttol, health, nodes,
+from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
                               scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.authn import ServerAuth
-from lingjund.transport.server import build_server
+from lingjund.transport.server import SERVICES, build_server
 
 log = logging.getLogger("lingjund")
 
@@ -117,11 +118,15 @@ async def scheduler_loop(ctl: Controller) -> None:
 
 
 def reconfigure(ctl: Controller) -> None:
-    """SIGHUP: re-read the configuration file, as ``scontrol reconfigure``."""
+    """SIGHUP: re-read the configuration file, as ``scontrol reconfigure``;
+    systemd hears RELOADING=1 before and READY=1 after (sd_notify(3))."""
+    sdnotify.reloading()
     try:
         configuration.reload(ctl)
     except configmod.ConfigError as e:
         log.error("reconfigure (SIGHUP) failed, configuration unchanged: %s", e)
+    finally:
+        notify("READY=1")
 
 
 async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str | None = None) -> None:
@@ -138,13 +143,17 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     steps.recover(ctl)
     tune_gc()
     ctl.wake_event()
+    mailer = mail.Mailer(ctl)       # --mail-type: told of each committed state change
+    store.watch_states(mailer.job_changed)
+    mailer.start()
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
     creds = None
     if cfg.auth.controller_serves_socket:   # users' tokens on this host
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
     await server.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    for name in ("", *SERVICES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
              cfg.cluster_name, cc.listen, port, cc.state_dir)
     if ready_file:
@@ -157,11 +166,17 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reconfigure, ctl)
     notify("READY=1")
+    watchdog = sdnotify.start_watchdog()
     sched = asyncio.create_task(scheduler_loop(ctl))
     purger = asyncio.create_task(accounting.purge_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
+    # Every service NOT_SERVING while the listener is still open, so health
+    # watchers and load balancers hear it before connections are refused.
+    await health_servicer.enter_graceful_shutdown()
+    if watchdog is not None:
+        watchdog.cancel()
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
     purger.cancel()
@@ -170,6 +185,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     await server.stop(grace=2)
     if creds is not None:
         await creds.close()
+    await mailer.close()
     store.close()
 
 

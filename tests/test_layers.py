@@ -93,6 +93,7 @@ STATUSES = [
     (errors.BatchOnly, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.InvalidTimeValue, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NoSpace, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.MailUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
     (authz.InvalidUserId, grpc.StatusCode.PERMISSION_DENIED),
     (authz.SubmitLimit, grpc.StatusCode.INVALID_ARGUMENT),
 ]

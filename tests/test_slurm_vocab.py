@@ -126,7 +126,7 @@ def test_exit_codes_signals_and_timestamps():
     assert len(slurm.format_timestamp(1796205842)) == len("2026-12-02T10:04:02")
 
 
-# --- sbopts: --signal, --mail-type, -C -------------------------------------------------
+# --- --signal, --mail-type, -C --------------------------------------------------------
 
 @pytest.mark.parametrize("text,want", [
     ("USR1", (10, 60, "")), ("SIGUSR2@30", (12, 30, "")), ("B:USR1@50", (10, 50, "B")),

@@ -142,10 +142,10 @@ class Heartbeat(_message.Message):
     free_memory_mb: int
     cpu_load: float
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    activity: _containers.RepeatedCompositeFieldContainer[FaulttolActivity]
-    def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., activity: _Optional[_Iterable[_Union[FaulttolActivity, _Mapping]]] = ...) -> None: ...
+    activity: _containers.RepeatedCompositeFieldContainer[JobActivity]
+    def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., activity: _Optional[_Iterable[_Union[JobActivity, _Mapping]]] = ...) -> None: ...
 
-class FaulttolActivity(_message.Message):
+class JobActivity(_message.Message):
     __slots__ = ("job_id", "last_activity")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]

@@ -165,12 +165,14 @@ class SubmitJobsRequest(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
 
 class SubmitJobsResult(_message.Message):
-    __slots__ = ("job", "error")
+    __slots__ = ("job", "error", "reason")
     JOB_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     job: SubmitJobResponse
     error: str
-    def __init__(self, job: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, job: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
     __slots__ = ("results",)
@@ -354,11 +356,11 @@ class JobInfo(_message.Message):
     preempt_eligible_time: int
     preempt_time: int
     preempted_by: int
-    attempts: _containers.RepeatedCompositeFieldContainer[FaulttolAttempt]
+    attempts: _containers.RepeatedCompositeFieldContainer[JobAttempt]
     max_restarts: int
     hang_timeout_s: int
     node_allocs: _containers.RepeatedCompositeFieldContainer[JobNodeAlloc]
-    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., preempt_eligible_time: _Optional[int] = ..., preempt_time: _Optional[int] = ..., preempted_by: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ..., node_allocs: _Optional[_Iterable[_Union[JobNodeAlloc, _Mapping]]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_cpus: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., submit_time: _Optional[int] = ..., eligible_time: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., nodes: _Optional[str] = ..., node_names: _Optional[_Iterable[str]] = ..., batch_host: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., derived_exit_code: _Optional[int] = ..., derived_exit_signal: _Optional[int] = ..., work_dir: _Optional[str] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., stdin_path: _Optional[str] = ..., command: _Optional[str] = ..., priority: _Optional[int] = ..., restarts: _Optional[int] = ..., requeue: _Optional[bool] = ..., exclusive: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., batch: _Optional[bool] = ..., submit_host: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., cpus_per_node: _Optional[int] = ..., now: _Optional[int] = ..., nice: _Optional[int] = ..., gpus: _Optional[int] = ..., hold: _Optional[bool] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_task_str: _Optional[str] = ..., array_max_running: _Optional[int] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., features: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., signal_spec: _Optional[str] = ..., dependency: _Optional[str] = ..., deadline: _Optional[int] = ..., preempt_eligible_time: _Optional[int] = ..., preempt_time: _Optional[int] = ..., preempted_by: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ..., node_allocs: _Optional[_Iterable[_Union[JobNodeAlloc, _Mapping]]] = ...) -> None: ...
 
 class JobNodeAlloc(_message.Message):
     __slots__ = ("node", "cpus", "mem_mb", "gpu_ids", "gpu_type")
@@ -374,7 +376,7 @@ class JobNodeAlloc(_message.Message):
     gpu_type: str
     def __init__(self, node: _Optional[str] = ..., cpus: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., gpu_type: _Optional[str] = ...) -> None: ...
 
-class FaulttolAttempt(_message.Message):
+class JobAttempt(_message.Message):
     __slots__ = ("attempt", "nodes", "start_time", "end_time", "state", "exit_code", "exit_signal")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
@@ -392,7 +394,7 @@ class FaulttolAttempt(_message.Message):
     exit_signal: int
     def __init__(self, attempt: _Optional[int] = ..., nodes: _Optional[str] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ...) -> None: ...
 
-class FaulttolJobEvent(_message.Message):
+class JobEvent(_message.Message):
     __slots__ = ("time", "kind", "text")
     TIME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -402,21 +404,21 @@ class FaulttolJobEvent(_message.Message):
     text: str
     def __init__(self, time: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
-class GetFaulttolEventsRequest(_message.Message):
+class GetJobEventsRequest(_message.Message):
     __slots__ = ("job_id",)
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
-class GetFaulttolEventsResponse(_message.Message):
+class GetJobEventsResponse(_message.Message):
     __slots__ = ("events", "attempts", "state")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
-    events: _containers.RepeatedCompositeFieldContainer[FaulttolJobEvent]
-    attempts: _containers.RepeatedCompositeFieldContainer[FaulttolAttempt]
+    events: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    attempts: _containers.RepeatedCompositeFieldContainer[JobAttempt]
     state: str
-    def __init__(self, events: _Optional[_Iterable[_Union[FaulttolJobEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[FaulttolAttempt, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
+    def __init__(self, events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
     __slots__ = ("job_ids", "users", "states", "partitions", "names", "all_states", "with_steps", "window_start", "window_end", "accounts", "job_fields", "squeue_order", "nodes")
@@ -884,16 +886,16 @@ class StepWaiting(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class AllocationRequest(_message.Message):
-    __slots__ = ("spec", "attach_job_id", "release", "authz_requester_uid")
+    __slots__ = ("spec", "attach_job_id", "release", "requester_uid")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ATTACH_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
-    AUTHZ_REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     attach_job_id: int
     release: AllocationRelease
-    authz_requester_uid: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., attach_job_id: _Optional[int] = ..., release: _Optional[_Union[AllocationRelease, _Mapping]] = ..., authz_requester_uid: _Optional[int] = ...) -> None: ...
+    requester_uid: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., attach_job_id: _Optional[int] = ..., release: _Optional[_Union[AllocationRelease, _Mapping]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
 
 class AllocationRelease(_message.Message):
     __slots__ = ("exit_code", "signal")
@@ -981,7 +983,7 @@ class GetConfigResponse(_message.Message):
     settings: _containers.ScalarMap[str, str]
     def __init__(self, settings: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
-class JobUpdateRequest(_message.Message):
+class UpdateJobRequest(_message.Message):
     __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
@@ -1009,29 +1011,29 @@ class JobUpdateRequest(_message.Message):
     requester_uid: int
     def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
 
-class JobUpdateResponse(_message.Message):
+class UpdateJobResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class JobHoldRequest(_message.Message):
+class HoldJobsRequest(_message.Message):
     __slots__ = ("job_ids", "action", "requester_uid")
     class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
-        HOLD: _ClassVar[JobHoldRequest.Action]
-        USER_HOLD: _ClassVar[JobHoldRequest.Action]
-        RELEASE: _ClassVar[JobHoldRequest.Action]
-    HOLD: JobHoldRequest.Action
-    USER_HOLD: JobHoldRequest.Action
-    RELEASE: JobHoldRequest.Action
+        HOLD: _ClassVar[HoldJobsRequest.Action]
+        USER_HOLD: _ClassVar[HoldJobsRequest.Action]
+        RELEASE: _ClassVar[HoldJobsRequest.Action]
+    HOLD: HoldJobsRequest.Action
+    USER_HOLD: HoldJobsRequest.Action
+    RELEASE: HoldJobsRequest.Action
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
     job_ids: _containers.RepeatedScalarFieldContainer[int]
-    action: JobHoldRequest.Action
+    action: HoldJobsRequest.Action
     requester_uid: int
-    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., action: _Optional[_Union[JobHoldRequest.Action, str]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., action: _Optional[_Union[HoldJobsRequest.Action, str]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
 
-class JobRequeueRequest(_message.Message):
+class RequeueJobsRequest(_message.Message):
     __slots__ = ("job_ids", "hold", "requester_uid")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     HOLD_FIELD_NUMBER: _ClassVar[int]
@@ -1117,7 +1119,7 @@ class NetReconfigureResponse(_message.Message):
     pushed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, pushed: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class AuthzBatchScriptRequest(_message.Message):
+class GetBatchScriptRequest(_message.Message):
     __slots__ = ("job_id", "requester_uid")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
@@ -1125,7 +1127,7 @@ class AuthzBatchScriptRequest(_message.Message):
     requester_uid: int
     def __init__(self, job_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
 
-class AuthzBatchScriptResponse(_message.Message):
+class GetBatchScriptResponse(_message.Message):
     __slots__ = ("script", "job_id")
     SCRIPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

@@ -91,17 +91,17 @@ class SlurmApiStub:
                 _registered_method=True)
         self.UpdateJob = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/UpdateJob',
-                request_serializer=lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.SerializeToString,
-                response_deserializer=lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.FromString,
+                request_serializer=lingjun_dot_v1_dot_api__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.FromString,
                 _registered_method=True)
         self.HoldJobs = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/HoldJobs',
-                request_serializer=lingjun_dot_v1_dot_api__pb2.JobHoldRequest.SerializeToString,
+                request_serializer=lingjun_dot_v1_dot_api__pb2.HoldJobsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
                 _registered_method=True)
         self.RequeueJobs = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/RequeueJobs',
-                request_serializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
+                request_serializer=lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
                 _registered_method=True)
         self.Allocate = channel.stream_stream(
@@ -116,13 +116,13 @@ class SlurmApiStub:
                 _registered_method=True)
         self.GetBatchScript = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/GetBatchScript',
-                request_serializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.SerializeToString,
-                response_deserializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.FromString,
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetBatchScriptRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetBatchScriptResponse.FromString,
                 _registered_method=True)
-        self.GetFaulttolEvents = channel.unary_unary(
-                '/lingjun.v1.SlurmApi/GetFaulttolEvents',
-                request_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
-                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
+        self.GetJobEvents = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetJobEvents',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetJobEventsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetJobEventsResponse.FromString,
                 _registered_method=True)
         self.GetSanityResults = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/GetSanityResults',
@@ -237,7 +237,7 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetFaulttolEvents(self, request, context):
+    def GetJobEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -309,17 +309,17 @@ def add_SlurmApiServicer_to_server(servicer, server):
             ),
             'UpdateJob': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJob,
-                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.FromString,
-                    response_serializer=lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.SerializeToString,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.UpdateJobRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.SerializeToString,
             ),
             'HoldJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.HoldJobs,
-                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobHoldRequest.FromString,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.HoldJobsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
             ),
             'RequeueJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.RequeueJobs,
-                    request_deserializer=lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.FromString,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
             ),
             'Allocate': grpc.stream_stream_rpc_method_handler(
@@ -334,13 +334,13 @@ def add_SlurmApiServicer_to_server(servicer, server):
             ),
             'GetBatchScript': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBatchScript,
-                    request_deserializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.FromString,
-                    response_serializer=lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.SerializeToString,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetBatchScriptRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetBatchScriptResponse.SerializeToString,
             ),
-            'GetFaulttolEvents': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetFaulttolEvents,
-                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.FromString,
-                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.SerializeToString,
+            'GetJobEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobEvents,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetJobEventsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetJobEventsResponse.SerializeToString,
             ),
             'GetSanityResults': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSanityResults,
@@ -670,8 +670,8 @@ class SlurmApi:
             request,
             target,
             '/lingjun.v1.SlurmApi/UpdateJob',
-            lingjun_dot_v1_dot_api__pb2.JobUpdateRequest.SerializeToString,
-            lingjun_dot_v1_dot_api__pb2.JobUpdateResponse.FromString,
+            lingjun_dot_v1_dot_api__pb2.UpdateJobRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -697,7 +697,7 @@ class SlurmApi:
             request,
             target,
             '/lingjun.v1.SlurmApi/HoldJobs',
-            lingjun_dot_v1_dot_api__pb2.JobHoldRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.HoldJobsRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
             options,
             channel_credentials,
@@ -724,7 +724,7 @@ class SlurmApi:
             request,
             target,
             '/lingjun.v1.SlurmApi/RequeueJobs',
-            lingjun_dot_v1_dot_api__pb2.JobRequeueRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
             options,
             channel_credentials,
@@ -805,8 +805,8 @@ class SlurmApi:
             request,
             target,
             '/lingjun.v1.SlurmApi/GetBatchScript',
-            lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptRequest.SerializeToString,
-            lingjun_dot_v1_dot_api__pb2.AuthzBatchScriptResponse.FromString,
+            lingjun_dot_v1_dot_api__pb2.GetBatchScriptRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetBatchScriptResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -818,7 +818,7 @@ class SlurmApi:
             _registered_method=True)
 
     @staticmethod
-    def GetFaulttolEvents(request,
+    def GetJobEvents(request,
             target,
             options=(),
             channel_credentials=None,
@@ -831,9 +831,9 @@ class SlurmApi:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/lingjun.v1.SlurmApi/GetFaulttolEvents',
-            lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsRequest.SerializeToString,
-            lingjun_dot_v1_dot_api__pb2.GetFaulttolEventsResponse.FromString,
+            '/lingjun.v1.SlurmApi/GetJobEvents',
+            lingjun_dot_v1_dot_api__pb2.GetJobEventsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetJobEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -88,7 +88,7 @@ class JobRequest:
     time_limit_min: int = UNLIMITED   # effective limit (partition default applied)
     held: bool = False
     begin_time: float = 0.0
-    # sbopts: where the job may run (plugins/nodes.py) and memory per CPU.
+    # Where the job may run (plugins/nodes.py) and memory per CPU.
     req_nodes: tuple[str, ...] = ()   # -w: every one of these is in the allocation
     exc_nodes: tuple[str, ...] = ()   # -x: none of these is
     constraint: str = ""              # -C feature expression; "" = any node

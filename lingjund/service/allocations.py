@@ -89,7 +89,7 @@ async def allocate(ctl: Controller, requests):
         job = ctl.store.job(job_id)
         if job is None:
             raise errors.InvalidJobId()
-        authz.require_owner_or_root(first.authz_requester_uid, job.uid)
+        authz.require_owner_or_root(first.requester_uid, job.uid)
         if job.spec.batch or job.state not in (slurm.PENDING, slurm.RUNNING):
             raise errors.AlreadyDone()
     else:

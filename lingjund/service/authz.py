@@ -95,7 +95,7 @@ def require_nice(requester_uid: int, nice: int, cfg: AuthzConfig) -> None:
 
 
 # -- scontrol write batch_script JOB ------------------------------------------------
-def batch_script(ctl, req) -> "api_pb2.AuthzBatchScriptResponse":
+def batch_script(ctl, req) -> "api_pb2.GetBatchScriptResponse":
     """The batch script of a job, for its owner or an operator (proc_req.c's
     _slurm_rpc_batch_script refuses everyone else)."""
     from lingjun.v1 import api_pb2
@@ -105,7 +105,7 @@ def batch_script(ctl, req) -> "api_pb2.AuthzBatchScriptResponse":
     require(req.requester_uid, job.uid, ctl.config.authz)
     if not job.spec.batch or not job.spec.script:
         raise errors.SlurmError("No batch script for job")
-    return api_pb2.AuthzBatchScriptResponse(script=job.spec.script, job_id=job.job_id)
+    return api_pb2.GetBatchScriptResponse(script=job.spec.script, job_id=job.job_id)
 
 
 # -- MaxSubmitJobsPerUser ------------------------------------------------------------

@@ -99,3 +99,8 @@ class InvalidTimeValue(SlurmError):
 class NoSpace(SlurmError):
     """The controller's disk is full: nothing was written (the store rolled back)."""
     message = "No space left on device"
+
+
+class MailUnavailable(SlurmError):
+    """--mail-type was asked for and this controller can send no mail."""
+    message = "--mail-type is not available: no MailProg"

@@ -153,19 +153,19 @@ def after_starts(ctl: Controller, started: list[JobRecord]) -> None:
             restarts.note_started(st, job, now)
 
 
-def attempt_msgs(attempts) -> list[api_pb2.FaulttolAttempt]:
-    return [api_pb2.FaulttolAttempt(
+def attempt_msgs(attempts) -> list[api_pb2.JobAttempt]:
+    return [api_pb2.JobAttempt(
         attempt=a.attempt, nodes=slurm.compress_hostlist(list(a.nodes)),
         start_time=int(a.start_time), end_time=int(a.end_time), state=a.state,
         exit_code=a.exit_code, exit_signal=a.exit_signal) for a in attempts]
 
 
-def get_events(ctl: Controller, req: api_pb2.GetFaulttolEventsRequest) -> api_pb2.GetFaulttolEventsResponse:
+def get_events(ctl: Controller, req: api_pb2.GetJobEventsRequest) -> api_pb2.GetJobEventsResponse:
     job = ctl.store.job(req.job_id)
     if job is None:
         raise errors.InvalidJobId()
-    events = [api_pb2.FaulttolJobEvent(time=int(e.time), kind=e.kind, text=e.text)
+    events = [api_pb2.JobEvent(time=int(e.time), kind=e.kind, text=e.text)
               for e in ctl.store.job_events(job.job_id)]
-    return api_pb2.GetFaulttolEventsResponse(
+    return api_pb2.GetJobEventsResponse(
         events=events, attempts=attempt_msgs(ctl.store.attempts([job.job_id]).get(job.job_id, [])),
         state=job.state)

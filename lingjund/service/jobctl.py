@@ -47,7 +47,7 @@ def _operator(ctl: Controller, uid: int) -> bool:
 _PENDING_ONLY = ("partition", "min_nodes", "max_nodes", "dependency", "begin_time")
 
 
-def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
+def update_job(ctl: Controller, req: api_pb2.UpdateJobRequest) -> None:
     now = ctl.clock()
     with ctl.store.transaction() as st:
         job = st.job(req.job_id)
@@ -95,7 +95,7 @@ def update_job(ctl: Controller, req: api_pb2.JobUpdateRequest) -> None:
     ctl.wake_scheduler()
 
 
-def _time_limit(job: JobRecord, req: api_pb2.JobUpdateRequest, fields: dict,
+def _time_limit(job: JobRecord, req: api_pb2.UpdateJobRequest, fields: dict,
                 operator: bool) -> None:
     new = req.time_limit_min
     if new < slurm.UNLIMITED or new == 0:
@@ -117,7 +117,7 @@ def _dependency(job: JobRecord, text: str) -> str:
 
 
 # -- scontrol hold | uhold | release -----------------------------------------------
-def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobControlResponse:
+def hold_jobs(ctl: Controller, req: api_pb2.HoldJobsRequest) -> api_pb2.JobControlResponse:
     results = []
     now = ctl.clock()
     with ctl.store.transaction() as st:
@@ -129,7 +129,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
                 _owned(ctl, job, req.requester_uid)
                 if job.state != slurm.PENDING:
                     raise errors.JobNotPending()
-                if req.action == api_pb2.JobHoldRequest.RELEASE:
+                if req.action == api_pb2.HoldJobsRequest.RELEASE:
                     if job.held and job.hold_admin and not _operator(ctl, req.requester_uid):
                         raise errors.AccessDenied()
                     if job.held:
@@ -141,7 +141,7 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
                     root = _operator(ctl, req.requester_uid)
                     if job.held and job.hold_admin and not root:
                         raise errors.AccessDenied()     # only root undoes an admin hold
-                    admin = req.action == api_pb2.JobHoldRequest.HOLD and root
+                    admin = req.action == api_pb2.HoldJobsRequest.HOLD and root
                     st.update_job(job_id, held=True, hold_admin=admin,
                                   reason=slurm.REASON_HELD_ADMIN if admin
                                   else slurm.REASON_HELD_USER)
@@ -150,13 +150,13 @@ def hold_jobs(ctl: Controller, req: api_pb2.JobHoldRequest) -> api_pb2.JobContro
                 results.append(api_pb2.CancelResult(job_id=job_id, ok=False, error=str(e)))
     if any(r.ok for r in results):
         log.info("jobs %s: %s by uid %d", ",".join(str(r.job_id) for r in results if r.ok),
-                 api_pb2.JobHoldRequest.Action.Name(req.action).lower(), req.requester_uid)
+                 api_pb2.HoldJobsRequest.Action.Name(req.action).lower(), req.requester_uid)
         ctl.wake_scheduler()
     return api_pb2.JobControlResponse(results=results)
 
 
 # -- scontrol requeue | requeuehold ------------------------------------------------
-def requeue_jobs(ctl: Controller, req: api_pb2.JobRequeueRequest) -> api_pb2.JobControlResponse:
+def requeue_jobs(ctl: Controller, req: api_pb2.RequeueJobsRequest) -> api_pb2.JobControlResponse:
     results = []
     stopping: list[JobRecord] = []
     stops: list[lifecycle.Transition] = []

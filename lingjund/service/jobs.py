@@ -21,7 +21,7 @@ from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.sched import dependency
-from lingjund.service import authz, batch, catalog, errors, preemption
+from lingjund.service import authz, batch, catalog, errors, mail, preemption
 from lingjund.service.context import Controller
 from lingjund.service.views import (build_snapshot, gpus_per_node, job_request,  # noqa: F401
                                     node_capacity, node_features, node_gpu_type)
@@ -84,6 +84,12 @@ def _placement_nodes(ctl: Controller, spec: api_pb2.JobSpec, part) -> catalog.Sh
 def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     if spec.batch and not spec.script.startswith("#!"):
         raise errors.InvalidRequest("Batch script is empty or lacks #!")
+    if spec.mail_type:
+        try:
+            spec.mail_type = slurm.parse_mail_type(spec.mail_type)    # Slurm's words, in its order
+        except ValueError:
+            raise errors.InvalidRequest(f"--mail-type={spec.mail_type} invalid") from None
+        mail.check_can_mail(ctl.config.controller.mail_prog, spec.mail_type)
     part = ctl.partition(spec.partition) if spec.partition else ctl.default_partition()
     if part is None:
         raise errors.InvalidPartition()

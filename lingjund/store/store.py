@@ -22,7 +22,8 @@ import json
 import sqlite3
 import threading
 import time
-from typing import Iterable, Iterator
+import logging
+from typing import Callable, Iterable, Iterator
 
 import sqlite_utils
 
@@ -33,6 +34,11 @@ from lingjund.store.records import (  # noqa: F401  (re-exported: the store's re
     RunningStepRecord, StepRecord, json_value,
     _job_from_row, _job_to_row, _node_from_row, _step_from_row)
 from lingjund.store.schema import MIGRATIONS
+
+log = logging.getLogger("lingjund.store")
+
+# Told of a job's state change once it is committed: (before, after).
+StateWatcher = Callable[[JobRecord, JobRecord], None]
 
 class StoreFull(Exception):
     """The disk under the database is full; nothing of the transaction was written."""
@@ -91,6 +97,7 @@ class Store:
         self._lock = threading.RLock()
         self._depth = 0
         self._undo: list[tuple[str, object, object]] | None = None
+        self._watchers: list[StateWatcher] = []
         self._migrate()
         self.live = Live(keep_finished_s)
         self._load_live(time.time() if now is None else now)
@@ -137,7 +144,37 @@ class Store:
                     if is_full(e):
                         raise StoreFull(f"{self.path}: {e}") from e
                     raise
-                self._undo = None
+                undo, self._undo = self._undo, None
+                if self._watchers:
+                    self._tell_watchers(undo)
+
+    # -- state changes, told once committed --------------------------------------
+    def watch_states(self, watcher: StateWatcher) -> None:
+        """Call ``watcher(before, after)`` for every job whose state a committed
+        write changed (PENDING -> RUNNING, RUNNING -> COMPLETED, RUNNING ->
+        PENDING...), after the commit and never for a rolled-back one. A
+        transaction that changes a job twice tells its first and last state
+        only, and nothing when they are the same. Watchers run on the
+        writer's thread and must be quick (queue the work, do not do it)."""
+        self._watchers.append(watcher)
+
+    def _tell_watchers(self, undo: list[tuple[str, object, object]]) -> None:
+        first: dict[int, JobRecord] = {}
+        for kind, key, old in undo:
+            if kind == "job" and old is not None and key not in first:
+                first[key] = old
+        jobs = self.live.jobs
+        for job_id, before in first.items():
+            after = jobs.get(job_id)
+            if after is not None and after.state != before.state:
+                self._tell(before, after)
+
+    def _tell(self, before: JobRecord, after: JobRecord) -> None:
+        for watcher in self._watchers:
+            try:
+                watcher(before, after)
+            except Exception:        # a watcher's fault must not undo a commit
+                log.exception("job %d: a state watcher failed", after.job_id)
 
     def _rollback(self) -> None:
         """End the open transaction, if SQLite has not ended it itself (it may,
@@ -156,11 +193,15 @@ class Store:
     # -- the live state, kept in step with every write --------------------------
     def _set_live_job(self, job_id: int, job: JobRecord | None) -> None:
         live = self.live
+        before = live.jobs.get(job_id)
         if self._undo is not None:
-            self._undo.append(("job", job_id, live.jobs.get(job_id)))
+            self._undo.append(("job", job_id, before))
         if job is not None and not is_live(job) and job.end_time < live.evicted_before:
             job = None          # finished long ago: history only
         live.put_job(job, job_id)
+        if (self._undo is None and self._watchers and before is not None and job is not None
+                and before.state != job.state):     # a write outside a transaction: committed now
+            self._tell(before, job)
 
     def _job_sql(self, job_id: int) -> JobRecord | None:
         row = next(self.db.query("SELECT * FROM jobs WHERE job_id = ?", [job_id]), None)

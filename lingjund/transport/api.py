@@ -19,7 +19,7 @@ from lingjund.service import accounting, allocations, authz, errors, faulttol, h
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
-from lingjund.transport.status import status_of
+from lingjund.transport import status
 
 log = logging.getLogger("lingjund.api")
 
@@ -64,14 +64,15 @@ def unary(fn):
                 reply = await reply
             return reply
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except grpc.aio.AbortError:
             raise
         except Exception as e:
             if store.is_full(e):
                 await _no_space(context, fn.__name__, e)
             log.exception("%s failed", fn.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)", status.INTERNAL))
     return wrapper
 
 
@@ -81,18 +82,20 @@ async def _no_space(context, what: str, e: BaseException) -> None:
     log.error("%s refused: no space left for the state store (%s); writes resume once space returns",
               what, e)
     err = errors.NoSpace()
-    await context.abort(status_of(err), str(err))
+    await status.abort(context, err)
 
 
-def _error_text(what: str, e: Exception) -> str:
-    """One refused job of a batch, in the words its own call would have got."""
+def _refused(what: str, e: Exception) -> api_pb2.SubmitJobsResult:
+    """One refused job of a batch, in the words and with the Slurm error name
+    its own call would have got."""
     if isinstance(e, errors.SlurmError):
-        return str(e)
+        return api_pb2.SubmitJobsResult(error=str(e), reason=status.reason_of(e))
     if store.is_full(e):
         log.error("%s: a job refused: no space left for the state store (%s)", what, e)
-        return str(errors.NoSpace())
+        return _refused(what, errors.NoSpace())
     log.error("%s: a job failed", what, exc_info=e)
-    return "Unexpected error in lingjund (see its log)"
+    return api_pb2.SubmitJobsResult(error="Unexpected error in lingjund (see its log)",
+                                    reason=status.INTERNAL)
 
 
 class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
@@ -114,13 +117,13 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             try:
                 _check_submit(job)
             except errors.SlurmError as e:
-                results[i] = api_pb2.SubmitJobsResult(error=str(e))
+                results[i] = _refused("SubmitJobs", e)
                 continue
             accepted.append(i)
         answers = await self.submissions.submit_many([request.jobs[i] for i in accepted])
         for i, a in zip(accepted, answers):
             results[i] = (api_pb2.SubmitJobsResult(job=a) if isinstance(a, api_pb2.SubmitJobResponse)
-                          else api_pb2.SubmitJobsResult(error=_error_text("SubmitJobs", a)))
+                          else _refused("SubmitJobs", a))
         return api_pb2.SubmitJobsResponse(results=results)
 
     @unary
@@ -142,18 +145,19 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             if len(request.job_ids) > MAX_IDS:
                 raise errors.InvalidRequest("Too many job ids")
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         gen = accounting.pages(self.ctl, request)
         try:
             async for page in gen:
                 yield page
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except grpc.aio.AbortError:
             raise
         except Exception:
             log.exception("GetAccounting failed")
-            await context.abort(grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)")
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)", status.INTERNAL))
         finally:
             await gen.aclose()
 
@@ -168,7 +172,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         if len(request.dependency) > 100_000 or len(request.comment) > 100_000:
             raise errors.InvalidRequest("Request too large")
         jobctl.update_job(self.ctl, request)
-        return api_pb2.JobUpdateResponse()
+        return api_pb2.UpdateJobResponse()
 
     @unary
     def HoldJobs(self, request, context):
@@ -200,7 +204,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return authz.batch_script(self.ctl, request)
 
     @unary
-    def GetFaulttolEvents(self, request, context):
+    def GetJobEvents(self, request, context):
         return faulttol.get_events(self.ctl, request)
 
     @unary
@@ -232,19 +236,19 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
-            "SLURM_CONF": c.path or "(defaults)"})
+            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
 
     async def RunStep(self, request, context):
         try:
             validate.check(request, self.ctl.config.authz)
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         gen = steps.run_step(self.ctl, request)
         try:
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:
@@ -256,7 +260,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             async for ev in gen:
                 yield ev
         except errors.SlurmError as e:
-            await context.abort(status_of(e), str(e))
+            await status.abort(context, e)
         except store.StoreFull as e:
             await _no_space(context, "allocation", e)
         finally:

@@ -75,6 +75,7 @@ import grpc
 from google.protobuf.message import Message
 
 from lingjun import auth, procnet, slurm
+from lingjund.transport import status
 
 log = logging.getLogger("lingjund.authn")
 
@@ -119,7 +120,7 @@ def _repeated(f) -> bool:
 def _overwrite(msg: Message, who: auth.Identity, user: str, group: str) -> None:
     desc = msg.DESCRIPTOR
     fields = desc.fields_by_name
-    for name in fields:      # requester_uid, and e.g. AllocationRequest.authz_requester_uid
+    for name in fields:      # requester_uid, and e.g. AllocationRequest.requester_uid
         if name == "requester_uid" or name.endswith("_requester_uid"):
             setattr(msg, name, who.uid)
     if "requester" in fields and fields["requester"].type == fields["requester"].TYPE_STRING:
@@ -212,7 +213,8 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
                 return who
             except auth.AuthError as e:
                 log.warning("refused %s from %s: %s", method, _peer(context), e)
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR)
+                await status.abort_with(context, status.rich_status(
+                    grpc.StatusCode.UNAUTHENTICATED, auth.AUTH_ERROR, status.AUTHENTICATION))
                 raise  # not reached: abort raises
 
         if handler.unary_unary:

@@ -22,6 +22,11 @@ from lingjund.transport.api import SlurmApiServicer
 from lingjund.transport.authn import AuthnInterceptor, ServerAuth
 from lingjund.transport.validate import DecodeGuard
 
+# The services whose health is reported by name ("" is the server overall).
+SERVICES = (
+    api_pb2.DESCRIPTOR.services_by_name["SlurmApi"].full_name,
+    agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
+)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_bytes
 # Calls queued in gRPC core before the loop takes them: room for every agent
 # of a large cluster reconnecting at once, plus the commands of its users.
@@ -60,8 +65,7 @@ def build_server(ctl: Controller, listen: str,
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (
-        api_pb2.DESCRIPTOR.services_by_name["SlurmApi"].full_name,
-        agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
+        *SERVICES,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
     )

@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError, Message
 
 from lingjun.config import AuthzConfig
 from lingjund.service import errors
+from lingjund.transport import status
 
 log = logging.getLogger("lingjund.validate")
 
@@ -162,7 +163,8 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
             except (DecodeError, UnicodeDecodeError, ValueError, TypeError) as e:
                 log.warning("%s: undecodable request of %d bytes from %s: %s",
                             method, len(raw), context.peer(), e)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, DECODE_FAILURE)
+                await status.abort_with(context, status.rich_status(
+                    grpc.StatusCode.INVALID_ARGUMENT, DECODE_FAILURE, status.UNDECODABLE))
 
         if handler.response_streaming:
             inner = handler.unary_stream

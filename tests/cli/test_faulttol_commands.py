@@ -44,7 +44,7 @@ def test_sbatch_refuses_bad_values_and_submits_nothing(argv, text, tmp_path):
 
 def restarted_job():
     job = running(7, "COMPLETED", end_time=190, restarts=1, node_names=["node1", "node3"],
-                  attempts=[api_pb2.FaulttolAttempt(attempt=1, nodes="node[1-2]",
+                  attempts=[api_pb2.JobAttempt(attempt=1, nodes="node[1-2]",
                                                     start_time=100, end_time=140,
                                                     state="NODE_FAIL", exit_signal=9)])
     job.nodes, job.start_time, job.num_nodes = "node[1,3]", 150, 2
@@ -62,11 +62,11 @@ def test_sacct_D_shows_every_run_oldest_first_and_without_D_only_the_last():
 
 
 def test_lingjun_events_prints_each_event_in_order():
-    reply = api_pb2.GetFaulttolEventsResponse(state="RUNNING", attempts=restarted_job().attempts, events=[
-        api_pb2.FaulttolJobEvent(time=1_800_000_000, kind="node_lost", text="node node2 lost"),
-        api_pb2.FaulttolJobEvent(time=1_800_000_001, kind="restarted", text="attempt 2 started on node[1,3]")])
+    reply = api_pb2.GetJobEventsResponse(state="RUNNING", attempts=restarted_job().attempts, events=[
+        api_pb2.JobEvent(time=1_800_000_000, kind="node_lost", text="node node2 lost"),
+        api_pb2.JobEvent(time=1_800_000_001, kind="restarted", text="attempt 2 started on node[1,3]")])
     out, err = io.StringIO(), io.StringIO()
-    assert events.events("7", out, err, FakeApi(GetFaulttolEvents=reply)) == 0
+    assert events.events("7", out, err, FakeApi(GetJobEvents=reply)) == 0
     lines = out.getvalue().splitlines()
     assert lines[0] == "JobId=7 State=RUNNING Restarts=1"
     assert lines[1].endswith(" node_lost node node2 lost")
@@ -74,7 +74,7 @@ def test_lingjun_events_prints_each_event_in_order():
 
 
 def test_lingjun_events_of_an_unknown_job_says_so_in_slurms_words():
-    api = FakeApi(GetFaulttolEvents=RpcFailure(grpc.StatusCode.NOT_FOUND, "Invalid job id specified"))
+    api = FakeApi(GetJobEvents=RpcFailure(grpc.StatusCode.NOT_FOUND, "Invalid job id specified"))
     out, err = io.StringIO(), io.StringIO()
     assert events.events("99", out, err, api) == 1
     assert (out.getvalue(), err.getvalue()) == ("", "lingjun: error: Invalid job id specified\n")

@@ -42,9 +42,9 @@ def ok(job_ids, failures=None):
 
 
 @pytest.mark.parametrize("argv,method,want", [
-    (["hold", "5"], "HoldJobs", dict(job_ids=[5], action=api_pb2.JobHoldRequest.HOLD)),
-    (["uhold", "5,6", "7"], "HoldJobs", dict(job_ids=[5, 6, 7], action=api_pb2.JobHoldRequest.USER_HOLD)),
-    (["release", "JobId=5"], "HoldJobs", dict(job_ids=[5], action=api_pb2.JobHoldRequest.RELEASE)),
+    (["hold", "5"], "HoldJobs", dict(job_ids=[5], action=api_pb2.HoldJobsRequest.HOLD)),
+    (["uhold", "5,6", "7"], "HoldJobs", dict(job_ids=[5, 6, 7], action=api_pb2.HoldJobsRequest.USER_HOLD)),
+    (["release", "JobId=5"], "HoldJobs", dict(job_ids=[5], action=api_pb2.HoldJobsRequest.RELEASE)),
     (["requeue", "5"], "RequeueJobs", dict(job_ids=[5], hold=False)),
     (["requeuehold", "5"], "RequeueJobs", dict(job_ids=[5], hold=True)),
 ], ids=["hold one job", "ids by commas and by words", "JobId= prefix", "requeue", "requeuehold"])
@@ -82,7 +82,7 @@ def test_each_failed_job_gets_its_line_and_rc_1():
         "keys may be shortened as scontrol allows", "an empty Dependency= clears it",
         "a bare Nice means Nice=100", "key and value as separate words"])
 def test_update_job_requests(argv, want):
-    api = FakeApi(UpdateJob=api_pb2.JobUpdateResponse())
+    api = FakeApi(UpdateJob=api_pb2.UpdateJobResponse())
     rc, out, err = run(scontrol.main, ["update", *argv], api)
     assert (rc, out, err) == (0, "", "")
     (called, req), = api.calls
@@ -92,7 +92,7 @@ def test_update_job_requests(argv, want):
 
 
 def test_time_limit_increments_are_relative_to_the_job():
-    api = FakeApi(UpdateJob=api_pb2.JobUpdateResponse(), GetJobs=api_pb2.GetJobsResponse(
+    api = FakeApi(UpdateJob=api_pb2.UpdateJobResponse(), GetJobs=api_pb2.GetJobsResponse(
         jobs=[api_pb2.JobInfo(job_id=5, time_limit_min=10)]))
     assert run(scontrol.main, ["update", "JobId=5", "TimeLimit=+5"], api)[0] == 0
     assert api.calls[-1][1].time_limit_min == 15

@@ -302,7 +302,7 @@ def test_other_server_errors_are_printed_with_slurms_words(workdir):
                    "is not available\n")
 
 
-# --- placement and signalling options (sbopts) ------------------------------------------
+# --- placement and signalling options -------------------------------------------------
 
 SBOPTS_CASES = [
     (["-w", "node[1-3]"], dict(req_nodes="node[1-3]")),
@@ -348,7 +348,7 @@ SBOPTS_CASES = [
     "--gpus-per-task, typed",
     "CPUs and memory per GPU",
 ])
-def test_sbopts_reach_the_spec(argv, want, workdir):
+def test_placement_and_signal_options_reach_the_spec(argv, want, workdir):
     spec = spec_of([*argv, "--wrap=x"], workdir)
     for key, value in want.items():
         assert getattr(spec, key) == value, f"{key}: want {value!r}, got {getattr(spec, key)!r}"
@@ -394,7 +394,7 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
         "a constraint that does not parse", "a hostlist that does not parse",
         "a GPU count that is not a number", "two GPU types in one job",
         "--gpus with two types", "a bad SBATCH_SIGNAL"])
-def test_sbopts_errors(argv, env, err_text, rc, workdir):
+def test_placement_and_signal_option_errors(argv, env, err_text, rc, workdir):
     got_rc, out, err, api = run([*argv, "--wrap=x"], workdir, env={**ENV, **env})
     assert (got_rc, out, err) == (rc, "", err_text)
     assert api.requests == []

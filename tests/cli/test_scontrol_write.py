@@ -35,7 +35,7 @@ SCRIPT = "#!/bin/sh\necho hi\n"
 
 def test_written_to_slurm_JOB_sh_by_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    api = Api(api_pb2.AuthzBatchScriptResponse(script=SCRIPT, job_id=7))
+    api = Api(api_pb2.GetBatchScriptResponse(script=SCRIPT, job_id=7))
     assert run(["write", "batch_script", "7"], api) == (
         0, "batch script for job 7 written to slurm-7.sh\n", "")
     assert (tmp_path / "slurm-7.sh").read_text() == SCRIPT
@@ -43,7 +43,7 @@ def test_written_to_slurm_JOB_sh_by_default(tmp_path, monkeypatch):
 
 
 def test_dash_writes_to_stdout_and_b_abbreviates_batch_script():
-    api = Api(api_pb2.AuthzBatchScriptResponse(script=SCRIPT, job_id=7))
+    api = Api(api_pb2.GetBatchScriptResponse(script=SCRIPT, job_id=7))
     assert run(["write", "b", "7", "-"], api) == (0, SCRIPT, "")
 
 
@@ -60,7 +60,7 @@ def test_a_refusal_writes_no_file(tmp_path, monkeypatch, error, words):
 
 
 def test_a_file_that_cannot_be_opened(tmp_path):
-    api = Api(api_pb2.AuthzBatchScriptResponse(script=SCRIPT, job_id=7))
+    api = Api(api_pb2.GetBatchScriptResponse(script=SCRIPT, job_id=7))
     target = str(tmp_path / "no" / "such" / "dir.sh")
     assert run(["write", "batch_script", "7", target], api) == (
         1, "", f"failed to open file `{target}`: No such file or directory\n")

@@ -13,7 +13,7 @@ from lingjun.v1 import api_pb2
 from tests.lingjund.test_api import CONF, _serve, spec
 
 ALICE, BOB, OPERATOR = 1000, 1001, 1002
-Hold = api_pb2.JobHoldRequest
+Hold = api_pb2.HoldJobsRequest
 
 
 @pytest.fixture
@@ -75,11 +75,11 @@ def test_an_operator_hold_is_an_admin_hold_the_owner_cannot_release(api):
 def test_an_operator_may_update_and_requeue_anothers_job(api):
     stub, store = api
     jid = submit(stub, ALICE)
-    stub.UpdateJob(api_pb2.JobUpdateRequest(job_id=jid, requester_uid=OPERATOR, time_limit_min=99))
+    stub.UpdateJob(api_pb2.UpdateJobRequest(job_id=jid, requester_uid=OPERATOR, time_limit_min=99))
     assert store.job(jid).time_limit_min == 99
     store.update_job(jid, state="COMPLETED", held=False)
     for who, ok in ((BOB, False), (OPERATOR, True)):
-        r = stub.RequeueJobs(api_pb2.JobRequeueRequest(job_ids=[jid], requester_uid=who))
+        r = stub.RequeueJobs(api_pb2.RequeueJobsRequest(job_ids=[jid], requester_uid=who))
         assert r.results[0].ok is ok, (who, r)
     assert store.job(jid).state == "PENDING"
 
@@ -103,14 +103,14 @@ def test_the_batch_script_is_for_its_owner_and_operators(api):
     stub, store = api
     jid = submit(stub, BOB, script="#!/bin/sh\necho secret-token\n")
     for who in (BOB, OPERATOR, 0):
-        r = stub.GetBatchScript(api_pb2.AuthzBatchScriptRequest(job_id=jid, requester_uid=who))
+        r = stub.GetBatchScript(api_pb2.GetBatchScriptRequest(job_id=jid, requester_uid=who))
         assert r.script == "#!/bin/sh\necho secret-token\n"
     with pytest.raises(grpc.RpcError) as e:
-        stub.GetBatchScript(api_pb2.AuthzBatchScriptRequest(job_id=jid, requester_uid=ALICE))
+        stub.GetBatchScript(api_pb2.GetBatchScriptRequest(job_id=jid, requester_uid=ALICE))
     assert (e.value.code(), e.value.details()) == (grpc.StatusCode.PERMISSION_DENIED,
                                                    "Access/permission denied")
     with pytest.raises(grpc.RpcError) as e:
-        stub.GetBatchScript(api_pb2.AuthzBatchScriptRequest(job_id=jid + 100, requester_uid=BOB))
+        stub.GetBatchScript(api_pb2.GetBatchScriptRequest(job_id=jid + 100, requester_uid=BOB))
     assert e.value.details() == "Invalid job id specified"
 
 
@@ -143,7 +143,7 @@ def test_steps_and_allocation_leases_are_the_owners_alone(api):
                                                        "Access/permission denied")
         with pytest.raises(grpc.RpcError) as e:
             list(stub.Allocate(iter([api_pb2.AllocationRequest(attach_job_id=jid,
-                                                               authz_requester_uid=who)])))
+                                                               requester_uid=who)])))
         assert e.value.details() == "Access/permission denied"
     assert store.dump() == before
     with pytest.raises(grpc.RpcError) as e:        # the owner gets past the door

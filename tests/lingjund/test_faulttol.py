@@ -177,7 +177,7 @@ def test_a_job_silent_past_its_hang_timeout_is_stopped_and_restarted(ctl):
     faulttol.check_hangs(ctl)
     ctl.clock.now = 1004.0
     nodes.heartbeat(ctl, conns["node1"], agent_pb2.Heartbeat(activity=[
-        agent_pb2.FaulttolActivity(job_id=jid, last_activity=1004.0)]))
+        agent_pb2.JobActivity(job_id=jid, last_activity=1004.0)]))
     ctl.clock.now = 1008.0
     faulttol.check_hangs(ctl)
     assert ctl.store.job(jid).kill_reason == "", "it wrote at 1004: alive at 1008"
@@ -208,14 +208,14 @@ def test_silence_is_timed_from_the_controllers_start_at_the_latest(ctl):
 
 def test_events_of_an_unknown_job_are_refused(ctl):
     with pytest.raises(errors.InvalidJobId):
-        faulttol.get_events(ctl, api_pb2.GetFaulttolEventsRequest(job_id=99))
+        faulttol.get_events(ctl, api_pb2.GetJobEventsRequest(job_id=99))
 
 
 def test_record_job_event_is_what_other_areas_call(ctl):
     jid = run_job(ctl)
     with ctl.store.transaction() as st:
         restarts.record_job_event(st, jid, restarts.EV_PREEMPTED, "preempted by job 7", 1234.0)
-    reply = faulttol.get_events(ctl, api_pb2.GetFaulttolEventsRequest(job_id=jid))
+    reply = faulttol.get_events(ctl, api_pb2.GetJobEventsRequest(job_id=jid))
     assert [(e.time, e.kind, e.text) for e in reply.events] == [(1234, "preempted", "preempted by job 7")]
 
 

@@ -42,10 +42,10 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
 METHODS = {
     "SubmitJob": api_pb2.SubmitJobRequest, "GetJobs": api_pb2.GetJobsRequest,
     "GetAccounting": api_pb2.GetJobsRequest, "CancelJobs": api_pb2.CancelJobsRequest,
-    "UpdateJob": api_pb2.JobUpdateRequest, "HoldJobs": api_pb2.JobHoldRequest,
-    "RequeueJobs": api_pb2.JobRequeueRequest, "GetNodes": api_pb2.GetNodesRequest,
+    "UpdateJob": api_pb2.UpdateJobRequest, "HoldJobs": api_pb2.HoldJobsRequest,
+    "RequeueJobs": api_pb2.RequeueJobsRequest, "GetNodes": api_pb2.GetNodesRequest,
     "UpdateNode": api_pb2.UpdateNodeRequest, "GetPartitions": api_pb2.GetPartitionsRequest,
-    "GetBatchScript": api_pb2.AuthzBatchScriptRequest, "Ping": api_pb2.PingRequest,
+    "GetBatchScript": api_pb2.GetBatchScriptRequest, "Ping": api_pb2.PingRequest,
     "GetConfig": api_pb2.GetConfigRequest,
 }
 

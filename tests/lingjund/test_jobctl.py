@@ -10,7 +10,7 @@ from lingjun.v1 import api_pb2
 from tests.lingjund.test_api import api, spec  # noqa: F401 - the fixture
 
 ALICE, BOB = 1000, 1001
-Hold = api_pb2.JobHoldRequest
+Hold = api_pb2.HoldJobsRequest
 
 
 def submit(stub, uid: int = ALICE, **kw) -> int:
@@ -33,7 +33,7 @@ def test_refused_updates_change_nothing(api, change, who, words):  # noqa: F811
     jid = submit(stub)
     before = store.dump()
     with pytest.raises(grpc.RpcError) as e:
-        stub.UpdateJob(api_pb2.JobUpdateRequest(job_id=jid, requester_uid=who, **change))
+        stub.UpdateJob(api_pb2.UpdateJobRequest(job_id=jid, requester_uid=who, **change))
     assert e.value.details() == words
     assert store.dump() == before
 
@@ -41,9 +41,9 @@ def test_refused_updates_change_nothing(api, change, who, words):  # noqa: F811
 def test_a_user_may_lower_their_time_limit_and_root_raise_it(api):  # noqa: F811
     stub, store = api
     jid = submit(stub)
-    stub.UpdateJob(api_pb2.JobUpdateRequest(job_id=jid, requester_uid=ALICE, time_limit_min=5))
+    stub.UpdateJob(api_pb2.UpdateJobRequest(job_id=jid, requester_uid=ALICE, time_limit_min=5))
     assert store.job(jid).time_limit_min == 5
-    stub.UpdateJob(api_pb2.JobUpdateRequest(job_id=jid, requester_uid=0, time_limit_min=60))
+    stub.UpdateJob(api_pb2.UpdateJobRequest(job_id=jid, requester_uid=0, time_limit_min=60))
     assert store.job(jid).time_limit_min == 60
 
 
@@ -78,7 +78,7 @@ def test_requeue_refusals(api):  # noqa: F811
     store.update_job(never, state="COMPLETED", held=False)
     other = submit(stub, uid=BOB)
     store.update_job(other, state="COMPLETED", held=False)
-    r = stub.RequeueJobs(api_pb2.JobRequeueRequest(job_ids=[pending, never, other, 777],
+    r = stub.RequeueJobs(api_pb2.RequeueJobsRequest(job_ids=[pending, never, other, 777],
                                                    requester_uid=ALICE))
     assert [(x.job_id, x.ok, x.error) for x in r.results] == [
         (pending, False, "Job is pending execution"),
@@ -92,7 +92,7 @@ def test_requeue_of_a_finished_job_pends_it_again_with_one_more_restart(api):  #
     jid = submit(stub)
     store.update_job(jid, state="FAILED", held=False, exit_code=1, end_time=5.0,
                      nodes=("node1",), cpus_per_node=(1,), batch_host="node1")
-    r = stub.RequeueJobs(api_pb2.JobRequeueRequest(job_ids=[jid], requester_uid=ALICE))
+    r = stub.RequeueJobs(api_pb2.RequeueJobsRequest(job_ids=[jid], requester_uid=ALICE))
     assert r.results[0].ok
     job = store.job(jid)
     assert (job.state, job.reason, job.restarts, job.exit_code, job.end_time, job.nodes) == \

@@ -63,7 +63,7 @@ def test_an_unknown_enum_number_is_refused_before_the_service(api):
     stub, store = api
     before = store.dump()
     with pytest.raises(grpc.RpcError) as e:
-        stub.HoldJobs(api_pb2.JobHoldRequest(job_ids=[1], action=10))
+        stub.HoldJobs(api_pb2.HoldJobsRequest(job_ids=[1], action=10))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "Invalid action: 10 is not one of" in e.value.details()
     assert store.dump() == before

@@ -62,7 +62,7 @@ def test_silent_node_requeues_its_whole_gang(tmp_path, which):
         end = wait_for(api, jid, lambda j: j.state in slurm.FINISHED_STATES, 40, "finished",
                        samples)
         lost_state = api.call("GetNodes", api_pb2.GetNodesRequest(names=[lost])).nodes[0]
-        events = api.call("GetFaulttolEvents", api_pb2.GetFaulttolEventsRequest(job_id=jid))
+        events = api.call("GetJobEvents", api_pb2.GetJobEventsRequest(job_id=jid))
     want = {jid: 4}
     assert len(first.node_names) == 4
     assert lost not in again.node_names, f"rerun on {again.nodes}, which holds lost {lost}"

@@ -1,0 +1,121 @@
+"""sbatch --mail-type/--mail-user through the real commands, mailed by a stub MailProg.
+
+A local cluster whose ``[controller] mail_prog`` is a script that records
+each call (its arguments, its stdin and its SLURM_* environment). Jobs that
+start, end well, fail and are cancelled while pending each mail the
+subject Slurm would; a cluster whose MailProg cannot run refuses
+``--mail-type`` at submission, saying why, and keeps no job.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import Cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def mailing(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mail")
+    log = root / "sent.jsonl"
+    prog = root / "mail"
+    prog.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"with open({str(log)!r}, 'a') as f:\n"
+                    "    f.write(json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read(),\n"
+                    "        'env': {k: v for k, v in os.environ.items() if k.startswith('SLURM_')}}) + '\\n')\n")
+    prog.chmod(0o755)
+    c = Cluster(root, nodes=1, up_args=("--mail-prog", str(prog)))
+    c.up()
+    try:
+        c.wait_nodes_up()
+        yield c, log
+    finally:
+        c.down()
+
+
+def mails_of(log, job: int, count: int) -> list[dict]:
+    def got():
+        lines = log.read_text().splitlines() if log.exists() else []
+        mine = [m for m in map(json.loads, lines) if m["env"].get("SLURM_JOB_ID") == str(job)]
+        return mine if len(mine) >= count else None
+    mine = wait_for(f"{count} mails of job {job}", got, 30)
+    time.sleep(0.3)          # and no more than that
+    again = got()
+    assert len(again) == count, [m["argv"] for m in again]
+    return mine
+
+
+def test_all_mails_began_and_ended_to_the_submitter(mailing):
+    c, log = mailing
+    job = c.sbatch("--mail-type=ALL", "-J", "hello", "-o", "/dev/null", "--wrap", "sleep 1")
+    c.wait_state(job, "COMPLETED")
+    began, ended = mails_of(log, job, 2)
+    user = getpass.getuser()
+    assert began["argv"][0] == "-s" and began["argv"][2] == user
+    assert re.fullmatch(rf"Slurm Job_id={job} Name=hello Began, Queued time 00:00:0\d",
+                        began["argv"][1]), began["argv"]
+    assert re.fullmatch(rf"Slurm Job_id={job} Name=hello Ended, Run time 00:00:0[1-3], "
+                        r"COMPLETED, ExitCode 0", ended["argv"][1]), ended["argv"]
+    assert ended["argv"][2] == user and ended["stdin"] == ""
+    assert ended["env"]["SLURM_JOB_NAME"] == "hello"
+    assert ended["env"]["SLURM_JOB_STATE"] == "COMPLETED"
+    assert ended["env"]["SLURM_JOB_MAIL_TYPE"] == "Ended"
+    assert ended["env"]["SLURM_JOB_USER"] == user
+
+
+def test_fail_mails_the_mail_user_with_the_exit_code(mailing):
+    c, log = mailing
+    job = c.sbatch("--mail-type=FAIL", "--mail-user=ops@example.org", "-J", "bad", "-o",
+                   "/dev/null", "--wrap", "exit 3")
+    c.wait_state(job, "FAILED")
+    (failed,) = mails_of(log, job, 1)
+    assert failed["argv"][0] == "-s" and failed["argv"][2] == "ops@example.org"
+    assert re.fullmatch(rf"Slurm Job_id={job} Name=bad Failed, Run time 00:00:0[0-2], FAILED, "
+                        r"ExitCode 3", failed["argv"][1]), failed["argv"]
+    assert failed["env"]["SLURM_JOB_EXIT_CODE_MAX"] == "3"
+
+
+def test_end_of_a_job_cancelled_while_pending(mailing):
+    c, log = mailing
+    job = c.sbatch("--mail-type=END", "-H", "-J", "held", "-o", "/dev/null", "--wrap", "true")
+    c.run(["scancel", str(job)], check=True)
+    (ended,) = mails_of(log, job, 1)
+    assert ended["argv"][1] == f"Slurm Job_id={job} Name=held Ended, Run time 00:00:00, CANCELLED, ExitCode 0"
+
+
+def test_no_mail_without_mail_type(mailing):
+    c, log = mailing
+    job = c.sbatch("-o", "/dev/null", "--wrap", "true")
+    c.wait_state(job, "COMPLETED")
+    time.sleep(0.5)
+    lines = log.read_text().splitlines() if log.exists() else []
+    assert not [m for m in map(json.loads, lines) if m["env"].get("SLURM_JOB_ID") == str(job)]
+
+
+def test_mail_type_refused_when_mail_prog_cannot_run(mailing):
+    c, _ = mailing
+    conf = c.state / "lingjun.toml"
+    good = conf.read_text()
+    assert "mail_prog = " in good
+    try:
+        conf.write_text(re.sub(r'mail_prog = ".*"', 'mail_prog = "/nonexistent/mail"', good))
+        c.run(["scontrol", "reconfigure"], check=True)
+        before = c.run(["squeue", "-h", "-o", "%i"], check=True).stdout
+        p = c.run(["sbatch", "--mail-type=END", "-o", "/dev/null", "--wrap", "true"])
+        assert p.returncode == 1, p
+        assert p.stderr == ("sbatch: error: Batch job submission failed: --mail-type is not "
+                            "available: MailProg /nonexistent/mail is not an executable file\n")
+        assert p.stdout == ""
+        assert c.run(["squeue", "-h", "-o", "%i"], check=True).stdout == before
+        show = c.run(["scontrol", "show", "config"], check=True).stdout
+        assert re.search(r"^MailProg\s+= /nonexistent/mail$", show, re.M), show
+        job = c.sbatch("-o", "/dev/null", "--wrap", "true")      # without --mail-type: taken
+        c.wait_state(job, "COMPLETED")
+    finally:
+        conf.write_text(good)
+        c.run(["scontrol", "reconfigure"], check=True)
