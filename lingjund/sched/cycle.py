@@ -90,10 +90,11 @@ from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
+from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
-from lingjund.sched.pool import Placement
+from lingjund.sched.pool import Placement, Share
 from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
 
 
@@ -113,6 +114,15 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     usable_sets: dict[tuple[str, Hashable], tuple[tuple[int, ...], frozenset[int] | None]] = {}
     no_room: set[tuple] = set()            # (partition, usable key, shape) that found no room
     ever_fits: dict[tuple, bool] = {}      # same key -> fits the partition as if idle
+    # Backfill (profile.backfill; see backfill.py): reservations instead of blocking.
+    bf = profile.backfill
+    future: Future | None = None           # built when the first job waits
+    begun: list[tuple[tuple[Share, ...], float]] = []   # starts before it: (shares, end)
+    expected: dict[int, tuple[float, tuple[str, ...]]] = {}
+    waiting: set[str] = set()              # partitions where a higher job holds a reservation
+    tested = 0                             # reservation queries so far (bf_max_job_test)
+    not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
+    no_resv: set[tuple] = set()            # key that found no time within the window
 
     for job in _queue(profile, snapshot.pending, partitions):
         part = partitions.get(job.partition)
@@ -153,13 +163,25 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if indexed and ukey is not None:
             with _blame(select):
                 key = (part.name, ukey, select.shape(job))
+        where, excl = only, ()
+        if bf is not None:
+            end = job_end(job, now)
+            if key is not None:
+                key = (*key, job.time_limit_min)   # may fit before reservations: by limit
+            if future is not None and future.resv:
+                # Nodes reserved for a higher job before this one would end: not now.
+                excl = future.excluded(now, end)
+                where = allowed(only, excl)
 
         placed = 0
         if key is None or key not in no_room:
             while placed < job.wanted:
                 with _blame(select):
                     if indexed:
-                        placement = select.place_in(job, free.free(part.name, only), most)
+                        placement = select.place_in(job, free.free(part.name, where), most)
+                    elif excl:
+                        placement = select.place_gang(
+                            job, free.candidates(i for i in ids if i not in excl), most)
                     else:
                         placement = select.place_gang(job, free.candidates(ids), most)
                 if placement is None:
@@ -167,6 +189,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                         no_room.add(key)   # capacity only shrinks in a pass: stays so
                     break
                 free.commit(placement.shares)
+                if bf is not None:
+                    if future is not None:
+                        future.started(placement.shares, end)
+                    else:
+                        begun.append((placement.shares, end))
                 task = job.array_tasks[placed] if job.array_tasks else -1
                 starts.append(_start(job, placement, task))
                 placed += 1
@@ -174,6 +201,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
             continue
+        victims = None
         if profile.preempt is not None and placed == 0 and not job.array_tasks:
             candidates = free.candidates(ids, schedulable=False)
             with _blame(profile.preempt):
@@ -196,11 +224,50 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if not ever:
             reasons[job.job_id] = REASON_RESOURCES   # never fits: does not block
             continue
-        reasons[job.job_id] = REASON_PRIORITY if free.any_blocked(part) else REASON_RESOURCES
+        behind = free.any_blocked(part)
+        if bf is not None and not behind:
+            # Slurm's words: Resources for the first job of a partition that waits,
+            # Priority behind it, or when only higher jobs' reserved nodes are lacking.
+            behind = part.name in waiting or (bool(excl) and _fits(select, indexed, job, free,
+                                                                   part.name, ids, only, most))
+        reasons[job.job_id] = REASON_PRIORITY if behind else REASON_RESOURCES
+        if bf is not None and victims is None and tested < bf.max_job_test:
+            tested += 1
+            if future is None:
+                future = Future(free, snapshot.running, begun, now, bf.resolution_s,
+                                bf.window_min * 60)
+            found = None
+            if key is None or key not in no_resv:
+                with _blame(select):
+                    found = future.earliest(job, part.name, ids, only, select, most,
+                                            not_before.get(key, 0.0) if key else 0.0)
+            if found is not None:
+                when, placement = found
+                nodes = tuple(sorted((s.node for s in placement.shares), key=natural_key))
+                future.reserve(when, job_end(job, when), nodes)
+                expected[job.job_id] = (when, nodes)
+                waiting.add(part.name)
+                if key is not None:
+                    not_before[key] = when  # the pass only takes: never earlier for it
+                continue
+            if key is not None:
+                no_resv.add(key)
+        # No reservation (no backfill, past bf_max_job_test or the window, or
+        # preempting): nothing lower in the partition may start, as Slurm's main scheduler.
         blocked_parts.add(part.name)
         free.block(part)
 
-    return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions))
+    return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions),
+                expected=expected)
+
+
+def _fits(select, indexed: bool, job: JobRequest, free: FreeCapacity, part: str,
+          ids: tuple[int, ...], only: frozenset[int] | None, most: int) -> bool:
+    """Would ``job`` fit now if no reservation held nodes (it then waits behind one)?"""
+    with _blame(select):
+        if indexed:
+            return select.place_in(job, free.free(part, only), most) is not None
+        return select.place_gang(job, free.candidates(ids), most) is not None
 
 
 def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> list[JobRequest]:
