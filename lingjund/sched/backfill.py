@@ -182,7 +182,10 @@ class Future:
         return math.ceil(t / self.res) * self.res
 
     def _when(self, end: float) -> float:
-        """The candidate time at which an end at ``end`` counts: rounded up, after now."""
+        """The candidate time at which an end at ``end`` counts: rounded up, after now;
+        a job already past its end counts as gone from now on (it is on its way out)."""
+        if end <= self.now:
+            return self.now
         return max(self._grid(end), self.first)
 
     def _state(self, i: int, t: float) -> NodeFree:
