@@ -18,6 +18,10 @@ Situations:
   (Resources, then Priority): no job can start.
 - ``fill``: half the nodes run a whole-node job; P pending whole-node jobs:
   the pass starts one job per free node (N/2 starts).
+
+Backfill is on, as a controller's default; ``--no-backfill`` turns it off.
+With it the first pass also gives up to bf_max_job_test waiting jobs a
+reservation and stores them; later passes store only what changed.
 """
 from __future__ import annotations
 
@@ -55,7 +59,8 @@ class Sink:
         self.sent += 1
 
 
-def build(tmp: str, nodes: int, pending: int, situation: str) -> tuple[Controller, list]:
+def build(tmp: str, nodes: int, pending: int, situation: str,
+          backfill: bool = True) -> tuple[Controller, list]:
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     conf = config.parse(f"""
 [controller]
@@ -69,6 +74,8 @@ gpus = {GPUS}
 name = "batch"
 nodes = "gpu[00001-{nodes:05d}]"
 default = true
+[scheduler]
+backfill = {"true" if backfill else "false"}
 """)
     path = os.path.join(tmp, "db.sqlite")
     store = Store(path, synchronous="OFF", now=NOW)
@@ -147,12 +154,14 @@ def main() -> None:
                     choices=["nothing", "fill"])
     ap.add_argument("--passes", type=int, default=3, help="passes after the first")
     ap.add_argument("--profile", action="store_true", help="cProfile the second pass")
+    ap.add_argument("--no-backfill", action="store_true",
+                    help="[scheduler] backfill = false (sched/builtin), as before backfill")
     args = ap.parse_args()
     for situation in args.situation:
         for pending in args.pending or ([100_000] if situation == "nothing" else [10_000]):
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
-                ctl, sinks = build(tmp, args.nodes, pending, situation)
+                ctl, sinks = build(tmp, args.nodes, pending, situation, not args.no_backfill)
                 setup = time.perf_counter() - t0
                 tune_gc()           # as lingjund does once it has loaded its state
                 first = timed_pass(ctl)

@@ -1,9 +1,11 @@
 """One scheduling pass: which pending jobs start now, where, and why the rest wait.
 
 ``schedule(snapshot, now)`` walks the pending queue once, highest priority
-first (Slurm 22.05's main scheduler with priority/basic; no backfill yet),
-and returns a ``Plan``: the jobs to start with their per-node shares, and a
-Slurm pending-reason word for every other pending job.
+first (Slurm 22.05's main scheduler with priority/basic), and returns a
+``Plan``: the jobs to start with their per-node shares, and a Slurm
+pending-reason word for every other pending job. With backfill in the
+profile (Slurm's sched/backfill, ``backfill.py``) a job that does not fit
+gets a reservation instead of blocking its partition; see "Backfill" below.
 
 Example. node[1-4], 4 CPUs each, one partition ``debug`` with all four;
 node4 is busy with a running job using all its CPUs. Queue:
@@ -48,6 +50,25 @@ before any placement; like the filters of step 1 it never blocks.
 
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
+
+Backfill. With ``profile.backfill`` set, step 4 does not block the
+partition of a job that will fit some day: it asks ``backfill.Future`` for
+the earliest time its whole gang fits (running jobs, and the jobs started
+earlier in this pass, end at start + time limit) on nodes no earlier
+reservation holds then, and reserves those nodes from that time until the
+time plus its limit. The plan's ``expected`` carries that (time, nodes).
+Every later job's step 3 then leaves out the nodes some reservation holds
+before the job would end (now + its limit; a job without a limit, all
+reserved nodes), so starting it delays no reserved start. Its reason is
+still Slurm's: ``Resources`` for the first job of a partition that waits,
+``Priority`` behind it or when only reserved nodes are lacking. In the
+example above, job 12 (1 CPU; say its limit ends before job 11's reserved
+time) starts on node1 instead of waiting ``Priority``. Only the first
+``max_job_test`` jobs that wait are asked (bf_max_job_test); one past that,
+or whose earliest time is past the window (bf_window), or that is
+preempting, blocks its partition as without backfill. Shapes that found a
+time, or none, are remembered per limit too: what a pass reserves and starts
+only takes, so the same shape and limit never fits earlier later in the pass.
 
 Partition tiers and preemption. The queue is walked highest partition
 PriorityTier first (Slurm orders by tier before priority), the plugin's
