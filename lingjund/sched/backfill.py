@@ -129,9 +129,9 @@ class Future:
                  started: Iterable[tuple[Sequence[Share], float]], now: float,
                  resolution_s: float = 60, window_s: float = NEVER):
         self.now = now
-        self.res = max(1, resolution_s)
+        self.res = max(0, resolution_s)         # 0: ends as they are, not rounded
         self.horizon = now + window_s
-        self.first = self._grid(now + 1)        # the first end time after now
+        self.first = self._grid(now + 1) if self.res else now   # the first end time after now
         self.free = free
         self.ids = free.ids
         self.base = [n.copy() for n in free.nodes]   # every node now
@@ -179,14 +179,14 @@ class Future:
 
     # -- time --------------------------------------------------------------------
     def _grid(self, t: float) -> float:
-        return math.ceil(t / self.res) * self.res
+        return math.ceil(t / self.res) * self.res if self.res else t
 
     def _when(self, end: float) -> float:
         """The candidate time at which an end at ``end`` counts: rounded up, after now;
         a job already past its end counts as gone from now on (it is on its way out)."""
         if end <= self.now:
             return self.now
-        return max(self._grid(end), self.first)
+        return max(self._grid(end), self.first) if self.res else end
 
     def _state(self, i: int, t: float) -> NodeFree:
         ts = self.prof_t.get(i)

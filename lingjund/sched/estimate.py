@@ -12,7 +12,7 @@ t=600. ``-N2`` at now=0 does not fit; after job 7 ends it does: start 600
 on node[1-2]. ``-N3`` never fits: None.
 
 The arithmetic is backfill's (``backfill.Future``): the same expected ends,
-at a resolution of one second, with no reservations.
+taken as they are (not rounded), with no reservations.
 
 Pure: no clock (``now`` is an argument), no I/O.
 """
@@ -40,7 +40,7 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
     ids = tuple(i for i in free.members(part.name)
                 if all(nf.check_node(job, free.views[i]) is None for nf in profile.node_filters))
     only = None if len(ids) == len(free.members(part.name)) else frozenset(ids)
-    future = Future(free, snapshot.running, (), now, resolution_s=1)
+    future = Future(free, snapshot.running, (), now, resolution_s=0)
     found = future.earliest(job, part.name, ids, only, profile.select, node_cap(part),
                             include_now=True)
     if found is None:
