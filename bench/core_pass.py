@@ -3,6 +3,7 @@
     python bench/core_pass.py                           # the whole N x P grid
     python bench/core_pass.py --nodes 10000 --pending 100000 --situation nothing
     python bench/core_pass.py --timeout 150 --repeat 3
+    python bench/core_pass.py --nodes 10000 --pending 100000 --backfill
 
 Each grid point builds a ``Snapshot`` with the core's own types (no
 controller, no store) and times ``schedule(snapshot, now)`` alone, in a
@@ -28,6 +29,10 @@ Situations:
 - ``fill``: every node is idle; the pass starts what fits in priority order
   until a job that does not fit blocks its partition.
 
+``--backfill`` runs the pass with sched/backfill at Slurm's defaults
+(``sched/backfill.py``): the jobs that cannot start get reservations (up to
+bf_max_job_test of them) and lower jobs start in front of them where they may.
+
 Prints one line per point as it goes, then a Markdown table of medians:
 wall-clock time of the pass and the CPU time the process spent in it (on a
 shared machine the second says what the pass costs, the first what it took).
@@ -46,12 +51,15 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lingjund.sched.backfill import Backfill  # noqa: E402
 from lingjund.sched.cycle import schedule  # noqa: E402
 from lingjund.sched.gpu_topology import GpuTopology  # noqa: E402
+from lingjund.sched.plugins import DEFAULT_PROFILE  # noqa: E402
 from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView,  # noqa: E402
                                      RunningJob, Snapshot)
 
@@ -145,20 +153,23 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
 
 
 def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float,
-              arrays: bool = True, gangs: bool = True, gpu_topology: bool = False) -> dict:
+              arrays: bool = True, gangs: bool = True, gpu_topology: bool = False,
+              backfill: bool = False) -> dict:
     snap = build(nodes, pending, situation, arrays=arrays, gangs=gangs, gpu_topology=gpu_topology)
-    times, cpu, starts = [], [], 0
+    profile = replace(DEFAULT_PROFILE, backfill=Backfill()) if backfill else DEFAULT_PROFILE
+    times, cpu, starts, reserved = [], [], 0, 0
     for _ in range(repeat):
         gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
-        plan = schedule(snap, NOW)
+        plan = schedule(snap, NOW, profile)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-        starts = len(plan.starts)
+        starts, reserved = len(plan.starts), len(plan.expected)
         if times[-1] > once_above:
             break
     return {"nodes": nodes, "pending": pending, "requests": len(snap.pending),
-            "situation": situation, "starts": starts,
+            "situation": situation, "starts": starts, "backfill": backfill,
+            "reserved": reserved,
             "median_s": statistics.median(times), "median_cpu_s": statistics.median(cpu),
             "runs": len(times)}
 
@@ -179,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="no multi-node gangs in the mix (whole-node jobs instead)")
     ap.add_argument("--gpu-topology", action="store_true",
                     help="every node reports a GPU layout (two NVLink islands of 4)")
+    ap.add_argument("--backfill", action="store_true",
+                    help="schedule with sched/backfill (Slurm's default parameters)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
                                    args.repeat, args.once_above, not args.no_arrays,
-                                   not args.no_gangs, args.gpu_topology)))
+                                   not args.no_gangs, args.gpu_topology, args.backfill)))
         return 0
 
     rows = []
@@ -198,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--no-arrays"] if args.no_arrays else []
                 cmd += ["--no-gangs"] if args.no_gangs else []
                 cmd += ["--gpu-topology"] if args.gpu_topology else []
+                cmd += ["--backfill"] if args.backfill else []
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)

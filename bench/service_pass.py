@@ -22,6 +22,10 @@ Situations:
   (Resources, then Priority): no job can start.
 - ``fill``: half the nodes run a whole-node job; P pending whole-node jobs:
   the pass starts one job per free node (N/2 starts).
+
+Backfill is on, as a controller's default; ``--no-backfill`` turns it off.
+With it the first pass also gives up to bf_max_job_test waiting jobs a
+reservation and stores them; later passes store only what changed.
 """
 from __future__ import annotations
 
@@ -67,7 +71,7 @@ def devices() -> list[api_pb2.GpuDevice]:
 
 
 def build(tmp: str, nodes: int, pending: int, situation: str,
-          gpu_topology: bool = False) -> tuple[Controller, list]:
+          gpu_topology: bool = False, backfill: bool = True) -> tuple[Controller, list]:
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     conf = config.parse(f"""
 [controller]
@@ -81,6 +85,8 @@ gpus = {GPUS}
 name = "batch"
 nodes = "gpu[00001-{nodes:05d}]"
 default = true
+[scheduler]
+backfill = {"true" if backfill else "false"}
 """)
     path = os.path.join(tmp, "db.sqlite")
     store = Store(path, synchronous="OFF", now=NOW)
@@ -164,12 +170,15 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the second pass")
     ap.add_argument("--gpu-topology", action="store_true",
                     help="every node reported a GPU layout (two NVLink islands of 4)")
+    ap.add_argument("--no-backfill", action="store_true",
+                    help="[scheduler] backfill = false (sched/builtin), as before backfill")
     args = ap.parse_args()
     for situation in args.situation:
         for pending in args.pending or ([100_000] if situation == "nothing" else [10_000]):
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
-                ctl, sinks = build(tmp, args.nodes, pending, situation, args.gpu_topology)
+                ctl, sinks = build(tmp, args.nodes, pending, situation, args.gpu_topology,
+                                   not args.no_backfill)
                 setup = time.perf_counter() - t0
                 tune_gc()           # as lingjund does once it has loaded its state
                 first = timed_pass(ctl)

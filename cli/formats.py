@@ -123,6 +123,8 @@ def _render_row(plan, end: str, value: Callable[[str], str | None]) -> str:
 
 SQUEUE_DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 SQUEUE_LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+# squeue --start (Slurm 22.05's, as /usr/bin/squeue --start prints it)
+SQUEUE_START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 
 SQUEUE_HEADERS = {
     "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "U": "UID", "g": "GROUP",
@@ -165,6 +167,13 @@ def _tres_per_node(job: api_pb2.JobInfo) -> str:
 
 def _min_cpus(job: api_pb2.JobInfo) -> int:
     return max(1, job.cpus_per_task or 1) * max(1, job.ntasks_per_node or 1)
+
+
+def _start_time(r: _JobRow) -> str:
+    """%S: when it started; for a pending job when it is expected to (backfill), or N/A."""
+    if r.state == slurm.PENDING:
+        return _opt_time(r.job.sched_start_time)
+    return _opt_time(r.job.start_time)
 
 
 def _opt_time(ts: int) -> str:
@@ -240,7 +249,7 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "R": lambda r: f"({r.reason})" if r.state in _REASON_STATES else r.job.nodes,
     "r": lambda r: r.reason, "N": lambda r: r.job.nodes, "P": lambda r: r.job.partition,
     "l": lambda r: slurm.format_time_limit(r.job.time_limit_min), "L": _time_left,
-    "S": lambda r: _opt_time(r.job.start_time), "V": lambda r: _opt_time(r.job.submit_time),
+    "S": lambda r: _start_time(r), "V": lambda r: _opt_time(r.job.submit_time),
     "e": lambda r: _opt_time(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
     "c": lambda r: str(_min_cpus(r.job)),
     "m": _min_memory,
@@ -259,7 +268,7 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "v": lambda r: "(null)", "d": lambda r: "0",
     "H": lambda r: "*", "I": lambda r: "*", "J": lambda r: "*", "s": lambda r: "(null)",
     "W": lambda r: "(null)", "X": lambda r: "N/A",
-    "Y": lambda r: "(null)",
+    "Y": lambda r: r.job.sched_nodes or "(null)",
 }
 
 
@@ -294,13 +303,14 @@ SQUEUE_LETTER_FIELDS: dict[str, tuple[str, ...]] = {
     "D": ("num_nodes",), "R": ("state", "reason", "nodes"), "r": ("reason",), "N": ("nodes",),
     "P": ("partition",), "l": ("time_limit_min",),
     "L": ("time_limit_min", "state", "start_time", "end_time"),
-    "S": ("start_time",), "V": ("submit_time",), "e": ("end_time",), "C": ("num_cpus",),
+    "S": ("start_time", "sched_start_time", "state"), "V": ("submit_time",), "e": ("end_time",), "C": ("num_cpus",),
     "c": ("cpus_per_task", "ntasks_per_node"), "m": ("mem_per_node_mb",),
     "b": ("gpus_per_node", "gpu_type"), "n": ("req_nodes",), "a": ("account",), "q": ("qos",),
     "p": ("priority",), "Q": ("priority",), "y": ("nice",), "Z": ("work_dir",),
     "k": ("comment",), "o": ("command",), "h": ("exclusive",), "B": ("batch_host",),
     "E": ("dependency",), "f": ("features",), "F": ("array_job_id", "job_id"),
     "K": ("array_job_id", "array_task_id", "array_task_str"), "x": ("exc_nodes",),
+    "Y": ("sched_nodes",),
 }
 # What squeue itself reads besides its columns: the order, -j and -r.
 SQUEUE_BASE_FIELDS = ("job_id", "array_job_id", "array_task_id", "array_task_str", "state",
@@ -686,6 +696,10 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     if not end and state == slurm.RUNNING and job.start_time and job.time_limit_min > 0:
         end = job.start_time + job.time_limit_min * 60
     started = job.start_time if not pending else 0
+    start = job.start_time
+    if pending and job.sched_start_time:      # backfill's expected start, as Slurm shows it
+        start = job.sched_start_time
+        end = start + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
     nodes_txt = str(job.num_nodes)
     if pending and job.max_nodes:
         nodes_txt = f"{job.num_nodes}-{job.max_nodes}"
@@ -719,7 +733,7 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
          f"TimeLimit={slurm.format_time_limit(job.time_limit_min, 'scontrol')}", "TimeMin=N/A"],
         [f"SubmitTime={ts(job.submit_time)}", f"EligibleTime={ts(job.eligible_time)}"],
         [f"AccrueTime={ts(job.eligible_time)}"],
-        [f"StartTime={ts(job.start_time)}", f"EndTime={ts(end)}",
+        [f"StartTime={ts(start)}", f"EndTime={ts(end)}",
          f"Deadline={ts(job.deadline) if job.deadline else 'N/A'}"],
         # Slurm prints this line only for a job that may be preempted (preemptable_time
         # set); we print it too for one that was, so its PreemptTime stays visible.
@@ -730,7 +744,8 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
          "Scheduler=Main"],
         [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
         [f"ReqNodeList={_null(job.req_nodes)}", f"ExcNodeList={_null(job.exc_nodes)}"],
-        [f"NodeList={job.nodes}"],
+        [f"NodeList={job.nodes}",
+         *([f"SchedNodeList={job.sched_nodes}"] if pending and job.sched_nodes else [])],
     ]
     if job.batch_host and started:
         lines.append([f"BatchHost={job.batch_host}"])

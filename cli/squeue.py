@@ -4,6 +4,10 @@ With --json or --yaml every job the controller still holds is dumped in
 Slurm 22.05's data_parser shape (finished ones too, as the golden capture
 shows), and the formatting options are ignored.
 
+--start shows the pending jobs' expected start times and the nodes backfill
+reserved for them (SCHEDNODES), earliest first, as Slurm's "--start" does
+(its format, -S S and -t PENDING, each replaced by an explicit option).
+
 Without -t only active jobs show (pending, running, completing, ...); a job
 named with -j that the controller does not know is an error, one that has
 merely finished is silently left out, as in Slurm.
@@ -38,7 +42,7 @@ OPTIONS = [
     Opt("clusters", ("clusters",), "M", REQUIRED), Opt("local", ("local",), "", NO),
     Opt("federation", ("federation",), "", NO), Opt("hide", ("hide",), "", NO),
     Opt("unsupported", ("iterate",), "i", REQUIRED), Opt("json", ("json",), "", NO),
-    Opt("yaml", ("yaml",), "", NO), Opt("unsupported", ("start",), "", NO),
+    Opt("yaml", ("yaml",), "", NO), Opt("start", ("start",), "", NO),
     Opt("unsupported", ("steps",), "s", OPTIONAL), Opt("unsupported", ("licenses",), "L", REQUIRED),
     Opt("unsupported", ("reservation",), "R", REQUIRED),
 ]
@@ -101,12 +105,15 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     nodelist: set[str] = set()
     bad_user = False
     dump = ""
+    start = False
     with bad_values(PROG):
         for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SQUEUE):
             if key in ("json", "yaml"):
                 dump = key
             elif key == "noheader":
                 header = False
+            elif key == "start":
+                start = True
             elif key == "long":
                 long_ = True
             elif key == "format":
@@ -158,6 +165,10 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 
     if dump:
         return _dump(api or make_api(), dump, out)
+    if start and not fmt and not fmt_O:
+        fmt = formats.SQUEUE_START_FORMAT
+    if start and states == set():
+        states = {slurm.PENDING}
     if fmt_O:
         columns = formats.squeue_O_fields(fmt_O)
     else:
@@ -212,6 +223,11 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                 j.now = now
     if sort_keys is not None:   # -S or SQUEUE_SORT: the order asked, not the default one
         jobs, in_order = sorting.sort_squeue(jobs, sort_keys, now), True
+    elif start:       # earliest expected start first (Slurm's -S S), else squeue's order
+        if not in_order:
+            jobs = formats.sort_jobs(jobs)
+        jobs.sort(key=lambda j: j.sched_start_time if j.state == slurm.PENDING else j.start_time)
+        in_order = True
     text = ""
     if fmt_O:
         text = formats.squeue_O_table(jobs, fmt_O, header=header, now=now, sort=not in_order)

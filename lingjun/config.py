@@ -58,6 +58,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     tls_cert = ""                   # PEM files: set cert+key on the controller to serve TLS,
     tls_key = ""                    # tls_ca on agents and commands to verify it
     tls_ca = ""
+    [scheduler]                     # optional: Slurm's SchedulerType / SchedulerParameters
+    backfill = true                 # sched/backfill (default); false = sched/builtin, strict per partition
+    bf_window_min = 1440            # bf_window: how far ahead a reservation may be (minutes)
+    bf_max_job_test = 500           # bf_max_job_test: jobs given a reservation per pass
+    bf_resolution_s = 60            # bf_resolution: expected ends rounded up to this (seconds)
     [preempt]                       # optional: preemptible work (Slurm's PreemptType...)
     type = "partition_prio"         # or "none" (the default): no job preempts another
     mode = "REQUEUE"                # PreemptMode of partitions that name none: OFF|CANCEL|REQUEUE
@@ -306,6 +311,16 @@ def _network(table: dict) -> NetworkConfig:
     return replace(net, profiles=tuple(groups))
 
 
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """[scheduler]: Slurm's SchedulerType (backfill or not) and its SchedulerParameters,
+    with Slurm 22.05's defaults and ranges."""
+    backfill: bool = True                                   # sched/backfill; False: sched/builtin
+    bf_window_min: Annotated[int, Meta(ge=1, le=43200)] = 1440
+    bf_max_job_test: Annotated[int, Meta(ge=1, le=1_000_000)] = 500
+    bf_resolution_s: Annotated[int, Meta(ge=1, le=3600)] = 60
+
+
 PREEMPT_TYPES = ("none", "partition_prio")
 PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE")
 
@@ -508,6 +523,7 @@ class Config:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     preempt: PreemptConfig = field(default_factory=PreemptConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     authz: AuthzConfig = field(default_factory=AuthzConfig)
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
     sanity: SanityConfig = field(default_factory=SanityConfig)
@@ -713,6 +729,7 @@ def parse(text: str, path: str = "") -> Config:
     network = _network(_table(data, "network"))
     auth_conf = _auth(_table(data, "auth"))
     preempt = _preempt(_table(data, "preempt"))
+    scheduler = _take(_table(data, "scheduler"), SchedulerConfig, "[scheduler]")
     authz = _authz(_table(data, "authz"))
     faulttol = _take(_table(data, "faulttol"), FaulttolConfig, "[faulttol]")
     sanity = _sanity(_table(data, "sanity"))
@@ -724,12 +741,13 @@ def parse(text: str, path: str = "") -> Config:
         raise _unknown(path or "config", data, TOP_LEVEL_KEYS)
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  auth=auth_conf, preempt=preempt, authz=authz, faulttol=faulttol,
+                  auth=auth_conf, preempt=preempt, scheduler=scheduler, authz=authz,
+                  faulttol=faulttol,
                   sanity=sanity, accounting=accounting)
 
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
-                  "preempt", "authz", "faulttol", "sanity", "accounting")
+                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting")
 
 
 def _check_references(nodes: list[NodeConfig], partitions: list[PartitionConfig]) -> None:

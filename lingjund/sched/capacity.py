@@ -288,6 +288,16 @@ class FreeCapacity:
         self._member_set: dict[str, frozenset[int]] = {}
         self._indexes_of: dict[int, list[NodeIndex]] = {}
 
+    def showing(self, nodes: list[NodeFree]) -> FreeCapacity:
+        """The same nodes and partitions showing ``nodes`` (by id) instead, with indexes of
+        their own and nothing blocked: a view of another time (``backfill.py``)."""
+        other = object.__new__(FreeCapacity)
+        other.ids, other.views, other.nodes, other.blocked = self.ids, self.views, nodes, set()
+        other._parts, other._members, other._member_set = self._parts, self._members, {}
+        other._index, other._idle_all, other._idle_nodes = {}, None, []
+        other._indexes_of = {}
+        return other
+
     def members(self, part: str) -> tuple[int, ...]:
         """Ids of the partition's nodes that the snapshot has, in the partition's order."""
         got = self._members.get(part)
@@ -360,6 +370,17 @@ class FreeCapacity:
         self.nodes[i].release(cpus, mem_mb, gpus, gpu_ids, exclusive)
         for index in indexes:
             index.add(i)
+
+    def replace_node(self, i: int, state: NodeFree | None) -> None:
+        """Node ``i`` out of the indexes (None), or back in them showing ``state``: how
+        a view of another time (``backfill.py``) changes what one node shows."""
+        indexes = self._indexes_of.get(i, ())
+        for index in indexes:
+            index.discard(i)
+        if state is not None:
+            self.nodes[i] = state
+            for index in indexes:
+                index.add(i)
 
     def block(self, part: PartitionView) -> None:
         """Keep every node of ``part`` for its blocked job: no later job of the pass gets one."""

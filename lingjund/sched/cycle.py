@@ -1,9 +1,11 @@
 """One scheduling pass: which pending jobs start now, where, and why the rest wait.
 
 ``schedule(snapshot, now)`` walks the pending queue once, highest priority
-first (Slurm 22.05's main scheduler with priority/basic; no backfill yet),
-and returns a ``Plan``: the jobs to start with their per-node shares, and a
-Slurm pending-reason word for every other pending job.
+first (Slurm 22.05's main scheduler with priority/basic), and returns a
+``Plan``: the jobs to start with their per-node shares, and a Slurm
+pending-reason word for every other pending job. With backfill in the
+profile (Slurm's sched/backfill, ``backfill.py``) a job that does not fit
+gets a reservation instead of blocking its partition; see "Backfill" below.
 
 Example. node[1-4], 4 CPUs each, one partition ``debug`` with all four;
 node4 is busy with a running job using all its CPUs. Queue:
@@ -49,6 +51,25 @@ before any placement; like the filters of step 1 it never blocks.
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
+Backfill. With ``profile.backfill`` set, step 4 does not block the
+partition of a job that will fit some day: it asks ``backfill.Future`` for
+the earliest time its whole gang fits (running jobs, and the jobs started
+earlier in this pass, end at start + time limit) on nodes no earlier
+reservation holds then, and reserves those nodes from that time until the
+time plus its limit. The plan's ``expected`` carries that (time, nodes).
+Every later job's step 3 then leaves out the nodes some reservation holds
+before the job would end (now + its limit; a job without a limit, all
+reserved nodes), so starting it delays no reserved start. Its reason is
+still Slurm's: ``Resources`` for the first job of a partition that waits,
+``Priority`` behind it or when only reserved nodes are lacking. In the
+example above, job 12 (1 CPU; say its limit ends before job 11's reserved
+time) starts on node1 instead of waiting ``Priority``. Only the first
+``max_job_test`` jobs that wait are asked (bf_max_job_test); one past that,
+or whose earliest time is past the window (bf_window), or that is
+preempting, blocks its partition as without backfill. Shapes that found a
+time, or none, are remembered per limit too: what a pass reserves and starts
+only takes, so the same shape and limit never fits earlier later in the pass.
+
 Partition tiers and preemption. The queue is walked highest partition
 PriorityTier first (Slurm orders by tier before priority), the plugin's
 order kept within a tier. With a preemption plugin in the profile
@@ -90,10 +111,11 @@ from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
+from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
-from lingjund.sched.pool import Placement
+from lingjund.sched.pool import Placement, Share
 from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
 
 
@@ -113,6 +135,15 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     usable_sets: dict[tuple[str, Hashable], tuple[tuple[int, ...], frozenset[int] | None]] = {}
     no_room: set[tuple] = set()            # (partition, usable key, shape) that found no room
     ever_fits: dict[tuple, bool] = {}      # same key -> fits the partition as if idle
+    # Backfill (profile.backfill; see backfill.py): reservations instead of blocking.
+    bf = profile.backfill
+    future: Future | None = None           # built when the first job waits
+    begun: list[tuple[tuple[Share, ...], float]] = []   # starts before it: (shares, end)
+    expected: dict[int, tuple[float, tuple[str, ...]]] = {}
+    waiting: set[str] = set()              # partitions where a higher job holds a reservation
+    tested = 0                             # reservation queries so far (bf_max_job_test)
+    not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
+    no_resv: set[tuple] = set()            # key that found no time within the window
 
     for job in _queue(profile, snapshot.pending, partitions):
         part = partitions.get(job.partition)
@@ -153,13 +184,25 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if indexed and ukey is not None:
             with _blame(select):
                 key = (part.name, ukey, select.shape(job))
+        where, excl = only, ()
+        if bf is not None:
+            end = job_end(job, now)
+            if key is not None:
+                key = (*key, job.time_limit_min)   # may fit before reservations: by limit
+            if future is not None and future.resv:
+                # Nodes reserved for a higher job before this one would end: not now.
+                excl = future.excluded(now, end)
+                where = allowed(only, excl)
 
         placed = 0
         if key is None or key not in no_room:
             while placed < job.wanted:
                 with _blame(select):
                     if indexed:
-                        placement = select.place_in(job, free.free(part.name, only), most)
+                        placement = select.place_in(job, free.free(part.name, where), most)
+                    elif excl:
+                        placement = select.place_gang(
+                            job, free.candidates(i for i in ids if i not in excl), most)
                     else:
                         placement = select.place_gang(job, free.candidates(ids), most)
                 if placement is None:
@@ -167,6 +210,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                         no_room.add(key)   # capacity only shrinks in a pass: stays so
                     break
                 free.commit(placement.shares)
+                if bf is not None:
+                    if future is not None:
+                        future.started(placement.shares, end)
+                    else:
+                        begun.append((placement.shares, end))
                 task = job.array_tasks[placed] if job.array_tasks else -1
                 starts.append(_start(job, placement, task))
                 placed += 1
@@ -174,6 +222,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
             continue
+        victims = None
         if profile.preempt is not None and placed == 0 and not job.array_tasks:
             candidates = free.candidates(ids, schedulable=False)
             with _blame(profile.preempt):
@@ -196,11 +245,50 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if not ever:
             reasons[job.job_id] = REASON_RESOURCES   # never fits: does not block
             continue
-        reasons[job.job_id] = REASON_PRIORITY if free.any_blocked(part) else REASON_RESOURCES
+        behind = free.any_blocked(part)
+        if bf is not None and not behind:
+            # Slurm's words: Resources for the first job of a partition that waits,
+            # Priority behind it, or when only higher jobs' reserved nodes are lacking.
+            behind = part.name in waiting or (bool(excl) and _fits(select, indexed, job, free,
+                                                                   part.name, ids, only, most))
+        reasons[job.job_id] = REASON_PRIORITY if behind else REASON_RESOURCES
+        if bf is not None and victims is None and tested < bf.max_job_test:
+            tested += 1
+            if future is None:
+                future = Future(free, snapshot.running, begun, now, bf.resolution_s,
+                                bf.window_min * 60)
+            found = None
+            if key is None or key not in no_resv:
+                with _blame(select):
+                    found = future.earliest(job, part.name, ids, only, select, most,
+                                            not_before.get(key, 0.0) if key else 0.0)
+            if found is not None:
+                when, placement = found
+                nodes = tuple(sorted((s.node for s in placement.shares), key=natural_key))
+                future.reserve(when, job_end(job, when), nodes)
+                expected[job.job_id] = (when, nodes)
+                waiting.add(part.name)
+                if key is not None:
+                    not_before[key] = when  # the pass only takes: never earlier for it
+                continue
+            if key is not None:
+                no_resv.add(key)
+        # No reservation (no backfill, past bf_max_job_test or the window, or
+        # preempting): nothing lower in the partition may start, as Slurm's main scheduler.
         blocked_parts.add(part.name)
         free.block(part)
 
-    return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions))
+    return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions),
+                expected=expected)
+
+
+def _fits(select, indexed: bool, job: JobRequest, free: FreeCapacity, part: str,
+          ids: tuple[int, ...], only: frozenset[int] | None, most: int) -> bool:
+    """Would ``job`` fit now if no reservation held nodes (it then waits behind one)?"""
+    with _blame(select):
+        if indexed:
+            return select.place_in(job, free.free(part, only), most) is not None
+        return select.place_gang(job, free.candidates(ids), most) is not None
 
 
 def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> list[JobRequest]:

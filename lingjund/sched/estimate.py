@@ -11,19 +11,19 @@ Example: node[1-2], 2 CPUs each, node1 running job 7 (2 CPUs) until
 t=600. ``-N2`` at now=0 does not fit; after job 7 ends it does: start 600
 on node[1-2]. ``-N3`` never fits: None.
 
-Running jobs end in the free-capacity index of a pass (``capacity.py``): each
-end moves its nodes between buckets, so the estimate costs a search per end,
-not a scan and copy of the partition per end.
+The arithmetic is backfill's (``backfill.Future``): the same expected ends,
+taken as they are (not rounded), with no reservations.
 
 Pure: no clock (``now`` is an argument), no I/O.
 """
 from __future__ import annotations
 
 from lingjun.slurm import natural_key
+from lingjund.sched.backfill import Future
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.plugins import DEFAULT_PROFILE, Profile
 from lingjund.sched.plugins.partition import node_cap
-from lingjund.sched.snapshot import JobRequest, RunningJob, Snapshot, Start
+from lingjund.sched.snapshot import JobRequest, Snapshot, Start
 
 
 def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
@@ -40,45 +40,17 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
     ids = tuple(i for i in free.members(part.name)
                 if all(nf.check_node(job, free.views[i]) is None for nf in profile.node_filters))
     only = None if len(ids) == len(free.members(part.name)) else frozenset(ids)
-    select = profile.select
-    indexed = callable(getattr(select, "place_in", None))
-    most = node_cap(part)
-    ending = sorted((r for r in snapshot.running if r.end_time > 0),
-                    key=lambda r: (r.end_time, r.job_id))
-    when = now
-    for release in [None, *ending]:
-        if release is not None:
-            _free(free, release)       # its nodes move buckets; nothing is rebuilt
-            when = max(now, release.end_time)
-        if indexed:
-            placement = select.place_in(job, free.free(part.name, only), most)
-        else:
-            placement = select.place_gang(job, free.candidates(ids), most)
-        if placement is not None:
-            shares = sorted(placement.shares, key=lambda s: natural_key(s.node))
-            return when, Start(job_id=job.job_id, nodes=tuple(s.node for s in shares),
-                               cpus_per_node=tuple(s.cpus for s in shares),
-                               mem_per_node_mb=tuple(s.mem_mb for s in shares),
-                               gpus_per_node=tuple(s.gpus for s in shares),
-                               tasks_per_node=tuple(s.tasks for s in shares),
-                               exclusive=job.exclusive,
-                               gpu_ids_per_node=tuple(s.gpu_ids for s in shares))
-    return None
-
-
-def _free(free: FreeCapacity, job: RunningJob) -> None:
-    """Give back what ``job`` holds on each of its nodes."""
-    for i, name in enumerate(job.nodes):
-        k = free.ids.get(name)
-        if k is None:
-            continue
-        node = free.nodes[k]
-        free.give_back(name, cpus=_at(job.cpus_per_node, i, node.cpus),
-                       mem_mb=_at(job.mem_per_node_mb, i, 0),
-                       gpus=_at(job.gpus_per_node, i, node.gpus), exclusive=job.exclusive,
-                       gpu_ids=job.gpu_ids_per_node[i] if i < len(job.gpu_ids_per_node) else ())
-
-
-def _at(values: tuple[int, ...], i: int, unknown: int) -> int:
-    """values[i], or ``unknown`` (everything) when the job's shares were not given."""
-    return values[i] if i < len(values) else unknown
+    future = Future(free, snapshot.running, (), now, resolution_s=0)
+    found = future.earliest(job, part.name, ids, only, profile.select, node_cap(part),
+                            include_now=True)
+    if found is None:
+        return None
+    when, placement = found
+    shares = sorted(placement.shares, key=lambda s: natural_key(s.node))
+    return when, Start(job_id=job.job_id, nodes=tuple(s.node for s in shares),
+                       cpus_per_node=tuple(s.cpus for s in shares),
+                       mem_per_node_mb=tuple(s.mem_mb for s in shares),
+                       gpus_per_node=tuple(s.gpus for s in shares),
+                       tasks_per_node=tuple(s.tasks for s in shares),
+                       exclusive=job.exclusive,
+                       gpu_ids_per_node=tuple(s.gpu_ids for s in shares))

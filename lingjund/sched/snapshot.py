@@ -183,3 +183,6 @@ class Plan:
     reasons: Mapping[int, str] = field(default_factory=dict)
     # Running jobs to preempt (whole jobs), each naming the job it makes room for.
     preemptions: tuple[Preemption, ...] = ()
+    # Backfill's reservations: for a pending job that waits, when it is expected to
+    # start and on which nodes (natural order); only jobs given a reservation.
+    expected: Mapping[int, tuple[float, tuple[str, ...]]] = field(default_factory=dict)

@@ -663,6 +663,9 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         dependency=job.dependency, deadline=int(job.deadline),
         max_restarts=spec.max_restarts if spec.HasField("max_restarts") else -1,
         hang_timeout_s=spec.hang_timeout_s)
+    if job.sched_start and job.state == slurm.PENDING:
+        info.sched_start_time = int(job.sched_start)
+        info.sched_nodes = slurm.compress_hostlist(list(job.sched_nodes))
     _preempt_fields(ctl, job, info)
     if job.nodes and (state in (slurm.RUNNING, slurm.COMPLETING)):
         _node_allocs(ctl, job, info)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from lingjun import slurm
 from lingjund import lifecycle
+from lingjund.sched.backfill import Backfill
 from lingjund.sched.cycle import schedule
+from lingjund.sched.plugins import Profile
 from lingjund.sched.snapshot import Plan, Snapshot, Start
 from lingjund.service import batch, dependencies, faulttol, health, preemption, timers
 from lingjund.service.context import Controller
@@ -25,10 +28,25 @@ from lingjund.store.store import JobRecord
 log = logging.getLogger("lingjund.sched")
 
 
+def profile(ctl: Controller) -> Profile:
+    """The core's profile: the configured PreemptType, and sched/backfill unless
+    [scheduler] backfill = false."""
+    base = preemption.profile(ctl)
+    conf = ctl.config.scheduler
+    if not conf.backfill:
+        return base
+    return replace(base, backfill=Backfill(window_min=conf.bf_window_min,
+                                           max_job_test=conf.bf_max_job_test,
+                                           resolution_s=conf.bf_resolution_s))
+
+
 def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
-    return lifecycle.start(job, now, nodes=s.nodes, cpus_per_node=s.cpus_per_node,
-                           mem_per_node=s.mem_per_node_mb, gpus_per_node=s.gpus_per_node,
-                           gpu_ids=s.gpu_ids_per_node, tasks_per_node=s.tasks_per_node)
+    fields = lifecycle.start(job, now, nodes=s.nodes, cpus_per_node=s.cpus_per_node,
+                             mem_per_node=s.mem_per_node_mb, gpus_per_node=s.gpus_per_node,
+                             gpu_ids=s.gpu_ids_per_node, tasks_per_node=s.tasks_per_node)
+    if job.sched_start or job.sched_nodes:
+        fields.update(sched_start=0.0, sched_nodes=())     # started: no reservation now
+    return fields
 
 
 def _stale(ctl: Controller, plan: Plan) -> set[int]:
@@ -72,6 +90,17 @@ def apply_plan(ctl: Controller, plan: Plan, now: float,
         st.set_reasons({job_id: reason for job_id, reason in plan.reasons.items()
                         if (job := live.get(job_id)) is not None and job.state == slurm.PENDING
                         and job.reason != reason})
+        # Reservations: this pass's, and none for a pending job that had one before.
+        expected = plan.expected
+        changed = {}
+        for job_id in plan.reasons:
+            job = live.get(job_id)
+            if job is None or job.state != slurm.PENDING:
+                continue
+            want = expected.get(job_id, (0.0, ()))
+            if (job.sched_start, job.sched_nodes) != want:
+                changed[job_id] = want
+        st.set_expected(changed)
     return started
 
 
@@ -91,7 +120,7 @@ def run_pass(ctl: Controller) -> int:
     if prepared is None:
         return 0
     snap, now = prepared
-    return commit_pass(ctl, schedule(snap, now, preemption.profile(ctl)), now)
+    return commit_pass(ctl, schedule(snap, now, profile(ctl)), now)
 
 
 async def run_pass_off_loop(ctl: Controller) -> int:
@@ -107,7 +136,7 @@ async def run_pass_off_loop(ctl: Controller) -> int:
         if prepared is None:
             return 0
         snap, now = prepared
-        plan = await asyncio.to_thread(schedule, snap, now, preemption.profile(ctl))
+        plan = await asyncio.to_thread(schedule, snap, now, profile(ctl))
         return commit_pass(ctl, plan, now, _stale(ctl, plan))
 
 

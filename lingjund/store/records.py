@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from lingjun.v1 import api_pb2, agent_pb2
 
 _JSON_COLUMNS = ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node",
-                 "tasks_per_node", "completing", "gpu_ids")
+                 "tasks_per_node", "completing", "gpu_ids", "sched_nodes")
 # JSON columns of lists per node: read back as tuples of tuples.
 _NESTED_JSON_COLUMNS = frozenset({"gpu_ids"})
 
@@ -75,6 +75,10 @@ class JobRecord:
     preempt_time: float = 0.0
     preempt_killed: bool = False      # its grace time ran out: the kill was sent
     preempt_requeue: bool = False     # PreemptMode=REQUEUE: back to the queue when it ends
+    # A pending job's reservation from the last pass (backfill; sched/backfill.py):
+    # its expected start (0 = none) and the nodes it would take then.
+    sched_start: float = 0.0
+    sched_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -234,4 +234,11 @@ MIGRATIONS: list[str] = [
     -- given a GPU a recovered one still uses
     ALTER TABLE running_steps ADD COLUMN gpus TEXT NOT NULL DEFAULT '{}'
     """,
+    # next: backfill
+    """
+    -- a pending job's reservation from the last pass (backfill): its expected
+    -- start (0 = none) and the nodes it would get (JSON list of names)
+    ALTER TABLE jobs ADD COLUMN sched_start REAL NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN sched_nodes TEXT NOT NULL DEFAULT '[]'
+    """,
 ]

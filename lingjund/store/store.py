@@ -270,6 +270,19 @@ class Store:
             self._set_live_job(job_id, dataclasses.replace(old, reason=reason) if old is not None
                                else self._job_sql(job_id))
 
+    def set_expected(self, expected: dict[int, tuple[float, tuple[str, ...]]]) -> None:
+        """Many pending jobs' reservations at once: (expected start, nodes), (0, ())
+        for none (a pass decides them)."""
+        if not expected:
+            return
+        self.db.conn.executemany("UPDATE jobs SET sched_start = ?, sched_nodes = ? WHERE job_id = ?",
+                                 [(t, json.dumps(list(n)), i) for i, (t, n) in expected.items()])
+        jobs = self.live.jobs
+        for job_id, (t, nodes) in expected.items():
+            old = jobs.get(job_id)
+            self._set_live_job(job_id, dataclasses.replace(old, sched_start=t, sched_nodes=nodes)
+                               if old is not None else self._job_sql(job_id))
+
     def job(self, job_id: int) -> JobRecord | None:
         job = self.live.jobs.get(job_id)
         return job if job is not None else self._job_sql(job_id)

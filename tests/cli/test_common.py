@@ -29,7 +29,7 @@ def test_version_is_slurms_and_exits_0(main):
 
 
 @pytest.mark.parametrize("main,prog,option", [
-    (squeue.main, "squeue", "--start"), (sinfo.main, "sinfo", "--reservation"),
+    (squeue.main, "squeue", "--steps"), (sinfo.main, "sinfo", "--reservation"),
     (scancel.main, "scancel", "-i"), (sacct.main, "sacct", "--wckeys"),
 ], ids=NAMES)
 def test_an_unsupported_option_is_refused_as_spelled_before_a_later_help(main, prog, option):

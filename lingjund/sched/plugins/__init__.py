@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Mapping, Protocol, Sequence, runtime_checkable
 
+from lingjund.sched.backfill import Backfill
 from lingjund.sched.capacity import FreeNodes
 from lingjund.sched.plugins.eligibility import JobEligibility
 from lingjund.sched.plugins.gang import GangPlacement
@@ -137,6 +138,9 @@ class Profile:
     select: GangSelect
     node_filters: tuple[NodeFilter, ...] = ()
     preempt: Preemptor | None = None
+    # sched/backfill (``sched/backfill.py``): None is Slurm's sched/builtin, strict
+    # priority per partition.
+    backfill: Backfill | None = None
 
 
 def build_profile(queue_sort: str, filters: Sequence[str], select: str,

@@ -1,0 +1,127 @@
+"""Backfill in the pass (sched/backfill.py): reservations, starts in front of them, reasons."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lingjund.sched.backfill import Backfill
+from lingjund.sched.cycle import schedule
+from lingjund.sched.plugins import DEFAULT_PROFILE
+from lingjund.sched.snapshot import RunningJob, Snapshot
+from tests.sched.builders import busy, cluster, job, node, outcomes
+
+BACKFILL = replace(DEFAULT_PROFILE, backfill=Backfill(resolution_s=1))
+NOW = 1_000.0
+
+
+def _with_running(snap: Snapshot, *running: RunningJob) -> Snapshot:
+    return replace(snap, running=tuple(running))
+
+
+def four_nodes_node1_busy(until: float = NOW + 600) -> Snapshot:
+    nodes = [busy("node1", 2), node("node2", 2), node("node3", 2), node("node4", 2)]
+    return cluster(nodes, []), RunningJob(job_id=7, nodes=("node1",), end_time=until,
+                                          cpus_per_node=(2,), mem_per_node_mb=(0,))
+
+
+def test_small_job_starts_at_once_and_the_gang_keeps_its_reserved_start():
+    # The issue's case: node1 busy, a 4-node job pending, a 1-node 1-minute job behind it.
+    base, running = four_nodes_node1_busy()
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(11, prio=100, time_limit_min=1))), running)
+    plan = schedule(snap, NOW, BACKFILL)
+    assert outcomes(plan) == {10: "Resources", 11: "node2"}
+    assert plan.expected == {10: (NOW + 600, ("node1", "node2", "node3", "node4"))}
+
+
+def test_without_backfill_the_small_job_waits_priority():
+    base, running = four_nodes_node1_busy()
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(11, prio=100, time_limit_min=1))), running)
+    plan = schedule(snap, NOW)
+    assert outcomes(plan) == {10: "Resources", 11: "Priority"}
+    assert plan.expected == {}
+
+
+def test_a_job_that_would_end_after_the_reserved_start_waits_priority():
+    base, running = four_nodes_node1_busy()
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(11, prio=100, time_limit_min=11))), running)
+    plan = schedule(snap, NOW, BACKFILL)
+    assert outcomes(plan) == {10: "Resources", 11: "Priority"}
+    # 11 runs after 10's reservation: from NOW + 600 + 600, on a node 10 frees then
+    assert plan.expected[11][0] == NOW + 1200
+
+
+def test_a_job_without_time_limit_never_starts_on_a_reserved_node():
+    base, running = four_nodes_node1_busy()
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(12, prio=100))), running)
+    plan = schedule(snap, NOW, BACKFILL)
+    assert outcomes(plan) == {10: "Resources", 12: "Priority"}
+    assert plan.expected[12] == (NOW + 1200, ("node1",))
+
+
+def test_a_lower_job_starts_on_nodes_the_reservation_does_not_touch():
+    # node[1-2] busy until +600; the 2-node gang reserves them; node[3-4] stay free
+    # for a job with no limit at all.
+    nodes = [busy("node1", 2), busy("node2", 2), node("node3", 2), node("node4", 2)]
+    running = [RunningJob(job_id=7, nodes=("node1", "node2"), end_time=NOW + 600,
+                          cpus_per_node=(2, 2), mem_per_node_mb=(0, 0))]
+    gang = job(10, prio=200, nodes=3, cpus=2, time_limit_min=10)
+    snap = replace(cluster(nodes, [gang, job(11, prio=100, nodes=1, cpus=2)]),
+                   running=tuple(running))
+    plan = schedule(snap, NOW, BACKFILL)
+    when, reserved = plan.expected[10]
+    assert when == NOW + 600 and len(reserved) == 3
+    free = ({"node3", "node4"} - set(reserved)).pop()
+    assert outcomes(plan)[11] == free
+
+
+def test_a_gang_is_reserved_whole_or_not_at_all():
+    # 3 nodes only: a 4-node gang can never run here; it neither starts nor reserves.
+    nodes = [node("node1", 2), node("node2", 2), node("node3", 2)]
+    snap = cluster(nodes, [job(10, prio=200, nodes=4), job(11, prio=100)])
+    plan = schedule(snap, NOW, BACKFILL)
+    assert outcomes(plan) == {10: "PartitionNodeLimit", 11: "node1"}
+    assert plan.expected == {}
+
+
+def test_past_the_window_no_reservation_and_the_partition_blocks():
+    base, running = four_nodes_node1_busy(until=NOW + 2 * 86400)
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(11, prio=100, time_limit_min=1))), running)
+    plan = schedule(snap, NOW, BACKFILL)
+    assert outcomes(plan) == {10: "Resources", 11: "Priority"}
+    assert plan.expected == {}
+
+
+def test_past_bf_max_job_test_jobs_block_as_without_backfill():
+    base, running = four_nodes_node1_busy()
+    profile = replace(DEFAULT_PROFILE, backfill=Backfill(max_job_test=1, resolution_s=1))
+    snap = _with_running(replace(base, pending=(job(10, prio=300, nodes=4, time_limit_min=10),
+                                                job(11, prio=200, nodes=4, time_limit_min=10),
+                                                job(12, prio=100, time_limit_min=1))), running)
+    plan = schedule(snap, NOW, profile)
+    # 10 reserved; 11 is the second and past the cap: it blocks, so 12 may not start
+    assert outcomes(plan) == {10: "Resources", 11: "Priority", 12: "Priority"}
+    assert set(plan.expected) == {10}
+
+
+def test_ends_are_rounded_up_to_the_resolution():
+    base, running = four_nodes_node1_busy(until=NOW + 601)
+    profile = replace(DEFAULT_PROFILE, backfill=Backfill(resolution_s=60))
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),)),
+                         running)
+    plan = schedule(snap, NOW, profile)
+    assert plan.expected[10][0] == 1_620.0      # 1601 rounded up to a minute
+
+
+def test_second_reservation_goes_after_the_first_on_shared_nodes():
+    base, running = four_nodes_node1_busy()
+    snap = _with_running(replace(base, pending=(job(10, prio=200, nodes=4, time_limit_min=10),
+                                                job(11, prio=100, nodes=4, time_limit_min=5))),
+                         running)
+    plan = schedule(snap, NOW, BACKFILL)
+    assert plan.expected[10][0] == NOW + 600
+    assert plan.expected[11][0] == NOW + 1200
+    assert outcomes(plan) == {10: "Resources", 11: "Priority"}
