@@ -76,7 +76,8 @@ def _free(free: FreeCapacity, job: RunningJob) -> None:
         free.give_back(name, cpus=_at(job.cpus_per_node, i, node.cpus),
                        mem_mb=_at(job.mem_per_node_mb, i, 0),
                        gpus=_at(job.gpus_per_node, i, node.gpus), exclusive=job.exclusive,
-                       gpu_ids=job.gpu_ids_per_node[i] if i < len(job.gpu_ids_per_node) else ())
+                       gpu_ids=job.gpu_ids_per_node[i] if i < len(job.gpu_ids_per_node) else (),
+                       shards=job.shards_per_node, mps=job.mps_per_node)
 
 
 def _at(values: tuple[int, ...], i: int, unknown: int) -> int:
