@@ -83,6 +83,7 @@ max_array_size = {args.max_array_size}
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
 device_root = "{args.device_root}"
+{f'mps_control = "{args.mps_control}"' if args.mps_control else ""}
 
 {_nodes_text(args)}
 {_sanity_text(args)}
@@ -165,6 +166,10 @@ def _nodes_text(args) -> str:
             lines.append(f"gpus = {args.gpus}")
         if args.gpu_type:
             lines.append(f'gpu_type = "{args.gpu_type}"')
+        if args.shards:
+            lines.append(f"shards = {args.shards}")
+        if args.mps:
+            lines.append(f"mps = {args.mps}")
         if feats:
             lines.append("features = [" + ", ".join(f'"{f}"' for f in feats) + "]")
         out.append("\n".join(lines) + "\n")
@@ -455,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-mb", type=int, default=2000)
     up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
+    up.add_argument("--shards", type=int, default=0,
+                    help="GPU shards each node shares out (Slurm's shard count), for tests")
+    up.add_argument("--mps", type=int, default=0,
+                    help="MPS count each node shares out (100 per GPU is Slurm's habit), for tests")
+    up.add_argument("--mps-control", default="",
+                    help="the MPS control daemon agents run (default nvidia-cuda-mps-control)")
     up.add_argument("--device-root", default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",

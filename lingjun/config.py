@@ -149,6 +149,11 @@ class NodeConfig:
     features: tuple[str, ...] = ()
     weight: Count = 1
     gpu_type: str = ""               # GPU model ("a100") for --gres=gpu:TYPE:N; "" = untyped
+    # Shared GPUs, Slurm's Gres=gpu:4,shard:8,mps:400: the node's shard count
+    # and MPS count, spread evenly over its GPUs (8 shards on 4 GPUs: 2 each;
+    # mps 400: 100 each, so --gres=mps:50 is half of one GPU). 0 = none.
+    shards: Count = 0
+    mps: Count = 0
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,9 @@ class AgentConfig:
     # where the GPU device files (nvidia0, nvidia1, ...) are: a job's cgroup
     # denies it the ones of GPUs it was not given
     device_root: str = "/dev"
+    # the CUDA MPS control daemon the agent starts (with -d) for a GPU before
+    # its first --gres=mps job and tells to quit after its last
+    mps_control: str = "nvidia-cuda-mps-control"
 
 
 @dataclass(frozen=True)
@@ -631,7 +639,9 @@ def parse(text: str, path: str = "") -> Config:
         if not names:
             raise ConfigError(f"[[nodes]] #{i + 1}: names (a hostlist) is required")
         for name in names:
-            nodes.append(_take(dict(t, name=name), NodeConfig, f"[[nodes]] #{i + 1}"))
+            node = _take(dict(t, name=name), NodeConfig, f"[[nodes]] #{i + 1}")
+            _check_shared_gpus(node, f"[[nodes]] #{i + 1}")
+            nodes.append(node)
     partitions: list[PartitionConfig] = []
     for i, t in enumerate(_tables(data, "partitions")):
         t = dict(t)
@@ -673,6 +683,18 @@ def parse(text: str, path: str = "") -> Config:
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
                   "preempt", "authz", "faulttol", "sanity", "accounting")
+
+
+def _check_shared_gpus(node: NodeConfig, where: str) -> None:
+    """Shards and MPS are spread evenly over the node's GPUs: a declared GPU
+    count must divide them (one that comes from the agent is divided then)."""
+    for key in ("shards", "mps"):
+        n = getattr(node, key)
+        if n and node.gpus and n % node.gpus:
+            raise ConfigError(f"{where} {key} = {n}: not a multiple of gpus = {node.gpus} "
+                              f"(they are spread evenly over the GPUs)")
+        if n and n < node.gpus:
+            raise ConfigError(f"{where} {key} = {n}: fewer than gpus = {node.gpus}")
 
 
 def _check_references(nodes: list[NodeConfig], partitions: list[PartitionConfig]) -> None:
