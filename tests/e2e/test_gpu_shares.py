@@ -215,3 +215,19 @@ def _gone(pid: int, timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_srun_makes_a_shard_allocation_and_its_steps_see_the_gpu(shared_cluster):
+    c = shared_cluster
+    p = c.run(["srun", "--gres=shard:1", "bash", "-c",
+               'echo "cuda=$CUDA_VISIBLE_DEVICES shards=$SLURM_SHARDS_ON_NODE"'], timeout=60)
+    assert (p.returncode, p.stdout) == (0, "cuda=0 shards=1\n"), p.stderr
+    # a step inside a shard job sees the job's GPU without holding it: two at once
+    out = c.work / "steps.out"
+    jid = c.sbatch("--gres=shard:1", "-n", "2", "-o", str(out), input="""#!/bin/bash
+srun -n1 --overlap bash -c 'echo "step cuda=$CUDA_VISIBLE_DEVICES"' &
+srun -n1 --overlap bash -c 'echo "step cuda=$CUDA_VISIBLE_DEVICES"' &
+wait
+""")
+    c.wait_state(jid, "COMPLETED", timeout=60)
+    assert out.read_text() == "step cuda=0\nstep cuda=0\n"
