@@ -167,7 +167,8 @@ def _gres_shared(job: api_pb2.JobInfo) -> tuple[str, int]:
     return "", 0
 
 
-def _tres_per_node(job: api_pb2.JobInfo) -> str:
+def tres_per_node(job: api_pb2.JobInfo) -> str:
+    """squeue %b, scontrol TresPerNode: "gres:gpu:2", "gres:shard:2", "gres:mps:50"; N/A."""
     if job.gpus_per_node:
         return _gres_gpu(job.gpus_per_node, job.gpu_type)
     kind, n = _gres_shared(job)
@@ -254,7 +255,7 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "e": lambda r: _opt_time(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
     "c": lambda r: str(_min_cpus(r.job)),
     "m": _min_memory,
-    "b": lambda r: _tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
+    "b": lambda r: tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
     "a": lambda r: r.job.account or "(null)",
     "q": lambda r: r.job.qos or "(null)",
     "p": lambda r: f"{r.job.priority / 4294967295:.14f}" if r.job.priority else "0.00000000000000",
@@ -771,7 +772,7 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         ["Power="],
     ]
     if job.gpus_per_node or shared_n:
-        lines.insert(-1, [f"TresPerNode={_tres_per_node(job)}"])
+        lines.insert(-1, [f"TresPerNode={tres_per_node(job)}"])
     elif job.gpus:
         lines.insert(-1, [f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
     if job.mail_type and job.mail_user:
