@@ -67,8 +67,10 @@ class Share:
     gpus: int
     tasks: int
     exclusive: bool
-    gpu_ids: tuple[int, ...] = ()     # which of the node's GPUs (len == gpus; the one
-    shards: int = 0                   # GPU of the shards or MPS share when those are set)
+    # which of the node's GPUs: len == gpus, or for a shards or MPS share the
+    # one GPU it is on
+    gpu_ids: tuple[int, ...] = ()
+    shards: int = 0
     mps: int = 0
 
 
