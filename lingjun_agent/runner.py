@@ -425,6 +425,9 @@ class Agent:
                 continue
             log.warning("job=%d node=%s: not expected here any more, killing it", jid, self.node)
             self._terminate(jid, grace_s=2.0, report=False)
+        # MPS daemons held for jobs that ended while this agent was away
+        for jid in self.mps.held_jobs() - expected - running:
+            self.mps.release(jid)
 
     def _forget(self, jid: int) -> None:
         self.unacked.pop(jid, None)

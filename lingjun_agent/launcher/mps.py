@@ -66,6 +66,15 @@ class MpsDaemons:
         except OSError:
             return set()
 
+    def held_jobs(self) -> set[int]:
+        """Every job holding some GPU's daemon (after a restart: what to reconcile)."""
+        try:
+            gpus = [int(p.name[3:]) for p in self.root.iterdir()
+                    if p.name.startswith("gpu") and p.name[3:].isdigit()]
+        except OSError:
+            return set()
+        return set().union(*(self.holders(g) for g in gpus))
+
     def acquire(self, job_id: int, gpu: int) -> None:
         """``job_id`` runs MPS on ``gpu``: start the GPU's daemon if no job held it.
 

@@ -49,6 +49,7 @@ def test_one_daemon_per_gpu_from_its_first_mps_job_to_its_last(tmp_path, control
 
     d.release(7)               # job 8 still uses GPU 0
     assert len(calls(control)) == 2
+    assert d.held_jobs() == {8, 9}
     restarted = MpsDaemons(str(control), tmp_path / "state" / "mps")   # the agent restarted
     restarted.release(8)
     restarted.release(9)
