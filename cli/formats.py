@@ -161,8 +161,21 @@ def _gres_gpu(count: int, gpu_type: str = "") -> str:
     return f"gres:gpu:{gpu_type}:{count}" if gpu_type else f"gres:gpu:{count}"
 
 
-def _tres_per_node(job: api_pb2.JobInfo) -> str:
-    return _gres_gpu(job.gpus_per_node, job.gpu_type) if job.gpus_per_node else "N/A"
+def _gres_shared(job: api_pb2.JobInfo) -> tuple[str, int]:
+    """A shard or MPS job's gres and count per node: ("shard", 2); ("", 0) for others."""
+    if job.shards_per_node:
+        return "shard", job.shards_per_node
+    if job.mps_per_node:
+        return "mps", job.mps_per_node
+    return "", 0
+
+
+def tres_per_node(job: api_pb2.JobInfo) -> str:
+    """squeue %b, scontrol TresPerNode: "gres:gpu:2", "gres:shard:2", "gres:mps:50"; N/A."""
+    if job.gpus_per_node:
+        return _gres_gpu(job.gpus_per_node, job.gpu_type)
+    kind, n = _gres_shared(job)
+    return f"gres:{kind}:{n}" if n else "N/A"
 
 
 def _min_cpus(job: api_pb2.JobInfo) -> int:
@@ -253,7 +266,7 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "e": lambda r: _opt_time(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
     "c": lambda r: str(_min_cpus(r.job)),
     "m": _min_memory,
-    "b": lambda r: _tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
+    "b": lambda r: tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
     "a": lambda r: r.job.account or "(null)",
     "q": lambda r: r.job.qos or "(null)",
     "p": lambda r: f"{r.job.priority / 4294967295:.14f}" if r.job.priority else "0.00000000000000",
@@ -305,7 +318,7 @@ SQUEUE_LETTER_FIELDS: dict[str, tuple[str, ...]] = {
     "L": ("time_limit_min", "state", "start_time", "end_time"),
     "S": ("start_time", "sched_start_time", "state"), "V": ("submit_time",), "e": ("end_time",), "C": ("num_cpus",),
     "c": ("cpus_per_task", "ntasks_per_node"), "m": ("mem_per_node_mb",),
-    "b": ("gpus_per_node", "gpu_type"), "n": ("req_nodes",), "a": ("account",), "q": ("qos",),
+    "b": ("gpus_per_node", "gpu_type", "shards_per_node", "mps_per_node"), "n": ("req_nodes",), "a": ("account",), "q": ("qos",),
     "p": ("priority",), "Q": ("priority",), "y": ("nice",), "Z": ("work_dir",),
     "k": ("comment",), "o": ("command",), "h": ("exclusive",), "B": ("batch_host",),
     "E": ("dependency",), "f": ("features",), "F": ("array_job_id", "job_id"),
@@ -717,6 +730,9 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     tres.append(f"billing={cpus}")
     if job.gpus_per_node or job.gpus:
         tres.append(f"gres/gpu={job.gpus or job.gpus_per_node * max(1, job.num_nodes)}")
+    shared_kind, shared_n = _gres_shared(job)
+    if shared_n:
+        tres.append(f"gres/{shared_kind}={shared_n * max(1, job.num_nodes)}")
     sched_eval = job.start_time or job.eligible_time or job.submit_time
     sid = getattr(job, "alloc_sid", 0)
     lines = [
@@ -772,8 +788,8 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"StdOut={job.stdout_path}"],
         ["Power="],
     ]
-    if job.gpus_per_node:
-        lines.insert(-1, [f"TresPerNode={_gres_gpu(job.gpus_per_node, job.gpu_type)}"])
+    if job.gpus_per_node or shared_n:
+        lines.insert(-1, [f"TresPerNode={tres_per_node(job)}"])
     elif job.gpus:
         lines.insert(-1, [f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
     if job.mail_type and job.mail_user:
@@ -781,10 +797,13 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     return lines
 
 
-def _gres_idx(gpu_ids, gpu_type: str) -> str:
-    """Slurm's per-node GRES detail: "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:3)"; "" for none."""
+def _gres_idx(gpu_ids, gpu_type: str, shared: tuple[str, int] = ("", 0)) -> str:
+    """Slurm's per-node GRES detail: "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:3)"; for a
+    shard or MPS job its count on the GPU it shares, "shard:2(IDX:0)"; "" for none."""
     if not gpu_ids:
         return ""
+    if shared[1]:
+        return f"{shared[0]}:{shared[1]}(IDX:{slurm.fold_indices(gpu_ids)})"
     kind = f"gpu:{gpu_type}" if gpu_type else "gpu"
     return f"{kind}:{len(gpu_ids)}(IDX:{slurm.fold_indices(gpu_ids)})"
 
@@ -794,14 +813,17 @@ def job_alloc_lines(job: api_pb2.JobInfo) -> list[list[str]]:
     Mem=... GRES=..." line per run of nodes with the same allocation (Slurm groups
     them). CPU_IDs=N/A: CPUs are counted, not yet bound to ids."""
     total: dict[str, int] = {}
+    shared = _gres_shared(job)
     for a in job.node_allocs:
-        if a.gpu_ids:
+        if a.gpu_ids and shared[1]:
+            total[shared[0]] = total.get(shared[0], 0) + shared[1]
+        elif a.gpu_ids:
             kind = f"gpu:{a.gpu_type}" if a.gpu_type else "gpu"
             total[kind] = total.get(kind, 0) + len(a.gpu_ids)
     lines = [[f"JOB_GRES={','.join(f'{k}:{n}' for k, n in total.items()) or '(null)'}"]]
     groups: list[tuple[tuple, list[str]]] = []
     for a in job.node_allocs:
-        key = (a.mem_mb, _gres_idx(a.gpu_ids, a.gpu_type))
+        key = (a.mem_mb, _gres_idx(a.gpu_ids, a.gpu_type, shared))
         if groups and groups[-1][0] == key:
             groups[-1][1].append(a.node)
         else:
@@ -845,17 +867,20 @@ def node_tres(n: api_pb2.NodeInfo) -> tuple[str, str]:
     cfg = [f"cpu={n.cpus}", f"mem={n.real_memory_mb}M", f"billing={n.cpus}"]
     if n.gpus:
         cfg.append(f"gres/gpu={n.gpus}")
+    cfg += [f"gres/{k}={v}" for k, v in (("mps", n.mps), ("shard", n.shards)) if v]
     alloc = [f"{name}={value}" for name, value in (
         ("cpu", n.cpus_alloc), ("mem", f"{n.alloc_memory_mb}M" if n.alloc_memory_mb else 0),
-        ("gres/gpu", n.gpus_alloc)) if value]
+        ("gres/gpu", n.gpus_alloc), ("gres/mps", n.mps_alloc),
+        ("gres/shard", n.shards_alloc)) if value]
     return ",".join(cfg), ",".join(alloc)
 
 
 def _node_gres(n: api_pb2.NodeInfo) -> str:
-    """Gres= / sinfo %G: "gpu:2", "gpu:a100:2", "(null)"."""
+    """Gres= / sinfo %G: "gpu:2", "gpu:a100:2", "gpu:1,shard:4", "(null)"."""
     if not n.gpus:
         return "(null)"
-    return f"gpu:{n.gpu_type}:{n.gpus}" if n.gpu_type else f"gpu:{n.gpus}"
+    gpus = f"gpu:{n.gpu_type}:{n.gpus}" if n.gpu_type else f"gpu:{n.gpus}"
+    return ",".join([gpus] + [f"{k}:{v}" for k, v in (("mps", n.mps), ("shard", n.shards)) if v])
 
 
 def _node_gres_sockets(n: api_pb2.NodeInfo) -> str:

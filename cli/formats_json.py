@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from cli.formats import node_port, node_tres, step_order
+from cli.formats import node_port, node_tres, step_order, tres_per_node
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 
@@ -131,7 +131,8 @@ def job_dict(job: api_pb2.JobInfo, cluster: str = "") -> dict[str, Any]:
         "time_limit": job.time_limit_min if job.time_limit_min >= 0 else None,
         "time_minimum": 0, "threads_per_core": None, "tres_bind": "", "tres_freq": "",
         "tres_per_job": f"gres:gpu:{job.gpus}" if job.gpus and not job.gpus_per_node else "",
-        "tres_per_node": f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "",
+        "tres_per_node": (f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else
+                          tres_per_node(job) if job.shards_per_node or job.mps_per_node else ""),
         "tres_per_socket": "", "tres_per_task": "",
         "tres_req_str": _tres(job.num_cpus, job.mem_per_node_mb, job.num_nodes),
         "tres_alloc_str": _tres(job.num_cpus, job.mem_per_node_mb, job.num_nodes)

@@ -84,6 +84,7 @@ state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
 device_root = "{args.device_root}"
 sysfs_root = "{args.sysfs_root}"
+{f'mps_control = "{args.mps_control}"' if args.mps_control else ""}
 
 {_nodes_text(args)}
 {_sanity_text(args)}
@@ -173,6 +174,10 @@ def _nodes_text(args) -> str:
             lines.append(f"gpus = {args.gpus}")
         if args.gpu_type:
             lines.append(f'gpu_type = "{args.gpu_type}"')
+        if args.shards:
+            lines.append(f"shards = {args.shards}")
+        if args.mps:
+            lines.append(f"mps = {args.mps}")
         if feats:
             lines.append("features = [" + ", ".join(f'"{f}"' for f in feats) + "]")
         out.append("\n".join(lines) + "\n")
@@ -465,6 +470,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
     up.add_argument("--sysfs-root", default="/sys",
                     help="where the agents read their GPUs' PCI tree, NUMA nodes and NICs (tests)")
+    up.add_argument("--shards", type=int, default=0,
+                    help="GPU shards each node shares out (Slurm's shard count), for tests")
+    up.add_argument("--mps", type=int, default=0,
+                    help="MPS count each node shares out (100 per GPU is Slurm's habit), for tests")
+    up.add_argument("--mps-control", default="",
+                    help="the MPS control daemon agents run (default nvidia-cuda-mps-control)")
     up.add_argument("--device-root", default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",

@@ -264,8 +264,52 @@ _BAD_GRES = CommandError("sbatch: error: Batch job submission failed: "
                          "Invalid generic resource (gres) specification", 1)
 
 
+@dataclass(frozen=True)
+class GresRequest:
+    """What --gres asks of each node: whole GPUs, or shards or MPS of one GPU."""
+
+    gpu_type: str = ""
+    gpus: int = 0
+    shards: int = 0               # shard:N
+    mps: int = 0                  # mps:P (P of one GPU's MPS count)
+    gpu_mem_mb: int = 0           # gpumem:SIZE, an MPS job's GPU memory cap (PAI eGPU style)
+
+
+def parse_gres(value: str) -> GresRequest:
+    """--gres "gpu[:type][:N]", "shard:N", "mps:P" (with "gpumem:SIZE"), comma separated.
+
+    shard and mps take one count (no type); a GPU memory cap goes only with mps,
+    the one sharing the driver can hold to it; gpu beside shard or mps, and shard
+    beside mps, are refused as Slurm refuses them."""
+    shared: dict[str, int] = {}
+    rest = []
+    for item in (v for v in value.split(",") if v):
+        name, _, count = item.partition(":")
+        if name in ("shard", "mps", "gpumem"):
+            if name in shared or not count:
+                raise _BAD_GRES
+            try:
+                n = slurm.parse_size_mb(count) if name == "gpumem" else int(count)
+            except ValueError:
+                raise _BAD_GRES from None
+            if not count[:1].isdigit() or n < 1:
+                raise _BAD_GRES
+            shared[name] = n
+        else:
+            rest.append(item)
+    if not shared:
+        gpu_type, gpus = parse_gres_gpus(value)
+        return GresRequest(gpu_type=gpu_type, gpus=gpus)
+    if rest or ("shard" in shared and "mps" in shared) or ("gpumem" in shared
+                                                           and "mps" not in shared):
+        raise _BAD_GRES
+    return GresRequest(shards=shared.get("shard", 0), mps=shared.get("mps", 0),
+                       gpu_mem_mb=shared.get("gpumem", 0))
+
+
 def parse_gres_gpus(value: str) -> tuple[str, int]:
-    """--gres "gpu[:type][:N][,...]" -> (type, GPUs per node); only gpu is a resource here.
+    """--gres "gpu[:type][:N][,...]" -> (type, GPUs per node); gpu alone (parse_gres
+    takes shard and mps too).
 
     As in Slurm's gres parser, a second field that is not a number is a type
     with a count of one: "gpu:x" asks for one GPU of type "x", which the
@@ -547,8 +591,11 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
         gpu_type, spec.gpus_per_node = parse_gpu_count(value, "--gpus-per-node")
         spec.gpu_type = gpu_type or spec.gpu_type
     elif key == "gres":
-        gpu_type, spec.gpus_per_node = parse_gres_gpus(value)
-        spec.gpu_type = gpu_type or spec.gpu_type
+        gres = parse_gres(value)
+        spec.gpus_per_node = gres.gpus
+        spec.shards_per_node, spec.mps_per_node = gres.shards, gres.mps
+        spec.gpu_mem_limit_mb = gres.gpu_mem_mb
+        spec.gpu_type = gres.gpu_type or spec.gpu_type
     elif key == "hold":
         spec.hold = True
     elif key == "input":

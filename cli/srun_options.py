@@ -23,7 +23,7 @@ from typing import Mapping
 from cli.common import CommandError, Reply, parse_options
 from cli.job_options import (JOB_OPTIONS, MEMORY_FIELDS, SHARED, env_variables,
                              memory_conflict)
-from cli.sbatch import parse_gres_gpus
+from cli.sbatch import parse_gres
 from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt, env_options
 from lingjun import slurm
 
@@ -193,6 +193,9 @@ class RunOptions:
     gpus_given: bool = False        # any GPU option, --gres=none included
     gpus: int = 0                   # -G: per job (or per step)
     gpus_per_node: int = 0          # --gres=gpu:N / --gpus-per-node
+    shards_per_node: int = 0        # --gres=shard:N (an allocation's, not a step's)
+    mps_per_node: int = 0           # --gres=mps:P
+    gpu_mem_mb: int = 0             # --gres=mps:P,gpumem:SIZE
     gpus_per_task: int = 0
     gpu_type: str = ""
     gpu_bind: str = ""
@@ -305,10 +308,12 @@ def _gpu_option(prog: str, key: str, value: str, gpu_type: str) -> dict:
         if text == "none":     # the step asks for no GPUs (it sees none)
             return {"gpus_per_node": 0, "gpus": 0, "gpus_per_task": 0}
         try:
-            t, n = parse_gres_gpus(text)
+            g = parse_gres(text)
         except CommandError:
             raise _err(prog, "Invalid generic resource (gres) specification") from None
-        return {"gpus_per_node": n, "gpu_type": t or gpu_type}
+        if g.shards or g.mps:
+            return {"shards_per_node": g.shards, "mps_per_node": g.mps, "gpu_mem_mb": g.gpu_mem_mb}
+        return {"gpus_per_node": g.gpus, "gpu_type": g.gpu_type or gpu_type}
     t, _, count = text.rpartition(":")
     if not count.isdigit() or ":" in t:
         raise _err(prog, "Invalid generic resource (gres) specification")

@@ -171,6 +171,11 @@ class NodeConfig:
     weight: Count = 1
     gpu_type: str = ""               # GPU model ("a100") for --gres=gpu:TYPE:N; "" = untyped
     gpu: tuple[GpuConfig, ...] = ()  # per-GPU declarations ([[nodes.gpu]]), by index
+    # Shared GPUs, Slurm's Gres=gpu:4,shard:8,mps:400: the node's shard count
+    # and MPS count, spread evenly over its GPUs (8 shards on 4 GPUs: 2 each;
+    # mps 400: 100 each, so --gres=mps:50 is half of one GPU). 0 = none.
+    shards: Count = 0
+    mps: Count = 0
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,9 @@ class AgentConfig:
     # where the agent reads its GPUs' place in the PCI tree, their NUMA nodes
     # and the RDMA NICs beside them (bus/pci/devices, class/infiniband)
     sysfs_root: str = "/sys"
+    # the CUDA MPS control daemon the agent starts (with -d) for a GPU before
+    # its first --gres=mps job and tells to quit after its last
+    mps_control: str = "nvidia-cuda-mps-control"
 
 
 @dataclass(frozen=True)
@@ -702,9 +710,11 @@ def parse(text: str, path: str = "") -> Config:
             raise ConfigError(f"[[nodes]] #{i + 1}: names (a hostlist) is required")
         where = f"[[nodes]] #{i + 1}"
         for name in names:
-            nodes.append(_gpu_tables(_take(dict(t, name=name), NodeConfig, where,
-                                           gpu=lambda v, w=where: ("gpu", _gpu_list(v, w))),
-                                     where))
+            node = _gpu_tables(_take(dict(t, name=name), NodeConfig, where,
+                                     gpu=lambda v, w=where: ("gpu", _gpu_list(v, w))),
+                               where)
+            _check_shared_gpus(node, where)
+            nodes.append(node)
     partitions: list[PartitionConfig] = []
     for i, t in enumerate(_tables(data, "partitions")):
         t = dict(t)
@@ -748,6 +758,18 @@ def parse(text: str, path: str = "") -> Config:
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
                   "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting")
+
+
+def _check_shared_gpus(node: NodeConfig, where: str) -> None:
+    """Shards and MPS are spread evenly over the node's GPUs: a declared GPU
+    count must divide them (one that comes from the agent is divided then)."""
+    for key in ("shards", "mps"):
+        n = getattr(node, key)
+        if n and node.gpus and n % node.gpus:
+            raise ConfigError(f"{where} {key} = {n}: not a multiple of gpus = {node.gpus} "
+                              f"(they are spread evenly over the GPUs)")
+        if n and n < node.gpus:
+            raise ConfigError(f"{where} {key} = {n}: fewer than gpus = {node.gpus}")
 
 
 def _check_references(nodes: list[NodeConfig], partitions: list[PartitionConfig]) -> None:

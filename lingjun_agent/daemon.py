@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
                   rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
                   job_env=job_env, sanity=cfg.sanity, configured=_configured(cfg, args.node),
-                  device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root)
+                  device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root,
+                  mps_control=cfg.agent.mps_control)
     try:
         asyncio.run(_main(agent, creds))
     except OSError as e:                    # the credential socket could not be served

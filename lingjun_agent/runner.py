@@ -58,6 +58,7 @@ from lingjun_agent.launcher import (
     fencekeeper,
     forkserver,
     lease,
+    mps,
     procs,
     steps,
     watch,
@@ -119,7 +120,8 @@ class Agent:
                  key: auth.ClusterKey | None = None, tls_ca: bytes | None = None,
                  job_env: dict[str, str] | None = None,
                  sanity=None, configured: tuple[int, int, int] = (0, 0, 0),
-                 device_root: str = "/dev", sysfs_root: str = "/sys"):
+                 device_root: str = "/dev", sysfs_root: str = "/sys",
+                 mps_control: str = "nvidia-cuda-mps-control"):
         self.node = node
         self.controller = controller
         # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -145,6 +147,8 @@ class Agent:
         # where GPU topology is read (PCI tree, NUMA nodes, RDMA NICs): a test's fake sysfs
         self.sysfs_root = sysfs_root
         self.gpus_seen = None       # the last GPU discovery logged (gpus.Discovery)
+        # --gres=mps jobs: each GPU's MPS control daemon while they run (launcher/mps.py)
+        self.mps = mps.MpsDaemons(mps_control, self.state_dir / "mps")
         self.reconnect = (reconnect_min_s, reconnect_max_s)
         self.started_at = int(time.time())
         self.batches: dict[int, batch.BatchHandle] = {}
@@ -448,6 +452,9 @@ class Agent:
                 continue
             log.warning("job=%d node=%s: not expected here any more, killing it", jid, self.node)
             self._terminate(jid, grace_s=2.0, report=False)
+        # MPS daemons held for jobs that ended while this agent was away
+        for jid in self.mps.held_jobs() - expected - running:
+            self.mps.release(jid)
 
     def _forget(self, jid: int) -> None:
         self.unacked.pop(jid, None)
@@ -507,6 +514,8 @@ class Agent:
             if lb.launcher:
                 port, files = await self._prepare_launcher(lb, env)
             watch.prepare_checkpoint_dir(env, lb.uid, lb.gid)
+            if lb.HasField("share") and lb.share.mps_percentage:
+                env.update(await self._mps_start(jid, lb.share))
             spec = batch.BatchSpec(
                 job_id=jid, node=self.mark, script=lb.script, argv=tuple(lb.argv),
                 env=env, work_dir=lb.work_dir, stdout=lb.stdout_path,
@@ -516,7 +525,7 @@ class Agent:
             # Until the supervisor reports the script's pid (milliseconds when
             # forked, ~0.1 s when started afresh): off the loop.
             handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec, self.forks)
-        except batch.LaunchError as e:
+        except (batch.LaunchError, mps.MpsError) as e:
             log.error("job=%d: launch failed: %s", jid, e)
             now = int(time.time())
             res = batch.BatchResult(job_id=jid, exit_code=1, signal=0, start_time=now,
@@ -532,6 +541,13 @@ class Agent:
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
             job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
+
+    async def _mps_start(self, jid: int, share: agent_pb2.JobShare) -> dict[str, str]:
+        """An MPS job's GPU gets its control daemon (started off the loop if it is
+        the first MPS job there); what the job's processes see of it."""
+        gpu = share.gpu_ids[0] if share.gpu_ids else 0
+        await asyncio.to_thread(self.mps.acquire, jid, gpu)
+        return self.mps.job_env(gpu, share.mps_percentage)
 
     def _limits(self, jid: int, share: agent_pb2.JobShare) -> cgroups.Limits:
         """What the job's cgroup here holds it to: its memory, the CPUs it
@@ -626,13 +642,20 @@ class Agent:
                         for t in lt.tasks),
             lease=str(self.lease.path),
             limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None)
-        t = asyncio.create_task(self._start_step(spec))
+        mps_share = lt.share if lt.HasField("share") and lt.share.mps_percentage else None
+        t = asyncio.create_task(self._start_step(spec, mps_share))
         self.step_starts.add(t)
         t.add_done_callback(self.step_starts.discard)
 
-    async def _start_step(self, spec: steps.StepSpec) -> None:
+    async def _start_step(self, spec: steps.StepSpec,
+                          mps_share: agent_pb2.JobShare | None = None) -> None:
         jid, sid = spec.job_id, spec.step_id
         try:
+            if mps_share is not None:
+                try:
+                    spec.env.update(await self._mps_start(jid, mps_share))
+                except mps.MpsError as e:
+                    raise steps.LaunchError(str(e)) from None
             # Until the supervisor reports its tasks started: off the loop.
             handle = await asyncio.to_thread(steps.start_step, self.state_dir, spec, self.forks)
         except steps.LaunchError as e:
@@ -759,4 +782,5 @@ class Agent:
                 self._forget_step(key)
         self.job_uids.pop(jid, None)
         self.job_cpus.pop(jid, None)
+        self.mps.release(jid)
         self.send(agent_pb2.AgentMessage(job_cleaned=agent_pb2.JobCleaned(job_id=jid)))

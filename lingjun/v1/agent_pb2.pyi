@@ -395,14 +395,16 @@ class RegisterReply(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., controller_time: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., expected_job_ids: _Optional[_Iterable[int]] = ..., acked_job_ids: _Optional[_Iterable[int]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., heartbeat_timeout_s: _Optional[float] = ..., fence_grace_s: _Optional[float] = ..., resume_steps: _Optional[_Iterable[_Union[StepResume, _Mapping]]] = ...) -> None: ...
 
 class JobShare(_message.Message):
-    __slots__ = ("memory_bytes", "cpus", "gpu_ids")
+    __slots__ = ("memory_bytes", "cpus", "gpu_ids", "mps_percentage")
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    MPS_PERCENTAGE_FIELD_NUMBER: _ClassVar[int]
     memory_bytes: int
     cpus: int
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, memory_bytes: _Optional[int] = ..., cpus: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    mps_percentage: int
+    def __init__(self, memory_bytes: _Optional[int] = ..., cpus: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., mps_percentage: _Optional[int] = ...) -> None: ...
 
 class LaunchBatch(_message.Message):
     __slots__ = ("job_id", "script", "argv", "environment", "work_dir", "stdout_path", "stderr_path", "stdin_path", "uid", "gid", "user", "append", "launcher", "share")

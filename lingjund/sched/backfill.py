@@ -113,7 +113,8 @@ def _released(job: RunningJob, nodes: Sequence[NodeFree], ids: dict[str, int]
                        mem_mb=job.mem_per_node_mb[k] if k < len(job.mem_per_node_mb) else 0,
                        gpus=job.gpus_per_node[k] if k < len(job.gpus_per_node) else node.gpus,
                        tasks=0, exclusive=job.exclusive,
-                       gpu_ids=job.gpu_ids_per_node[k] if k < len(job.gpu_ids_per_node) else ())
+                       gpu_ids=job.gpu_ids_per_node[k] if k < len(job.gpu_ids_per_node) else (),
+                       shards=job.shards_per_node, mps=job.mps_per_node)
 
 
 class Future:
@@ -173,7 +174,7 @@ class Future:
                     self.at.setdefault(t, []).append(i)
                     times.add(t)
                 state.release(share.cpus, share.mem_mb, share.gpus, share.gpu_ids,
-                              share.exclusive)
+                              share.exclusive, share.shards, share.mps)
             self.prof_t[i], self.prof_s[i] = ts, ss
         self.times = sorted(times)
 

@@ -32,6 +32,11 @@ at gpu2; an exclusive rank walks the untouched gpu1, gpu4. A 2-node gang of
 16 CPUs and 4 GPUs per rank skips (1, 16, 2), finds gpu3 and gpu1, and
 never touches gpu4.
 
+Shared GPUs (shards, MPS) are not in the bucket keys: a shard ask asks no
+whole GPU, so every bucket with its CPUs is walked and the node itself says
+whether one of its GPUs has room (``pool.NodeFree.share``). Only shard and
+MPS jobs pay for that walk; the keys, and every other ask, stay as they were.
+
 Staging and committing. A gang stages its ranks on distinct nodes without
 changing anything: one rank per node means no rank sees another's share,
 so the overlay of a staged gang is just the set of nodes it used and their
@@ -358,7 +363,7 @@ class FreeCapacity:
                 index.add(i)
 
     def give_back(self, name: str, cpus: int, mem_mb: int, gpus: int, exclusive: bool,
-                  gpu_ids: tuple[int, ...] = ()) -> None:
+                  gpu_ids: tuple[int, ...] = (), shards: int = 0, mps: int = 0) -> None:
         """What a running job holds on node ``name`` comes free (start estimates let
         running jobs end one by one); never past the node's size."""
         i = self.ids.get(name)
@@ -367,7 +372,7 @@ class FreeCapacity:
         indexes = self._indexes_of.get(i, ())
         for index in indexes:
             index.discard(i)
-        self.nodes[i].release(cpus, mem_mb, gpus, gpu_ids, exclusive)
+        self.nodes[i].release(cpus, mem_mb, gpus, gpu_ids, exclusive, shards, mps)
         for index in indexes:
             index.add(i)
 

@@ -17,6 +17,9 @@ from typing import Mapping
 from lingjund.sched.gpu_topology import GpuTopology
 
 UNLIMITED = -1
+# The kinds of shared GPU (NodeView.alloc_shared), named as Slurm's gres are.
+SHARD = "shard"
+MPS = "mps"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,14 @@ class NodeView:
     # NVLink peers, NUMA node and NIC rail of each index (None = not reported:
     # the lowest free indices are given); one object per node, kept across passes.
     gpu_topology: GpuTopology | None = None
+    # Shared GPUs (Slurm's gres/shard and gres/mps): the node's counts, spread
+    # evenly over its GPUs (shards 8 on 4 GPUs: 2 per GPU), and what running
+    # jobs hold of them: (GPU index, SHARD or MPS, count), one entry per job.
+    # A GPU with any share held is not free for a whole-GPU job, and one kind
+    # never joins the other on a GPU.
+    shards: int = 0
+    mps: int = 0
+    alloc_shared: tuple[tuple[int, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,10 @@ class JobRequest:
     cpus_per_task: int = 1
     mem_per_node_mb: int | None = None  # None = not given (not reserved); 0 = whole node
     gpus_per_node: int = 0
+    # --gres=shard:N / --gres=mps:P: that many of one GPU's shards (MPS share)
+    # on each node; never together with whole GPUs (the submit refuses it).
+    shards_per_node: int = 0
+    mps_per_node: int = 0
     exclusive: bool = False
     time_limit_min: int = UNLIMITED   # effective limit (partition default applied)
     held: bool = False
@@ -131,6 +146,9 @@ class RunningJob:
     mem_per_node_mb: tuple[int, ...] = ()
     gpus_per_node: tuple[int, ...] = ()
     gpu_ids_per_node: tuple[tuple[int, ...], ...] = ()   # which GPUs, per node; () = unknown
+    # shards / MPS it holds on each node, on the one GPU gpu_ids_per_node names there
+    shards_per_node: int = 0
+    mps_per_node: int = 0
     # what preemption weighs (plugins/preempt.py)
     partition: str = ""
     priority: int = 0
@@ -170,7 +188,8 @@ class Start:
     tasks_per_node: tuple[int, ...]
     exclusive: bool = False
     array_task_id: int = -1           # the array task this start is for; -1 = a plain job
-    # The GPU indices it gets on each node (same order), lowest free first.
+    # The GPU indices it gets on each node (same order), lowest free first;
+    # for a shard or MPS job the one GPU its share is on.
     gpu_ids_per_node: tuple[tuple[int, ...], ...] = ()
 
 

@@ -28,6 +28,7 @@ from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
 from lingjund.service import confine, jobenv, restarts
 from lingjund.service.context import Controller
+from lingjund.service.views import node_mps_per_gpu
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
@@ -51,7 +52,7 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
         work_dir=spec.work_dir, stdout_path=stdout, stderr_path=stderr,
         stdin_path=spec.stdin_path or "/dev/null", uid=spec.uid, gid=spec.gid,
         user=spec.user, append=spec.open_mode == "append", launcher=spec.launcher,
-        share=confine.node_share(job, node)))
+        share=confine.node_share(job, node, node_mps_per_gpu(ctl, node))))
 
 
 def node_address(ctl: Controller, node: str) -> str:
@@ -90,7 +91,7 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
             job_id=job.job_id, step_id=launchers.SERVICE_STEP_ID,
             argv=launchers.worker_argv(name, addr, port, cpus), environment=envs[node],
             work_dir=job.spec.work_dir, tasks=[agent_pb2.TaskSpec(rank=0, local_id=0)],
-            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node))))
+            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node, node_mps_per_gpu(ctl, node)))))
     log.info("job=%d: %s workers started on %s (head %s:%d)", job.job_id, name,
              slurm.compress_hostlist(list(others)), addr, port)
 

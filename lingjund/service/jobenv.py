@@ -109,6 +109,27 @@ def _node_part(job: JobRecord, index: int) -> dict[str, str]:
     }
     if job.gpus_per_node and job.gpus_per_node[index]:
         env.update(gpu_env(job, index))
+    elif job.spec.shards_per_node or job.spec.mps_per_node:
+        env.update(shared_gpu_env(job, index))
+    return env
+
+
+def shared_gpu_env(job: JobRecord, index: int) -> dict[str, str]:
+    """A shard or MPS job on its ``index``-th node: the one GPU its share is on,
+    and how much of it (Slurm's SLURM_SHARDS_ON_NODE). An MPS job's thread
+    percentage and MPS pipe directories are the node's to say (the agent adds
+    them); a GPU memory cap (--gres=mps:P,gpumem:SIZE) is for that one GPU,
+    device 0 as the job sees it."""
+    ids = job.gpu_ids[index] if index < len(job.gpu_ids) else ()
+    if not ids:
+        return {}
+    text = _ids_text(ids[:1])
+    env = {"CUDA_VISIBLE_DEVICES": text, "GPU_DEVICE_ORDINAL": text}
+    spec = job.spec
+    if spec.shards_per_node:
+        env["SLURM_SHARDS_ON_NODE"] = str(spec.shards_per_node)
+    if spec.mps_per_node and spec.gpu_mem_limit_mb:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={spec.gpu_mem_limit_mb}M"
     return env
 
 

@@ -23,7 +23,7 @@ from lingjund import lifecycle
 from lingjund.sched import dependency
 from lingjund.service import authz, batch, catalog, errors, mail, preemption
 from lingjund.service.context import Controller
-from lingjund.service.views import (build_snapshot, gpus_per_node, job_request,  # noqa: F401
+from lingjund.service.views import (build_snapshot, gpus_per_node, job_request, node_shared_gpus,  # noqa: F401
                                     node_capacity, node_features, node_gpu_type)
 from lingjund.store.store import JobRecord
 
@@ -98,11 +98,15 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
     for field, value in (("min_nodes", spec.min_nodes), ("max_nodes", spec.max_nodes),
                          ("num_tasks", spec.num_tasks), ("ntasks_per_node", spec.ntasks_per_node),
                          ("cpus_per_task", spec.cpus_per_task), ("gpus_per_node", spec.gpus_per_node),
-                         ("gpus_per_task", spec.gpus_per_task), ("cpus_per_gpu", spec.cpus_per_gpu)):
+                         ("gpus_per_task", spec.gpus_per_task), ("cpus_per_gpu", spec.cpus_per_gpu),
+                         ("shards_per_node", spec.shards_per_node),
+                         ("mps_per_node", spec.mps_per_node),
+                         ("gpu_mem_limit_mb", spec.gpu_mem_limit_mb)):
         if value < 0 or value > 1_000_000:
             raise errors.InvalidRequest(f"Invalid {field} value {value}")
     if spec.time_limit_min < -1:
         raise errors.InvalidTimeLimit()
+    _check_shared_gpus(spec)
     nodes = _placement_nodes(ctl, spec, part)
     # -w nodes count toward -N, as in Slurm.
     min_nodes = max(spec.min_nodes or 1, len(_hostlist(spec.req_nodes)) if spec.req_nodes else 0)
@@ -139,9 +143,50 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
                               and gpn <= c[2])
         if fitting.nodes < min(min_nodes, nodes.with_capacity):
             raise errors.NodeConfigUnavailable()
+        if spec.shards_per_node or spec.mps_per_node:
+            _shared_gpus_fit(ctl, spec, part, min_nodes)
         if over is None and spec.num_tasks and spec.num_tasks * cpt > fitting.top_cpus(max_nodes):
             raise errors.NodeConfigUnavailable()
     return part, min_nodes
+
+
+def _check_shared_gpus(spec: api_pb2.JobSpec) -> None:
+    """Shards and MPS ask for part of one GPU: never together, never beside whole
+    GPUs (Slurm refuses both as an invalid gres request); a GPU memory cap only
+    with MPS, which is what enforces it."""
+    shared = spec.shards_per_node or spec.mps_per_node
+    if not shared:
+        if spec.gpu_mem_limit_mb:
+            raise errors.InvalidGres()
+        return
+    if ((spec.shards_per_node and spec.mps_per_node) or spec.gpus_per_node or spec.gpus
+            or spec.gpus_per_task or spec.cpus_per_gpu or spec.HasField("mem_per_gpu_mb")):
+        raise errors.InvalidGres()
+    if spec.gpu_mem_limit_mb and not spec.mps_per_node:
+        raise errors.InvalidGres()
+
+
+def _shared_gpus_fit(ctl: Controller, spec: api_pb2.JobSpec, part, min_nodes: int) -> None:
+    """Enough of the partition's nodes have ONE GPU with this many shards (MPS) in
+    all, or waiting cannot help: "Requested node configuration is not available".
+    Only shard and MPS jobs pay for this walk over the partition's nodes."""
+    cat = ctl.catalog()
+    names = ctl.node_layout().nodes_of.get(part.name)
+    if names is None:
+        names = tuple(ctl.partition_nodes(part))
+    want = spec.shards_per_node or spec.mps_per_node
+    fits = 0
+    for name in names:
+        cap = cat.capacity.get(name)
+        if not cap or not cap[2]:
+            continue
+        shards, mps = node_shared_gpus(ctl, name)
+        per_gpu = (shards if spec.shards_per_node else mps) // cap[2]
+        if want <= per_gpu:
+            fits += 1
+            if fits >= min_nodes:
+                return
+    raise errors.NodeConfigUnavailable()
 
 
 def _over_partition_limits(spec: api_pb2.JobSpec, part, min_nodes: int,
@@ -604,6 +649,7 @@ def _pending_node_count(ctl: Controller, job: JobRecord,
 
 def _node_allocs(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None:
     """What the job holds on each of its nodes (scontrol show job -d)."""
+    shared = job.spec.shards_per_node or job.spec.mps_per_node
     for i, node in enumerate(job.nodes):
         ids = job.gpu_ids[i] if i < len(job.gpu_ids) else ()
         gpus = job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0
@@ -611,7 +657,7 @@ def _node_allocs(ctl: Controller, job: JobRecord, info: api_pb2.JobInfo) -> None
             node=node, cpus=job.cpus_per_node[i] if i < len(job.cpus_per_node) else 0,
             mem_mb=job.mem_per_node[i] if i < len(job.mem_per_node) else 0,
             gpu_ids=ids or range(gpus),
-            gpu_type=node_gpu_type(ctl, node) if gpus else ""))
+            gpu_type=node_gpu_type(ctl, node) if gpus and not shared else ""))
 
 
 def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = None,
@@ -636,6 +682,8 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
         cpus_per_task=spec.cpus_per_task or 1, ntasks_per_node=spec.ntasks_per_node,
         mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else -1,
         gpus_per_node=spec.gpus_per_node, gpus=spec.gpus,
+        shards_per_node=spec.shards_per_node, mps_per_node=spec.mps_per_node,
+        gpu_mem_limit_mb=spec.gpu_mem_limit_mb,
         time_limit_min=job.time_limit_min, submit_time=int(job.submit_time),
         eligible_time=int(job.eligible_time), start_time=int(job.start_time),
         end_time=int(job.end_time),

@@ -18,7 +18,8 @@ from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
 from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
-from lingjund.service.views import allocations
+from lingjund.sched.snapshot import MPS, SHARD
+from lingjund.service.views import allocations, node_shared_gpus
 
 log = logging.getLogger("lingjund.nodes")
 
@@ -344,6 +345,7 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
         else:
             base = slurm.NODE_MIXED
         inv = rec.inventory if rec else agent_pb2.Inventory()
+        shared = node_shared_gpus(ctl, name) if cap[2] else (0, 0)
         free_mem, load = ctl.live.get(name, (inv.free_memory_mb, inv.cpu_load))
         out.append(api_pb2.NodeInfo(
             name=name, state=base, drain=bool(rec and rec.drain),
@@ -361,6 +363,9 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
             gpu_devices=devices.node_devices(ctl.config.node(name), inv, cap[2]),
             gpu_ids_alloc=a.get("gpu_ids", ()),
+            shards=shared[0], mps=shared[1],
+            shards_alloc=sum(n for _, k, n in a.get("shared", ()) if k == SHARD),
+            mps_alloc=sum(n for _, k, n in a.get("shared", ()) if k == MPS),
             net_status=rec.net_status if rec else None, sanity_results=[health.probe_msg(r) for r in probed.get(name, [])]))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 

@@ -64,6 +64,7 @@ from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import authz, confine, errors, jobenv
 from lingjund.service.context import Controller
+from lingjund.service.views import node_mps_per_gpu
 from lingjund.store.store import RunningStepRecord, StepRecord
 
 # A task the OOM killer took in its job's cgroup: its agent reports signal 125
@@ -135,7 +136,12 @@ def _layout(job, req: api_pb2.RunStepRequest) -> tuple[tuple[str, ...], list[int
 
 
 def job_gpus_on(job, node: str) -> tuple[int, ...]:
-    """The GPU indices the job holds on ``node`` (the lowest n when only a count is known)."""
+    """The GPU indices the job holds on ``node`` (the lowest n when only a count is known).
+
+    None for a shard or MPS job: its GPU is shared already, and every step of
+    the job sees it (jobenv.shared_gpu_env) without holding it."""
+    if job.spec.shards_per_node or job.spec.mps_per_node:
+        return ()
     i = job.nodes.index(node)
     ids = job.gpu_ids[i] if i < len(job.gpu_ids) else ()
     if ids:
@@ -316,7 +322,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         launches.append((node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
             job_id=job.job_id, step_id=step_id, argv=list(req.argv), environment=envs[node],
             work_dir=req.work_dir or job.spec.work_dir, tasks=specs,
-            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node)))))
+            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node, node_mps_per_gpu(ctl, node))))))
     # The step is durable before any task starts: a restarted controller
     # follows it again (recover), and srun can take it back (attach).
     with ctl.store.transaction() as st:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from lingjun import slurm
 from lingjund.sched.gpu_topology import GpuTopology
-from lingjund.sched.snapshot import (UNLIMITED, JobRequest, NodeView, PartitionView, RunningJob,
-                                     Snapshot)
+from lingjund.sched.snapshot import (MPS, SHARD, UNLIMITED, JobRequest, NodeView, PartitionView,
+                                     RunningJob, Snapshot)
 from lingjund.service import devices
 from lingjund.store.records import JobRecord, NodeRecord
 
@@ -46,6 +46,7 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         cpus_per_task=spec.cpus_per_task or 1,
         mem_per_node_mb=spec.mem_per_node_mb if spec.HasField("mem_per_node_mb") else None,
         gpus_per_node=gpus_per_node(spec, min_nodes), exclusive=exclusive,
+        shards_per_node=spec.shards_per_node, mps_per_node=spec.mps_per_node,
         time_limit_min=time_limit_min, held=held, begin_time=begin_time,
         req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
         exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
@@ -85,6 +86,21 @@ def node_capacity(ctl: Controller, name: str, rec: NodeRecord | None = None
     return cpus, mem, gpus
 
 
+def node_shared_gpus(ctl: Controller, name: str) -> tuple[int, int]:
+    """(shards, mps) a node shares out over its GPUs (config [[nodes]] shards, mps)."""
+    cfg = ctl.config.node(name)
+    return (cfg.shards, cfg.mps) if cfg else (0, 0)
+
+
+def node_mps_per_gpu(ctl: Controller, name: str) -> int:
+    """A node's MPS count per GPU (its mps spread evenly over its GPUs); 0 = none."""
+    mps = node_shared_gpus(ctl, name)[1]
+    if not mps:
+        return 0
+    cap = node_capacity(ctl, name)
+    return mps // cap[2] if cap and cap[2] else 0
+
+
 def node_features(ctl: Controller, name: str) -> tuple[str, ...]:
     """A node's features (config [[nodes]] features): sinfo %f, -C."""
     cfg = ctl.config.node(name)
@@ -111,6 +127,7 @@ def running_job(job: JobRecord) -> RunningJob:
         end_time=(job.start_time + job.time_limit_min * 60) if job.time_limit_min > 0 else 0.0,
         cpus_per_node=job.cpus_per_node, mem_per_node_mb=job.mem_per_node,
         gpus_per_node=job.gpus_per_node, gpu_ids_per_node=job.gpu_ids,
+        shards_per_node=job.spec.shards_per_node, mps_per_node=job.spec.mps_per_node,
         partition=job.partition, priority=job.priority,
         start_time=job.start_time,
         stopping=job.state != slurm.RUNNING or bool(job.kill_reason))
@@ -287,7 +304,8 @@ def with_pass_fields(req: JobRequest, dependency: str, array: dict) -> JobReques
 def node_key(name: str, rec: NodeRecord | None, connected: bool, alloc: dict | None) -> tuple:
     a = alloc or {}
     return (name, rec, connected, a.get("cpus", 0), a.get("mem", 0), a.get("gpus", 0),
-            a.get("exclusive", False), len(a.get("jobs", ())), a.get("gpu_ids", ()))
+            a.get("exclusive", False), len(a.get("jobs", ())), a.get("gpu_ids", ()),
+            a.get("shared", ()))
 
 
 @functools.lru_cache(maxsize=256)
@@ -296,17 +314,23 @@ def _tasks(task_str: str) -> tuple[int, ...]:
 
 
 def allocations(holding: list[JobRecord]) -> dict[str, dict]:
-    """node -> {cpus, mem, gpus, gpu_ids, jobs, exclusive} held by running/completing
-    jobs (gpu_ids: the indices they hold there, ascending, as a tuple)."""
+    """node -> {cpus, mem, gpus, gpu_ids, shared, jobs, exclusive} held by running/completing
+    jobs (gpu_ids: the whole GPUs they hold there, ascending, as a tuple; shared:
+    (GPU, "shard" or "mps", count) per shard or MPS job there)."""
     out: dict[str, dict] = {}
     for job in holding:
         gpu_ids = job.gpu_ids
+        spec = job.spec
+        kind, count = ((SHARD, spec.shards_per_node) if spec.shards_per_node else
+                       (MPS, spec.mps_per_node) if spec.mps_per_node else ("", 0))
         for i, node in enumerate(job.nodes):
             a = out.setdefault(node, {"cpus": 0, "mem": 0, "gpus": 0, "jobs": [], "exclusive": False})
             a["cpus"] += job.cpus_per_node[i] if i < len(job.cpus_per_node) else 0
             a["mem"] += job.mem_per_node[i] if i < len(job.mem_per_node) else 0
             a["gpus"] += job.gpus_per_node[i] if i < len(job.gpus_per_node) else 0
-            if i < len(gpu_ids) and gpu_ids[i]:
+            if count and i < len(gpu_ids) and gpu_ids[i]:
+                a["shared"] = a.get("shared", ()) + ((gpu_ids[i][0], kind, count),)
+            elif i < len(gpu_ids) and gpu_ids[i]:
                 a["gpu_ids"] = a.get("gpu_ids", ()) + gpu_ids[i]
             a["jobs"].append(job.job_id)
             a["exclusive"] |= job.exclusive
@@ -342,6 +366,7 @@ def build_snapshot(ctl: Controller, now: float,
                 return None
             a = a or {"cpus": 0, "mem": 0, "gpus": 0, "jobs": (), "exclusive": False}
             cfg = config_node(name)
+            shared = (cfg.shards, cfg.mps) if cfg else (0, 0)
             return NodeView(
                 name=name, cpus=cap[0], memory_mb=cap[1], gpus=cap[2],
                 alloc_cpus=a["cpus"], alloc_memory_mb=a["mem"], alloc_gpus=a["gpus"],
@@ -350,7 +375,8 @@ def build_snapshot(ctl: Controller, now: float,
                 partitions=layout.partitions_of[name],
                 weight=cfg.weight if cfg else 1,
                 features=node_features(ctl, name), gpu_type=node_gpu_type(ctl, name, rec),
-                alloc_gpu_ids=a.get("gpu_ids", ()),
+                alloc_gpu_ids=a.get("gpu_ids", ()), shards=shared[0], mps=shared[1],
+                alloc_shared=tuple(sorted(a.get("shared", ()))),
                 gpu_topology=views.gpu_topology(name, rec, cfg, cap[2]) if cap[2] else None)
         view = views.node(node_key(name, rec, on, a), build)
         if view is not None:

@@ -325,6 +325,8 @@ SBOPTS_CASES = [
     (["-n4", "--gpus-per-task=a100:1"], dict(num_tasks=4, gpus_per_task=1, gpu_type="a100")),
     (["--gres=gpu:2", "--cpus-per-gpu=4", "--mem-per-gpu=1G"],
      dict(gpus_per_node=2, cpus_per_gpu=4, mem_per_gpu_mb=1024)),
+    (["--gres=shard:2"], dict(shards_per_node=2, gpus_per_node=0, mps_per_node=0)),
+    (["--gres=mps:50,gpumem:8G"], dict(mps_per_node=50, gpu_mem_limit_mb=8192, gpus_per_node=0)),
 ]
 
 
@@ -347,6 +349,8 @@ SBOPTS_CASES = [
     "-W is --wait",
     "--gpus-per-task, typed",
     "CPUs and memory per GPU",
+    "--gres=shard:N asks N shards of one GPU per node",
+    "--gres=mps:P with a GPU memory cap",
 ])
 def test_placement_and_signal_options_reach_the_spec(argv, want, workdir):
     spec = spec_of([*argv, "--wrap=x"], workdir)
@@ -386,6 +390,18 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
     (["--gres=gpu:a100:1,gpu:v100:1"], {},
      "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
      "specification\n", 1),
+    (["--gres=shard:2,mps:50"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
+    (["--gres=gpu:1,shard:1"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
+    (["--gres=shard:two"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
+    (["--gres=shard:1,gpumem:1G"], {},
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification\n", 1),
     (["--gpus=a:b:1"], {}, "sbatch: error: Invalid --gpus specification\n", 255),
     ([], {"SBATCH_SIGNAL": "NOPE"}, "sbatch: error: Invalid --signal specification\n", 255),
 ], ids=["an unknown signal", "a signal time that is not a number", "an unknown mail type",
@@ -393,6 +409,8 @@ def test_mem_and_mem_per_cpu_exclude_each_other(workdir):
         "both memory variables in the environment", "a bad memory size per CPU",
         "a constraint that does not parse", "a hostlist that does not parse",
         "a GPU count that is not a number", "two GPU types in one job",
+        "shards with MPS", "shards beside whole GPUs", "a shard count that is not a number",
+        "a GPU memory cap without MPS",
         "--gpus with two types", "a bad SBATCH_SIGNAL"])
 def test_placement_and_signal_option_errors(argv, env, err_text, rc, workdir):
     got_rc, out, err, api = run([*argv, "--wrap=x"], workdir, env={**ENV, **env})

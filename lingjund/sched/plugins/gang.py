@@ -34,6 +34,9 @@ count, as in Slurm (-w node[1-2] alone asks for two nodes).
 
 Memory per rank: ``mem_per_cpu_mb`` times the rank's CPUs when given.
 
+Shared GPUs: ``shards_per_node`` / ``mps_per_node`` ride on every rank's
+ask; the node gives them from one of its GPUs (``pool.NodeFree.share``).
+
 CPUs and memory from GPUs (Slurm's --cpus-per-gpu, --mem-per-gpu): a rank
 with 2 GPUs and ``cpus_per_gpu`` 4 asks at least 8 CPUs (more if its tasks
 need more); with ``mem_per_gpu_mb`` 1,000 it asks 2,000 MB.
@@ -84,7 +87,8 @@ def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
         if job.mem_per_gpu_mb is not None:
             rank_mem = job.gpus_per_node * job.mem_per_gpu_mb
         out.append(Ask(tasks=t, cpus=cpus, mem_mb=rank_mem, gpus=job.gpus_per_node,
-                       exclusive=job.exclusive))
+                       exclusive=job.exclusive, shards=job.shards_per_node,
+                       mps=job.mps_per_node))
     return tuple(out)
 
 
@@ -97,7 +101,7 @@ class GangPlacement:
         return (job.min_nodes, job.max_nodes, job.num_tasks, job.ntasks_per_node,
                 job.cpus_per_task, job.mem_per_node_mb, job.mem_per_cpu_mb, job.gpus_per_node,
                 job.cpus_per_gpu, job.mem_per_gpu_mb,
-                job.exclusive, job.req_nodes)
+                job.exclusive, job.req_nodes, job.shards_per_node, job.mps_per_node)
 
     def place_in(self, job: JobRequest, free: FreeNodes, most_nodes: int) -> Placement | None:
         """Stage all of ``job`` on distinct nodes of ``free``, or return None.

@@ -120,7 +120,8 @@ def _freed(nodes: Sequence[NodeFree], gone: Iterable[RunningJob]) -> list[NodeFr
                 continue
             n.release(_at(r.cpus_per_node, i), _at(r.mem_per_node_mb, i),
                       _at(r.gpus_per_node, i),
-                      r.gpu_ids_per_node[i] if i < len(r.gpu_ids_per_node) else (), r.exclusive)
+                      r.gpu_ids_per_node[i] if i < len(r.gpu_ids_per_node) else (), r.exclusive,
+                      r.shards_per_node, r.mps_per_node)
     return list(out.values())
 
 
