@@ -186,14 +186,21 @@ class Agent:
         # alone); their users reach their own script by path, so the way
         # there is traversable and not listable, as /var/spool/slurmd is.
         self.state_dir.chmod(0o711)
+        # cgroup v2 where the host has a usable one, else v1, else none (said once)
+        unified = cgroups.host_unified()
         if not cgroups.available():
-            log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
-                        "job processes are tracked by their marker and supervisor only, and a "
-                        "process of an srun task that drops both escapes; memory, CPUs and "
-                        "GPU device files are not enforced", self.node, cgroups.FREEZER)
-        elif cgroups.unified_host():
-            log.warning("node=%s: cgroup v2: jobs held to their memory and CPUs; GPU device "
-                        "files are not enforced (that takes BPF)", self.node)
+            _, why = cgroups.probe_unified()
+            log.warning("node=%s: no per-job cgroups here (needs root, and a usable cgroup v2 "
+                        "(%s) or the v1 freezer at %s): job processes are tracked by their "
+                        "marker and supervisor only, and a process of an srun task that drops "
+                        "both escapes; memory, CPUs and GPU device files are not enforced",
+                        self.node, why or "not chosen", cgroups.FREEZER)
+        elif unified is not None:
+            cgroups.delegate(unified)
+            log.warning("node=%s: cgroup v2 at %s, jobs below %s (%s): held to their memory "
+                        "and CPUs; GPU device files are not enforced (no BPF_CGROUP_DEVICE "
+                        "program is loaded)", self.node, unified.mount, unified.base,
+                        " ".join(unified.controllers))
         else:
             lacking = [h for h in ("memory", "cpuset", "devices") if not cgroups.mounted(h)]
             if lacking:
@@ -596,7 +603,8 @@ class Agent:
                                        stdout_path=t.stdout_path, stderr_path=t.stderr_path)
                         for t in lt.tasks),
             lease=str(self.lease.path),
-            limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None)
+            limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None,
+            step_memory_bytes=lt.step_memory_bytes)
         t = asyncio.create_task(self._start_step(spec))
         self.step_starts.add(t)
         t.add_done_callback(self.step_starts.discard)
