@@ -3,9 +3,13 @@
 Loaded in pynvml's place by module name ([sanity] nvml_module, or
 ``sys.modules``); ``GPUS`` is the hardware the test describes. Setting
 ``MISSING_LIBRARY`` makes nvmlInit fail as it does on a host without the driver.
+In another process (an agent of a local cluster) ``GPUS`` comes from the JSON
+file that ``$LINGJUN_FAKE_NVML_GPUS`` names, read at nvmlInit.
 """
 from __future__ import annotations
 
+import json
+import os
 from types import SimpleNamespace
 
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -43,6 +47,9 @@ def reset(gpus: list[dict], missing: bool = False) -> None:
 def nvmlInit():
     if MISSING_LIBRARY:
         raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+    if os.environ.get("LINGJUN_FAKE_NVML_GPUS"):
+        with open(os.environ["LINGJUN_FAKE_NVML_GPUS"]) as f:
+            GPUS[:] = json.load(f)
 
 
 def nvmlDeviceGetCount():
@@ -94,3 +101,13 @@ def nvmlEventSetWait(events, timeout_ms):
         raise NVMLError_Timeout("Timeout")
     i, xid = PENDING_XIDS.pop(0)
     return SimpleNamespace(device=i, eventType=nvmlEventTypeXidCriticalError, eventData=xid)
+
+
+def nvmlDeviceGetUtilizationRates(h):
+    return SimpleNamespace(gpu=GPUS[h].get("util", 0), memory=GPUS[h].get("mem_util", 0))
+
+
+def nvmlDeviceGetMemoryInfo(h):
+    total = GPUS[h].get("mem_total", 80 << 30)
+    used = GPUS[h].get("mem_used", 0)
+    return SimpleNamespace(total=total, used=used, free=total - used)
