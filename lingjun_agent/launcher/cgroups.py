@@ -506,13 +506,6 @@ def create_step(job: JobCgroup | None, step: str,
     return cg
 
 
-def find_step(job: JobCgroup, step: str) -> JobCgroup:
-    """The step's cgroup below ``job`` (whether or not it exists)."""
-    return JobCgroup(job.path / step_dir_name(step), job.job_id,
-                     tuple(d / step_dir_name(step) for d in job.limited), job.unified,
-                     job.cpus, step=step, mount=job.mount, enabled=job.enabled)
-
-
 def _existing(path: Path) -> tuple[Path, ...]:
     return tuple(d for d in _limited_dirs(path) if d.is_dir())
 
