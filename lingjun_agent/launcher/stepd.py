@@ -43,8 +43,8 @@ subreaper tree find (``procs``).
 The job's cgroup holds it to its share of the node (``spec.json``'s
 ``limits``: memory, the CPUs the agent chose, the GPU device files of other
 jobs denied); the script starts with its affinity set to those CPUs and
-Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the job's cgroup,
-the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
+Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the batch step's
+cgroup, the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
 job's stderr gets slurmstepd's "Detected N oom-kill event(s)" line, and the
 controller ends the job OUT_OF_MEMORY. The script runs in the batch step's
 cgroup below the job's (``job_N/step_batch``, as Slurm lays it out), so an
