@@ -3,9 +3,10 @@
     .venv/bin/python bench/cgroup_setup.py [--jobs 100]
 
 For each job, under a parent this run owns and removes: ``create`` (freezer
-only, then with limits: memory, cpuset, devices, pids, cpuacct), start
-``true`` inside, wait for it, read ``oom_kills`` and ``usage``, ``kill`` and
-``remove``. Prints the median, p90 and max of each phase in milliseconds
+only, then with limits: memory, cpuset, devices, pids, cpuacct), the batch
+step's cgroup below it (``create_step``, in every hierarchy the job is in),
+start ``true`` inside the step's, wait for it, read the step's ``oom_kills``
+and ``usage``, ``kill`` and ``remove`` the job (its step with it). Prints the median, p90 and max of each phase in milliseconds
 (``SYSTEM NAME VALUE UNIT`` lines, as bench/throughput.py does). Needs root
 and the v1 hierarchies.
 """
@@ -28,23 +29,26 @@ def _ms(xs: list[float]) -> tuple[float, float, float]:
 
 def run(jobs: int, limits: cgroups.Limits | None) -> dict[str, list[float]]:
     base = cgroups.FREEZER / f"lingjun-bench-{uuid.uuid4().hex[:8]}"
-    phases: dict[str, list[float]] = {"create": [], "start+wait": [], "read": [], "kill+remove": []}
+    phases: dict[str, list[float]] = {"create": [], "create_step": [], "start+wait": [],
+                                      "read": [], "kill+remove": []}
     try:
         for j in range(jobs):
             t0 = time.perf_counter()
             cg = cgroups.create("bench", j, base, limits)
             t1 = time.perf_counter()
-            with cgroups.inside(cg):
+            step = cgroups.create_step(cg, "batch", limits)
+            t2 = time.perf_counter()
+            with cgroups.inside(step):
                 p = subprocess.Popen(["true"])
             p.wait()
-            t2 = time.perf_counter()
-            cgroups.oom_kills(cg)
-            cgroups.usage(cg)
             t3 = time.perf_counter()
+            cgroups.oom_kills(step)
+            cgroups.usage(step)
+            t4 = time.perf_counter()
             cgroups.kill(cg)
             cgroups.remove(cg)
-            t4 = time.perf_counter()
-            for name, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            t5 = time.perf_counter()
+            for name, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
                 phases[name].append(dt)
     finally:
         cgroups.remove_node("bench", base)

@@ -1558,20 +1558,30 @@ def _step_usage(st: api_pb2.StepInfo, el: int) -> dict[str, str]:
         out[key] = {"size": "0", "node": first, "task": "0", "freq": "Unknown",
                     "num": "0"}[kind]
 
-    def tres_in(cpu_text: str, mem: str) -> str:
-        return f"cpu={cpu_text},energy=0,fs/disk=0,mem={mem},pages=0,vmem=0"
+    # GPU usage the agent sampled through NVML (Slurm 24's gres/gpumem and
+    # gres/gpuutil TRES), on a step that held GPUs
+    gpu = st.gpus > 0
+
+    def tres_in(cpu_text: str, mem: str, gpumem_kb: int = 0, gpuutil: int = 0) -> str:
+        g = f"gres/gpumem={format_rss(gpumem_kb)},gres/gpuutil={gpuutil}," if gpu else ""
+        return f"cpu={cpu_text},energy=0,fs/disk=0,{g}mem={mem},pages=0,vmem=0"
 
     def same(text: str) -> str:
-        return ",".join(f"{t}={text}" for t in ("cpu", "energy", "fs/disk", "mem", "pages",
-                                                  "vmem"))
+        names = ("cpu", "energy", "fs/disk", *(("gres/gpumem", "gres/gpuutil") if gpu else ()),
+                 "mem", "pages", "vmem")
+        return ",".join(f"{t}={text}" for t in names)
     out.update({
-        "tresusageinave": tres_in(cpu, format_rss(st.ave_rss_kb)),
-        "tresusageinmax": tres_in(cpu, format_rss(st.max_rss_kb)),
+        "tresusageinave": tres_in(cpu, format_rss(st.ave_rss_kb), st.gpu_mem_ave_kb,
+                                  st.gpu_util_ave),
+        "tresusageinmax": tres_in(cpu, format_rss(st.max_rss_kb), st.gpu_mem_max_kb,
+                                  st.gpu_util_max),
         "tresusageinmaxnode": same(node), "tresusageinmaxtask": same(str(st.max_rss_task)),
-        "tresusageinmin": tres_in(cpu, format_rss(st.ave_rss_kb)),
+        "tresusageinmin": tres_in(cpu, format_rss(st.ave_rss_kb), st.gpu_mem_ave_kb,
+                                  st.gpu_util_ave),
         "tresusageinminnode": same(first), "tresusageinmintask": same("0"),
         "tresusageintot": tres_in(slurm.format_duration(total // 1000),
-                                  format_rss(st.ave_rss_kb * max(1, st.num_tasks))),
+                                  format_rss(st.ave_rss_kb * max(1, st.num_tasks)),
+                                  st.gpu_mem_ave_kb, st.gpu_util_ave),
         "tresusageoutave": "energy=0,fs/disk=0", "tresusageoutmax": "energy=0,fs/disk=0",
         "tresusageoutmaxnode": f"energy={first},fs/disk={first}",
         "tresusageoutmaxtask": "energy=0,fs/disk=0", "tresusageoutmin": "energy=0,fs/disk=0",
@@ -1648,8 +1658,10 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
         "nodelist": job.nodes or "None assigned",
         "nnodes": str(job.num_nodes), "allocnodes": str(job.num_nodes if job.nodes else 0),
         "ntasks": "", "alloccpus": str(cpus), "ncpus": str(cpus),
-        "alloctres": _alloc_tres(cpus, job.mem_per_node_mb, job.num_nodes) if job.nodes else "",
-        "reqtres": _alloc_tres(job.num_cpus, job.mem_per_node_mb, job.num_nodes),
+        "alloctres": sacct_tres(cpus, _job_mem_mb(job, cpus), job.num_nodes, job_gpus(job),
+                                job.gpu_type) if job.nodes else "",
+        "reqtres": sacct_tres(job.num_cpus, _job_mem_mb(job, job.num_cpus), job.num_nodes,
+                              job_gpus(job), job.gpu_type),
         "elapsed": slurm.format_duration(job_elapsed), "elapsedraw": str(job_elapsed),
         "cputime": slurm.format_duration(job_elapsed * cpus),
         "cputimeraw": str(job_elapsed * cpus),
@@ -1676,7 +1688,9 @@ def sacct_rows(job: api_pb2.JobInfo, allocations_only: bool = False,
             "derivedexitcode": "", "nodelist": st.nodes, "nnodes": str(nn),
             "allocnodes": str(nn), "ntasks": str(st.num_tasks), "alloccpus": str(st.num_cpus),
             "ncpus": str(st.num_cpus), "reqtres": "",
-            "alloctres": _alloc_tres(st.num_cpus, job.mem_per_node_mb, nn) if nn else "",
+            "alloctres": sacct_tres(
+                st.num_cpus, st.mem_mb or (max(job.mem_per_node_mb, 0) * nn), nn, st.gpus,
+                job.gpu_type, billing=False) if nn else "",
             "elapsed": slurm.format_duration(el), "elapsedraw": str(el),
             "cputime": slurm.format_duration(el * st.num_cpus), "cputimeraw": str(el * st.num_cpus),
             "start": ts(st.start_time), "end": ts(st.end_time),
@@ -1707,11 +1721,53 @@ def step_order(steps: Iterable[api_pb2.StepInfo]) -> list[api_pb2.StepInfo]:
 
 
 def _alloc_tres(cpus: int, mem_mb: int, nodes: int) -> str:
+    """squeue's TRES_ALLOC (cpu, mem, node)."""
     parts = [f"cpu={cpus}"]
     if mem_mb > 0:
         parts.append(f"mem={mem_mb * max(1, nodes)}M")
     parts.append(f"node={max(1, nodes)}")
     return ",".join(parts)
+
+
+def format_mem_mb(mb: int) -> str:
+    """A TRES memory figure as sacct prints it: exact units, 2000M, 4G, 48G."""
+    return format_rss(mb * 1024)
+
+
+def sacct_tres(cpus: int, mem_mb: int, nodes: int, gpus: int = 0, gpu_type: str = "",
+               billing: bool = True) -> str:
+    """sacct's AllocTRES/ReqTRES: Slurm's TRES names in its order (by name),
+    the typed GPU count before the plain one, as real sacct prints them:
+
+    >>> sacct_tres(8, 49152, 1, gpus=1, gpu_type="a100")
+    'billing=8,cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=48G,node=1'
+    >>> sacct_tres(1, 100, 1, billing=False)
+    'cpu=1,mem=100M,node=1'
+
+    ``mem_mb`` is the memory of all nodes together (0: none to show);
+    steps carry no billing."""
+    parts = [f"billing={cpus}"] if billing else []
+    parts.append(f"cpu={cpus}")
+    if gpus > 0:
+        if gpu_type:
+            parts.append(f"gres/gpu:{gpu_type}={gpus}")
+        parts.append(f"gres/gpu={gpus}")
+    if mem_mb > 0:
+        parts.append(f"mem={format_mem_mb(mem_mb)}")
+    parts.append(f"node={max(1, nodes)}")
+    return ",".join(parts)
+
+
+def job_gpus(job: api_pb2.JobInfo) -> int:
+    """The GPUs a job holds (or asks for) on all its nodes together."""
+    held = sum(len(a.gpu_ids) for a in job.node_allocs)
+    return held or job.gpus or job.gpus_per_node * max(1, job.num_nodes)
+
+
+def _job_mem_mb(job: api_pb2.JobInfo, cpus: int) -> int:
+    if job.mem_per_cpu_mb:
+        return job.mem_per_cpu_mb * cpus
+    return job.mem_per_node_mb * max(1, job.num_nodes) if job.mem_per_node_mb > 0 else 0
 
 
 def _sacct_cell(value: str, width: int) -> str:

@@ -10,6 +10,13 @@ its answer in pages; the time window is Slurm's: without -s, jobs eligible
 or running in [-S, -E]; with -s, jobs in those states during it (an end
 state: ended in it). The default -S is midnight, "now" with -s; with -j
 there is no window unless -S or -E is given. -X reads no steps.
+
+TRES (cli/formats.py sacct_tres): AllocTRES/ReqTRES in Slurm's order with
+the GPUs, "billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=48G,node=1" (steps
+without billing; -o AllocTRES%60 to see it uncut). GPU usage is Slurm 24's:
+TRESUsageInAve/TRESUsageInMax carry gres/gpuutil (percent, mean over the
+step's GPUs) and gres/gpumem (memory used on them) on a step that held GPUs,
+from the NVML samples of its node's agent (the batch step: the job's GPUs).
 """
 from __future__ import annotations
 

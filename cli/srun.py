@@ -23,7 +23,8 @@ tasks run on, and every byte and exit is printed once.
 
 GPUs: outside an allocation --gres/--gpus/--gpus-per-task/--cpus-per-gpu/
 --mem* shape the allocation srun makes; inside one they shape the step,
-which gets a subset of the allocation's GPUs (lingjund/service/steps.py).
+which gets a subset of the allocation's GPUs (lingjund/service/steps.py),
+and --mem / --mem-per-cpu its memory within the job's (its own cgroup).
 """
 from __future__ import annotations
 
@@ -211,6 +212,10 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         stderr_pattern=o.error if per_node(o.error) else "",
         gpus_given=o.gpus_given, gpus=o.gpus, gpus_per_node=o.gpus_per_node,
         gpus_per_task=o.gpus_per_task, gpu_bind=o.gpu_bind, cpus_per_gpu=o.cpus_per_gpu)
+    if in_job and o.mem_mb is not None:       # the step's own memory within the job's
+        req.mem_per_node_mb = o.mem_mb
+    elif in_job and o.mem_per_cpu_mb is not None:
+        req.mem_per_cpu_mb = o.mem_per_cpu_mb
     stream = _StepStream(api, req, stop)
     output: StepOutput | None = None
     said_busy = False

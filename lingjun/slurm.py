@@ -89,6 +89,9 @@ JOB_STATE_CODES: dict[str, str] = {
     "REVOKED": "RV", "SPECIAL_EXIT": "SE",
 }
 JOB_STATE_BY_CODE: dict[str, str] = {c: s for s, c in JOB_STATE_CODES.items()}
+# The signal a step or script the OOM killer hit is recorded with (Slurm's
+# SIG_OOM 253, which sacct shows as 0:125; srun exits 253).
+OOM_SIGNAL = 125
 # squeue without -t shows these (squeue.1: "pending, running, completing,
 # configuring, suspended" and the signalling/stage-out flags).
 DEFAULT_SQUEUE_STATES = frozenset({PENDING, RUNNING, COMPLETING, CONFIGURING,

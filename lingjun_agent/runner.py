@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -49,7 +50,7 @@ import grpc
 
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjun_agent import gpus, inventory
+from lingjun_agent import gpus, gpuusage, inventory
 from lingjun_agent.launcher import (
     batch,
     cgroups,
@@ -183,6 +184,10 @@ class Agent:
         self.clock_offset: float | None = None
         self.reach = reach.Listener(node)
         self.job_uids: dict[int, int] = {}
+        # GPU usage of running batch jobs through NVML (sacct gres/gpuutil, gres/gpumem)
+        self.job_gpus: dict[int, tuple[int, ...]] = {}
+        self.step_gpus: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.gpu_usage = gpuusage.GpuSampler((sanity or SanityConfig()).nvml_module)
         self.sanity = SanityRunner(sanity or SanityConfig(), sanity_probes.NodeContext(
             node=node, spool=str(self.state_dir), cpus=configured[0], memory_mb=configured[1],
             gpus=configured[2], mark=self.mark, rdma_root=rdma_root,
@@ -197,14 +202,21 @@ class Agent:
         # alone); their users reach their own script by path, so the way
         # there is traversable and not listable, as /var/spool/slurmd is.
         self.state_dir.chmod(0o711)
+        # cgroup v2 where the host has a usable one, else v1, else none (said once)
+        unified = cgroups.host_unified()
         if not cgroups.available():
-            log.warning("node=%s: no per-job cgroups here (needs root and the v1 freezer at %s): "
-                        "job processes are tracked by their marker and supervisor only, and a "
-                        "process of an srun task that drops both escapes; memory, CPUs and "
-                        "GPU device files are not enforced", self.node, cgroups.FREEZER)
-        elif cgroups.unified_host():
-            log.warning("node=%s: cgroup v2: jobs held to their memory and CPUs; GPU device "
-                        "files are not enforced (that takes BPF)", self.node)
+            _, why = cgroups.probe_unified()
+            log.warning("node=%s: no per-job cgroups here (needs root, and a usable cgroup v2 "
+                        "(%s) or the v1 freezer at %s): job processes are tracked by their "
+                        "marker and supervisor only, and a process of an srun task that drops "
+                        "both escapes; memory, CPUs and GPU device files are not enforced",
+                        self.node, why or "not chosen", cgroups.FREEZER)
+        elif unified is not None:
+            cgroups.delegate(unified)
+            log.warning("node=%s: cgroup v2 at %s, jobs below %s (%s): held to their memory "
+                        "and CPUs; GPU device files are not enforced (no BPF_CGROUP_DEVICE "
+                        "program is loaded)", self.node, unified.mount, unified.base,
+                        " ".join(unified.controllers))
         else:
             lacking = [h for h in ("memory", "cpuset", "devices") if not cgroups.mounted(h)]
             if lacking:
@@ -321,6 +333,7 @@ class Agent:
             beat = asyncio.create_task(self._heartbeats())
             probing = asyncio.create_task(self._periodic_sanity())
             relay = asyncio.create_task(self._relay_steps())
+            gpus = asyncio.create_task(self._sample_gpus())
             try:
                 while True:
                     msg = await call.read()
@@ -333,6 +346,18 @@ class Agent:
                 beat.cancel()
                 probing.cancel()
                 relay.cancel()
+                gpus.cancel()
+
+    async def _sample_gpus(self) -> None:
+        """Every gpuusage.INTERVAL_S: one NVML sample of each running batch
+        job's GPUs here (off the loop: NVML calls block)."""
+        while True:
+            await asyncio.sleep(gpuusage.INTERVAL_S)
+            running: dict = {j: ids for j, ids in self.job_gpus.items() if j in self.batches}
+            running.update((key, ids) for key, ids in self.step_gpus.items()
+                           if key in self.steps and self.steps[key].running())
+            if running:
+                await asyncio.to_thread(self.gpu_usage.sample, running)
 
     async def _write(self, call, queue: asyncio.Queue) -> None:
         while True:
@@ -522,6 +547,8 @@ class Agent:
                 stderr=lb.stderr_path, stdin=lb.stdin_path or "/dev/null", uid=lb.uid, gid=lb.gid,
                 append=lb.append, files=files, lease=str(self.lease.path),
                 limits=self._limits(jid, lb.share) if lb.HasField("share") else None)
+            if lb.HasField("share") and lb.share.gpu_ids:
+                self.job_gpus[jid] = tuple(lb.share.gpu_ids)
             # Until the supervisor reports the script's pid (milliseconds when
             # forked, ~0.1 s when started afresh): off the loop.
             handle = await asyncio.to_thread(batch.start_batch, self.state_dir, spec, self.forks)
@@ -612,6 +639,11 @@ class Agent:
         async def wait() -> None:
             res = await handle.wait()
             self.batches.pop(handle.job_id, None)
+            if self.job_gpus.pop(handle.job_id, None) is not None:
+                g = self.gpu_usage.take(handle.job_id)
+                res = dataclasses.replace(
+                    res, gpu_util_ave=g.util_ave, gpu_util_max=g.util_max,
+                    gpu_mem_ave_kb=g.mem_ave_kb, gpu_mem_max_kb=g.mem_max_kb)
             self.unacked[handle.job_id] = res
             log.info("job=%d: batch script ended %d:%d", res.job_id, res.exit_code, res.signal)
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
@@ -624,7 +656,10 @@ class Agent:
                                        max_rss_kb=r.max_rss_kb, error=r.error,
                                        ave_rss_kb=r.ave_rss_kb, user_cpu_ms=r.user_cpu_ms,
                                        system_cpu_ms=r.system_cpu_ms,
-                                       out_of_memory=r.out_of_memory)
+                                       out_of_memory=r.out_of_memory,
+                                       gpu_util_ave=r.gpu_util_ave, gpu_util_max=r.gpu_util_max,
+                                       gpu_mem_ave_kb=r.gpu_mem_ave_kb,
+                                       gpu_mem_max_kb=r.gpu_mem_max_kb)
 
     def _launch_tasks(self, lt: agent_pb2.LaunchTasks) -> None:
         key = (lt.job_id, lt.step_id)
@@ -641,7 +676,12 @@ class Agent:
                                        stdout_path=t.stdout_path, stderr_path=t.stderr_path)
                         for t in lt.tasks),
             lease=str(self.lease.path),
-            limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None)
+            limits=self._limits(lt.job_id, lt.share) if lt.HasField("share") else None,
+            step_memory_bytes=lt.step_memory_bytes)
+        ids = env.get("SLURM_STEP_GPUS", "")
+        if lt.HasField("share") and lt.share.gpu_ids and ids:
+            with contextlib.suppress(ValueError):
+                self.step_gpus[key] = tuple(int(i) for i in ids.split(","))
         mps_share = lt.share if lt.HasField("share") and lt.share.mps_percentage else None
         t = asyncio.create_task(self._start_step(spec, mps_share))
         self.step_starts.add(t)
@@ -687,9 +727,12 @@ class Agent:
                     self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
                         job_id=h.job_id, step_id=h.step_id, rank=rank, stream=stream,
                         data=data, offset=offset)))
+                gpu = self.gpu_usage.peek(key) if key in self.step_gpus else None
                 for rank, res in exits:
-                    self.send(self._exit_msg(h.job_id, h.step_id, rank, res))
+                    self.send(self._exit_msg(h.job_id, h.step_id, rank, res, gpu))
                 if h.done():
+                    if self.step_gpus.pop(key, None) is not None:
+                        self.gpu_usage.take(key)
                     steps.reap(h)
                     if key[1] == launchers.SERVICE_STEP_ID:
                         self._forget_step(key)   # no controller records it
@@ -722,11 +765,15 @@ class Agent:
             steps.forget_step(h)
 
     @staticmethod
-    def _exit_msg(jid, sid, rank, res) -> agent_pb2.AgentMessage:
+    def _exit_msg(jid, sid, rank, res, gpu: gpuusage.GpuUsage | None = None
+                  ) -> agent_pb2.AgentMessage:
+        gpu = gpu or gpuusage.GpuUsage()
         return agent_pb2.AgentMessage(task_exit=agent_pb2.AgentTaskExit(
             job_id=jid, step_id=sid, rank=rank, exit_code=res.exit_code, signal=res.signal,
             error=res.error, max_rss_kb=res.max_rss_kb, ave_rss_kb=res.ave_rss_kb,
-            user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms))
+            user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms,
+            gpu_util_ave=gpu.util_ave, gpu_util_max=gpu.util_max,
+            gpu_mem_ave_kb=gpu.mem_ave_kb, gpu_mem_max_kb=gpu.mem_max_kb))
 
     def _signal(self, sj: agent_pb2.SignalJob) -> None:
         if sj.step_id >= 0 and sj.signal == signal.SIGKILL:

@@ -86,6 +86,7 @@ STATUSES = [
     (errors.AlreadyDone, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AccessDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.InvalidTaskMemory, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.DependencyProblem, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.JobPending, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.JobNotPending, grpc.StatusCode.FAILED_PRECONDITION),

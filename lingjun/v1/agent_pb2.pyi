@@ -48,7 +48,7 @@ class Inventory(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ..., gpu_devices: _Optional[_Iterable[_Union[_api_pb2.GpuDevice, _Mapping]]] = ..., gpus_discovered: _Optional[bool] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
-    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms", "out_of_memory")
+    __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms", "out_of_memory", "gpu_util_ave", "gpu_util_max", "gpu_mem_ave_kb", "gpu_mem_max_kb")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,10 @@ class BatchFinished(_message.Message):
     USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     OUT_OF_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_AVE_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_AVE_KB_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_MAX_KB_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     exit_code: int
     signal: int
@@ -71,7 +75,11 @@ class BatchFinished(_message.Message):
     user_cpu_ms: int
     system_cpu_ms: int
     out_of_memory: bool
-    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ..., out_of_memory: _Optional[bool] = ...) -> None: ...
+    gpu_util_ave: int
+    gpu_util_max: int
+    gpu_mem_ave_kb: int
+    gpu_mem_max_kb: int
+    def __init__(self, job_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., error: _Optional[str] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ..., out_of_memory: _Optional[bool] = ..., gpu_util_ave: _Optional[int] = ..., gpu_util_max: _Optional[int] = ..., gpu_mem_ave_kb: _Optional[int] = ..., gpu_mem_max_kb: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
     __slots__ = ("node_name", "inventory", "running_job_ids", "unacked", "agent_start_time", "version", "sanity", "steps")
@@ -180,7 +188,7 @@ class AgentTaskOutput(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[int] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class AgentTaskExit(_message.Message):
-    __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms")
+    __slots__ = ("job_id", "step_id", "rank", "exit_code", "signal", "error", "max_rss_kb", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms", "gpu_util_ave", "gpu_util_max", "gpu_mem_ave_kb", "gpu_mem_max_kb")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +199,10 @@ class AgentTaskExit(_message.Message):
     AVE_RSS_KB_FIELD_NUMBER: _ClassVar[int]
     USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_AVE_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_AVE_KB_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_MAX_KB_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     step_id: int
     rank: int
@@ -201,7 +213,11 @@ class AgentTaskExit(_message.Message):
     ave_rss_kb: int
     user_cpu_ms: int
     system_cpu_ms: int
-    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
+    gpu_util_ave: int
+    gpu_util_max: int
+    gpu_mem_ave_kb: int
+    gpu_mem_max_kb: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ..., gpu_util_ave: _Optional[int] = ..., gpu_util_max: _Optional[int] = ..., gpu_mem_ave_kb: _Optional[int] = ..., gpu_mem_max_kb: _Optional[int] = ...) -> None: ...
 
 class JobCleaned(_message.Message):
     __slots__ = ("job_id",)
@@ -467,7 +483,7 @@ class TaskSpec(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., local_id: _Optional[int] = ..., environment: _Optional[_Mapping[str, str]] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ...) -> None: ...
 
 class LaunchTasks(_message.Message):
-    __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid", "share")
+    __slots__ = ("job_id", "step_id", "argv", "environment", "work_dir", "tasks", "uid", "gid", "share", "step_memory_bytes")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -484,6 +500,7 @@ class LaunchTasks(_message.Message):
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
+    STEP_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     step_id: int
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -493,7 +510,8 @@ class LaunchTasks(_message.Message):
     uid: int
     gid: int
     share: JobShare
-    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., share: _Optional[_Union[JobShare, _Mapping]] = ...) -> None: ...
+    step_memory_bytes: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., share: _Optional[_Union[JobShare, _Mapping]] = ..., step_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class SignalJob(_message.Message):
     __slots__ = ("job_id", "signal", "batch_only", "step_id", "steps_only")

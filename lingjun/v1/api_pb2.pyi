@@ -187,7 +187,7 @@ class SubmitJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobsResult, _Mapping]]] = ...) -> None: ...
 
 class StepInfo(_message.Message):
-    __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb", "ave_rss_kb", "max_rss_node", "max_rss_task", "user_cpu_ms", "system_cpu_ms")
+    __slots__ = ("step_id", "name", "state", "exit_code", "exit_signal", "nodes", "num_tasks", "num_cpus", "start_time", "end_time", "max_rss_kb", "ave_rss_kb", "max_rss_node", "max_rss_task", "user_cpu_ms", "system_cpu_ms", "gpus", "gpu_util_ave", "gpu_util_max", "gpu_mem_ave_kb", "gpu_mem_max_kb", "mem_mb")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +204,12 @@ class StepInfo(_message.Message):
     MAX_RSS_TASK_FIELD_NUMBER: _ClassVar[int]
     USER_CPU_MS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_AVE_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_AVE_KB_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_MAX_KB_FIELD_NUMBER: _ClassVar[int]
+    MEM_MB_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     name: str
     state: str
@@ -220,7 +226,13 @@ class StepInfo(_message.Message):
     max_rss_task: int
     user_cpu_ms: int
     system_cpu_ms: int
-    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ...) -> None: ...
+    gpus: int
+    gpu_util_ave: int
+    gpu_util_max: int
+    gpu_mem_ave_kb: int
+    gpu_mem_max_kb: int
+    mem_mb: int
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., exit_signal: _Optional[int] = ..., nodes: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_cpus: _Optional[int] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., max_rss_kb: _Optional[int] = ..., ave_rss_kb: _Optional[int] = ..., max_rss_node: _Optional[str] = ..., max_rss_task: _Optional[int] = ..., user_cpu_ms: _Optional[int] = ..., system_cpu_ms: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_util_ave: _Optional[int] = ..., gpu_util_max: _Optional[int] = ..., gpu_mem_ave_kb: _Optional[int] = ..., gpu_mem_max_kb: _Optional[int] = ..., mem_mb: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "name", "user", "uid", "gid", "group", "state", "reason", "partition", "num_nodes", "max_nodes", "num_cpus", "num_tasks", "cpus_per_task", "ntasks_per_node", "mem_per_node_mb", "gpus_per_node", "time_limit_min", "submit_time", "eligible_time", "start_time", "end_time", "nodes", "node_names", "batch_host", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "stdout_path", "stderr_path", "stdin_path", "command", "priority", "restarts", "requeue", "exclusive", "comment", "account", "qos", "batch", "submit_host", "cancelled_by", "steps", "cpus_per_node", "now", "nice", "gpus", "hold", "array_job_id", "array_task_id", "array_task_str", "array_max_running", "req_nodes", "exc_nodes", "features", "mem_per_cpu_mb", "gpu_type", "mail_type", "mail_user", "signal_spec", "dependency", "deadline", "preempt_eligible_time", "preempt_time", "preempted_by", "attempts", "max_restarts", "hang_timeout_s", "node_allocs", "sched_start_time", "sched_nodes", "shards_per_node", "mps_per_node", "gpu_mem_limit_mb")
@@ -773,7 +785,7 @@ class GetPartitionsResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ...) -> None: ...
 
 class RunStepRequest(_message.Message):
-    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit", "overlap", "exact", "node_names", "stdout_pattern", "stderr_pattern", "gpus_given", "gpus", "gpus_per_node", "gpus_per_task", "gpu_bind", "cpus_per_gpu", "attach", "attach_step_id", "printed", "exited_ranks")
+    __slots__ = ("job_id", "num_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "argv", "environment", "work_dir", "name", "requester_uid", "submit_host", "kill_on_bad_exit", "overlap", "exact", "node_names", "stdout_pattern", "stderr_pattern", "gpus_given", "gpus", "gpus_per_node", "gpus_per_task", "gpu_bind", "cpus_per_gpu", "mem_per_node_mb", "mem_per_cpu_mb", "attach", "attach_step_id", "printed", "exited_ranks")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -804,6 +816,8 @@ class RunStepRequest(_message.Message):
     GPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
     GPU_BIND_FIELD_NUMBER: _ClassVar[int]
     CPUS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_NODE_MB_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_CPU_MB_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     ATTACH_STEP_ID_FIELD_NUMBER: _ClassVar[int]
     PRINTED_FIELD_NUMBER: _ClassVar[int]
@@ -831,11 +845,13 @@ class RunStepRequest(_message.Message):
     gpus_per_task: int
     gpu_bind: str
     cpus_per_gpu: int
+    mem_per_node_mb: int
+    mem_per_cpu_mb: int
     attach: bool
     attach_step_id: int
     printed: _containers.RepeatedCompositeFieldContainer[StepStreamOffset]
     exited_ranks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ..., overlap: _Optional[bool] = ..., exact: _Optional[bool] = ..., node_names: _Optional[_Iterable[str]] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., gpus_given: _Optional[bool] = ..., gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus_per_task: _Optional[int] = ..., gpu_bind: _Optional[str] = ..., cpus_per_gpu: _Optional[int] = ..., attach: _Optional[bool] = ..., attach_step_id: _Optional[int] = ..., printed: _Optional[_Iterable[_Union[StepStreamOffset, _Mapping]]] = ..., exited_ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[int] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., work_dir: _Optional[str] = ..., name: _Optional[str] = ..., requester_uid: _Optional[int] = ..., submit_host: _Optional[str] = ..., kill_on_bad_exit: _Optional[bool] = ..., overlap: _Optional[bool] = ..., exact: _Optional[bool] = ..., node_names: _Optional[_Iterable[str]] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., gpus_given: _Optional[bool] = ..., gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus_per_task: _Optional[int] = ..., gpu_bind: _Optional[str] = ..., cpus_per_gpu: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., mem_per_cpu_mb: _Optional[int] = ..., attach: _Optional[bool] = ..., attach_step_id: _Optional[int] = ..., printed: _Optional[_Iterable[_Union[StepStreamOffset, _Mapping]]] = ..., exited_ranks: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StepStreamOffset(_message.Message):
     __slots__ = ("rank", "stream", "offset")

@@ -106,6 +106,11 @@ class BatchResult:
     user_cpu_ms: int = 0
     system_cpu_ms: int = 0
     out_of_memory: bool = False       # the OOM killer hit the job (then signal 125)
+    # the job's GPUs as the agent sampled them (gpuusage; not the supervisor's)
+    gpu_util_ave: int = 0
+    gpu_util_max: int = 0
+    gpu_mem_ave_kb: int = 0
+    gpu_mem_max_kb: int = 0
 
 
 class LaunchError(Exception):

@@ -1,8 +1,19 @@
-"""Per-job cgroups: every process of a job on this node, found and killed.
+"""Per-job and per-step cgroups: every process of a job on this node, found and killed.
 
-Our proctrack/cgroup. Each job gets one cgroup in the v1 freezer hierarchy::
+Our proctrack/cgroup. Each job gets one cgroup in the v1 freezer hierarchy,
+and each of its steps one below it, as Slurm lays them out::
 
     /sys/fs/cgroup/freezer/lingjun/<node>/job_<id>/
+                                              step_batch/   the batch script
+                                              step_0/       srun step 0 ...
+
+(``create_step``): the job's cgroup holds the job to its share of the node,
+a step's holds the step to its own (``srun --mem`` within the job's). The
+OOM killer's count, peak memory and CPU time are read per step, so a step
+that runs out of memory ends OUT_OF_MEMORY alone and the batch script goes
+on; killing a step's cgroup kills its setsid and double-forked children,
+killing the job's kills every step (``pids`` and ``remove`` take the whole
+tree below a cgroup).
 
 ``<node>`` is the agent's identity (``procs.node_identity``: node name plus a
 digest of its state dir), because several agents of a local cluster share a
@@ -58,12 +69,19 @@ the OOM killer's count for the job (``oom_kill`` in memory.oom_control, or
 ``memory.failcnt`` on kernels without it), ``usage`` its peak memory and
 CPU time from the cgroup's own accounting.
 
-cgroup v2 (a unified hierarchy with its controllers enabled, as under a
-systemd unit with Delegate=yes): the same calls; the job's directory is
-``/sys/fs/cgroup/lingjun/<node>/job_<id>`` with memory.max,
-memory.swap.max, cpuset.cpus, and cgroup.freeze/cgroup.kill in place of the
-freezer. Device files are not enforced there (that takes a BPF program),
-which ``missing`` says once.
+cgroup v2, chosen over v1 where usable (``probe_unified``: a v2 mount, at
+/sys/fs/cgroup or a hybrid's /sys/fs/cgroup/unified, whose cgroup delegated
+to the agent, its systemd unit's with Delegate=yes, lists memory, cpuset or
+pids in cgroup.controllers): the same calls. The agent moves its own
+processes into an ``agent`` leaf (v2 hands controllers down only from a
+cgroup without processes; ``delegate``), each level down to a job enables
+"+memory +cpuset +cpu +pids" in cgroup.subtree_control, and the job lives in
+``<delegated>/lingjun/<node>/job_<id>/step_<step>`` with memory.max,
+memory.swap.max 0 and cpuset.cpus; cpu.stat's usage, memory.peak and
+memory.events' oom_kill are its accounting, cgroup.freeze the freezer. Device
+files are not enforced there: Slurm attaches a BPF_CGROUP_DEVICE program,
+this agent loads none, and ``missing`` says so once. No usable v2 and no v1
+freezer: ``create`` returns None and the agent says so in one log line.
 """
 from __future__ import annotations
 
@@ -109,15 +127,26 @@ class Limits:
 
 @dataclass(frozen=True)
 class JobCgroup:
+    """A job's cgroup on this node, or one of its steps' (``step``: "batch",
+    "0", ...; "" for the job's own)."""
     path: Path                   # v1: in the freezer hierarchy; v2: in the unified one
     job_id: int
     # v1: the job's directory in each other hierarchy the host mounts
     limited: tuple[Path, ...] = field(default=(), compare=False)
     unified: bool = field(default=False, compare=False)
     cpus: tuple[int, ...] = field(default=(), compare=False)   # affinity of what starts inside
+    step: str = field(default="", compare=False)
+    # v2: the hierarchy's mount and the controllers enabled for jobs there
+    mount: Path | None = field(default=None, compare=False)
+    enabled: tuple[str, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return str(self.path)
+
+    @property
+    def name(self) -> str:
+        """StepId=12.batch as Slurm names it in its messages (the job alone: 12)."""
+        return f"{self.job_id}.{self.step}" if self.step else str(self.job_id)
 
     def dirs(self) -> tuple[Path, ...]:
         return (self.path, *self.limited)
@@ -125,7 +154,7 @@ class JobCgroup:
     def controller(self, name: str) -> Path | None:
         """The job's directory that holds ``name``'s files (None: not mounted)."""
         if self.unified:
-            return self.path
+            return self.path if name in self.enabled or name == "cpuacct" else None
         for d in self.limited:
             if _hierarchy_of(d) == name:
                 return d
@@ -140,27 +169,117 @@ def job_path(node: str, job_id: int, base: Path = BASE) -> Path:
     return node_dir(node, base) / f"job_{job_id}"
 
 
-UNIFIED_BASE = ROOT / "lingjun"      # cgroup v2: the unified hierarchy's place for jobs
+# -- cgroup v2 -------------------------------------------------------------------
+# Controllers a job's cgroup is held by in v2, in the order subtree_control
+# takes them; "cpu" gives cpu.stat's usage, the rest hold the limits.
+V2_CONTROLLERS = ("memory", "cpuset", "cpu", "pids")
+AGENT_LEAF = "agent"      # v2: where the agent's own processes move (no internal processes)
+
+
+@dataclass(frozen=True)
+class Unified:
+    """A cgroup v2 hierarchy that can hold jobs: its mount, the cgroup
+    delegated to the agent (its own: the systemd unit's, Delegate=yes), and
+    the controllers that cgroup may hand down. Jobs go below it::
+
+        <delegated>/agent/                     the agent and its supervisors
+        <delegated>/lingjun/<node>/job_<id>/step_<step>/
+    """
+    mount: Path
+    delegated: Path
+    controllers: tuple[str, ...]
+
+    @property
+    def base(self) -> Path:
+        return self.delegated / "lingjun"
+
+
+def probe_unified(root: Path = ROOT, self_cgroup: str | None = None) -> tuple[Unified | None, str]:
+    """The v2 hierarchy jobs can be held in, or None and why not.
+
+    ``root``: where cgroup file systems are mounted (v2 alone there, or a
+    hybrid's v2 at ``root/unified``); ``self_cgroup``: the text of
+    /proc/self/cgroup (its ``0::/path`` line names the delegated cgroup).
+    Usable: the delegated cgroup lists at least one of the controllers that
+    hold a job (memory, cpuset, pids) in its cgroup.controllers.
+    """
+    root = Path(root)
+    if (root / "cgroup.controllers").exists():
+        mount = root
+    elif (root / "unified" / "cgroup.controllers").exists():
+        mount = root / "unified"
+    else:
+        return None, f"no cgroup v2 hierarchy at {root}"
+    if self_cgroup is None:
+        try:
+            self_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError as e:
+            return None, f"cannot read /proc/self/cgroup: {e.strerror}"
+    rel = next((line.split(":", 2)[2] for line in self_cgroup.splitlines()
+                if line.startswith("0::")), None)
+    if rel is None:
+        return None, "this process is in no cgroup v2"
+    delegated = mount / rel.strip().lstrip("/")
+    try:
+        have = (delegated / "cgroup.controllers").read_text().split()
+    except OSError as e:
+        return None, f"cannot read {delegated / 'cgroup.controllers'}: {e.strerror}"
+    controllers = tuple(c for c in V2_CONTROLLERS if c in have)
+    if not set(controllers) & {"memory", "cpuset", "pids"}:
+        return None, (f"cgroup v2 at {mount} has no memory, cpuset or pids controller "
+                      f"delegated to {delegated}")
+    return Unified(mount, delegated, controllers), ""
+
+
+_host_unified: list = []
+
+
+def host_unified() -> Unified | None:
+    """This host's usable v2 hierarchy (probed once per process), or None."""
+    if not _host_unified:
+        _host_unified.append(probe_unified()[0])
+    return _host_unified[0]
 
 
 def unified_host() -> bool:
-    """Whether the host has cgroup v2 only (no v1 freezer; controllers at ROOT)."""
-    return not FREEZER.is_dir() and (ROOT / "cgroup.controllers").exists()
+    """Whether jobs here are held in cgroup v2 (chosen over v1 where usable)."""
+    return host_unified() is not None
 
 
-def _layout(base: Path) -> tuple[Path, bool]:
-    """Where jobs go and whether that is a v2 hierarchy."""
-    if Path(base) == BASE and unified_host():
-        return UNIFIED_BASE, True
-    return Path(base), False
+def _layout(base: Path, unified: Unified | None = None) -> tuple[Path, Unified | None]:
+    """Where jobs go, and the v2 hierarchy when that is where."""
+    if unified is None and Path(base) == BASE:
+        unified = host_unified()
+    if unified is not None:
+        return unified.base, unified
+    return Path(base), None
 
 
-def available(base: Path = BASE) -> bool:
+def delegate(u: Unified) -> None:
+    """Make the delegated cgroup able to hand its controllers down: v2 lets a
+    cgroup enable controllers for its children only while it holds no process
+    itself, so the processes in it (the agent; at a restart, none) move to
+    the ``agent`` leaf, as slurmd moves itself to its "system" cgroup. The
+    mount's root is exempt from that rule and keeps its processes."""
+    if u.delegated != u.mount:
+        leaf = u.delegated / AGENT_LEAF
+        leaf.mkdir(exist_ok=True)
+        try:
+            procs = (u.delegated / "cgroup.procs").read_text().split()
+        except OSError:
+            procs = []
+        for pid in procs:
+            with contextlib.suppress(ProcessLookupError):
+                (leaf / "cgroup.procs").write_text(pid)
+    _enable_v2_controllers(u, u.delegated)
+
+
+def available(base: Path = BASE, unified: Unified | None = None) -> bool:
     """Whether this process can make and fill job cgroups under ``base``."""
     if os.geteuid() != 0:
         return False
-    base, _ = _layout(base)
-    probe = Path(base).parent
+    base, u = _layout(base, unified)
+    probe = u.delegated if u is not None else Path(base).parent
     return (probe / "cgroup.procs").exists() and os.access(probe, os.W_OK)
 
 
@@ -263,69 +382,127 @@ def apply(cg: JobCgroup, limits: Limits) -> None:
             missing(f"{controller} limits",
                     f"no {controller} controller for job cgroups on this host")
             continue
-        if not (d / name).exists():
+        if not cg.unified and not (d / name).exists():
             if name != "memory.memsw.limit_in_bytes":   # no swap accounting: the plain
                 missing(name, f"no {name} in {d}")     # limit holds the job
             continue
         try:
             (d / name).write_text(value)
         except OSError as e:
-            log.warning("job %d: cannot write %s to %s: %s", cg.job_id, value, d / name,
+            log.warning("job %s: cannot write %s to %s: %s", cg.name, value, d / name,
                         e.strerror)
     if limits.deny_devices and cg.unified:
-        missing("devices", "cgroup v2 controls devices through BPF only; GPU device files "
-                "of other jobs stay openable")
+        # Slurm attaches a BPF_CGROUP_DEVICE program to the job's cgroup; we
+        # load no BPF (that takes bpf(2) and a compiled program): say so.
+        missing("devices", "cgroup v2 controls device files only through a BPF program "
+                "(BPF_CGROUP_DEVICE), which this agent does not load: GPU device files "
+                "of other jobs stay openable (CUDA_VISIBLE_DEVICES still binds)")
 
 
-def _enable_v2_controllers(path: Path) -> None:
-    """v2: each level above a job hands memory, cpuset, cpu and pids down."""
-    levels = [ROOT, *(ROOT / Path(*path.relative_to(ROOT).parts[:i])
-                      for i in range(1, len(path.relative_to(ROOT).parts)))]
+def _enable_v2_controllers(u: Unified, *levels: Path) -> None:
+    """v2: each of ``levels`` hands the delegated controllers down to its
+    children (cgroup.subtree_control "+memory +cpuset +cpu +pids")."""
+    want = " ".join(f"+{c}" for c in u.controllers)
+    if not want:
+        return
     for p in levels:
         try:
-            have = (p / "cgroup.controllers").read_text().split()
-            want = " ".join(f"+{c}" for c in ("memory", "cpuset", "cpu", "pids") if c in have)
-            if want:
-                (p / "cgroup.subtree_control").write_text(want)
+            (p / "cgroup.subtree_control").write_text(want)
         except OSError as e:
-            log.warning("cannot enable controllers in %s: %s", p, e.strerror)
+            log.warning("cannot enable controllers %s in %s: %s", want, p, e.strerror)
+
+
+def _v2_levels(u: Unified, path: Path) -> list[Path]:
+    """The cgroups from the delegated one down to ``path``'s parent."""
+    rel = path.relative_to(u.delegated).parts
+    return [u.delegated / Path(*rel[:i]) if i else u.delegated for i in range(len(rel))]
 
 
 def create(node: str, job_id: int, base: Path = BASE,
-           limits: Limits | None = None) -> JobCgroup | None:
+           limits: Limits | None = None, unified: Unified | None = None) -> JobCgroup | None:
     """Make (or find) the job's cgroup, held to ``limits`` when given; None
-    where cgroups are unavailable."""
-    if not available(base):
+    where cgroups are unavailable. In v2 (``unified``, or the host's when it
+    has a usable one) the job's processes live in its steps' cgroups only
+    (``create_step``): v2 keeps processes out of a cgroup that hands
+    controllers down."""
+    if not available(base, unified):
         return None
-    base, unified = _layout(base)
+    base, u = _layout(base, unified)
     path = job_path(node, job_id, base)
     try:
-        if unified:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _enable_v2_controllers(path)
-        path.mkdir(parents=True, exist_ok=True)
+        if u is not None:
+            path.mkdir(parents=True, exist_ok=True)
+            delegate(u)
+            _enable_v2_controllers(u, *_v2_levels(u, path)[1:], path)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         log.warning("job %d: cannot create cgroup %s (%s): tracking by marker only",
                     job_id, path, e.strerror)
         return None
+    if u is not None:
+        cg = JobCgroup(path, job_id, (), True, limits.cpus if limits else (),
+                       mount=u.mount, enabled=u.controllers)
+        if limits is not None:
+            apply(cg, limits)
+        return cg
     if limits is None:
-        return JobCgroup(path, job_id, _existing(path), unified)
+        return JobCgroup(path, job_id, _existing(path), False)
     limited: list[Path] = []
-    if not unified:
-        for d in _limited_dirs(path):
-            try:
-                if _hierarchy_of(d) == "cpuset":
-                    _mkdir_cpuset(d)
-                else:
-                    d.mkdir(parents=True, exist_ok=True)
-                limited.append(d)
-            except OSError as e:
-                log.warning("job %d: cannot create cgroup %s: %s", job_id, d, e.strerror)
-        for h in ("memory", "cpuset", "devices"):
-            if not mounted(h):
-                missing(f"{h} limits", f"no v1 {h} hierarchy mounted at {ROOT / h}")
-    cg = JobCgroup(path, job_id, tuple(limited), unified, limits.cpus)
+    for d in _limited_dirs(path):
+        try:
+            if _hierarchy_of(d) == "cpuset":
+                _mkdir_cpuset(d)
+            else:
+                d.mkdir(parents=True, exist_ok=True)
+            limited.append(d)
+        except OSError as e:
+            log.warning("job %d: cannot create cgroup %s: %s", job_id, d, e.strerror)
+    for h in ("memory", "cpuset", "devices"):
+        if not mounted(h):
+            missing(f"{h} limits", f"no v1 {h} hierarchy mounted at {ROOT / h}")
+    cg = JobCgroup(path, job_id, tuple(limited), False, limits.cpus)
     apply(cg, limits)
+    return cg
+
+
+def step_dir_name(step: str) -> str:
+    return f"step_{step}"
+
+
+def create_step(job: JobCgroup | None, step: str,
+                limits: Limits | None = None) -> JobCgroup | None:
+    """The step's cgroup below its job's, as Slurm lays them out
+    (``job_12/step_batch``, ``job_12/step_0``), in every hierarchy the job
+    is in; None where the job has none. A step is held to its own share
+    within the job's (``limits``: its --mem; nothing given: the job's limits
+    hold it, as the parent's hold every child). In v1 a child cgroup starts
+    with its parent's device list and CPUs, so the job's GPU denials and
+    cpuset hold the step from its first moment."""
+    if job is None:
+        return None
+    path = job.path / step_dir_name(step)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as e:
+        log.warning("job %s: cannot create step cgroup %s: %s", job.name, path, e.strerror)
+        return None
+    limited: list[Path] = []
+    for d in job.limited:
+        sd = d / step_dir_name(step)
+        try:
+            if _hierarchy_of(d) == "cpuset":
+                _mkdir_cpuset(sd)
+            else:
+                sd.mkdir(exist_ok=True)
+            limited.append(sd)
+        except OSError as e:
+            log.warning("job %s: cannot create step cgroup %s: %s", job.name, sd, e.strerror)
+    cg = JobCgroup(path, job.job_id, tuple(limited), job.unified, job.cpus, step=step,
+                   mount=job.mount, enabled=job.enabled)
+    if limits is not None:
+        apply(cg, Limits(memory_bytes=limits.memory_bytes,
+                         cpus=limits.cpus if job.unified else ()))
     return cg
 
 
@@ -335,11 +512,17 @@ def _existing(path: Path) -> tuple[Path, ...]:
 
 def find(node: str, job_id: int, base: Path = BASE) -> JobCgroup | None:
     """The job's cgroup if it exists."""
-    base, unified = _layout(base)
+    base, u = _layout(base)
     path = job_path(node, job_id, base)
     if not (path / "cgroup.procs").exists():
         return None
-    return JobCgroup(path, job_id, _existing(path), unified, _cpus_of(path, unified))
+    return _job(path, job_id, u, _cpus_of(path, u is not None))
+
+
+def _job(path: Path, job_id: int, u: Unified | None, cpus: tuple[int, ...] = ()) -> JobCgroup:
+    if u is not None:
+        return JobCgroup(path, job_id, (), True, cpus, mount=u.mount, enabled=u.controllers)
+    return JobCgroup(path, job_id, _existing(path), False, cpus)
 
 
 def _cpus_of(path: Path, unified: bool) -> tuple[int, ...]:
@@ -370,7 +553,7 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
 
 def jobs(node: str, base: Path = BASE) -> list[JobCgroup]:
     """Every job cgroup of ``node``."""
-    base, unified = _layout(base)
+    base, u = _layout(base)
     d = node_dir(node, base)
     try:
         names = os.listdir(d)
@@ -379,7 +562,7 @@ def jobs(node: str, base: Path = BASE) -> list[JobCgroup]:
     out = []
     for name in sorted(names):
         if name.startswith("job_") and name[4:].isdigit():
-            out.append(JobCgroup(d / name, int(name[4:]), _existing(d / name), unified))
+            out.append(_job(d / name, int(name[4:]), u))
     return out
 
 
@@ -415,6 +598,15 @@ def _current(dirs: Iterable[Path] = (FREEZER,)) -> tuple[Path, ...]:
     return tuple(out)
 
 
+def _current_v2(mount: Path) -> tuple[Path, ...]:
+    """Where the caller lives in the v2 hierarchy mounted at ``mount``."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return (mount / line.rstrip("\n")[3:].lstrip("/"),)
+    return (mount,)
+
+
 @contextlib.contextmanager
 def inside(cg: JobCgroup | None) -> Iterator[None]:
     """Run the block inside the job's cgroup (and on its CPUs), then return to
@@ -423,14 +615,14 @@ def inside(cg: JobCgroup | None) -> Iterator[None]:
     if cg is None:
         yield
         return
-    home = _current(cg.dirs())
+    home = _current_v2(cg.mount) if cg.unified and cg.mount else _current(cg.dirs())
     # the caller's own CPUs, given back after it left the job's cpuset (the
     # kernel keeps an affinity set inside as the caller's wish)
     affinity = os.sched_getaffinity(0)
     try:
         join(cg)
     except OSError as e:     # tracked by the marker instead; the job still runs
-        log.warning("job %d: cannot enter cgroup %s: %s", cg.job_id, cg.path, e)
+        log.warning("job %s: cannot enter cgroup %s: %s", cg.name, cg.path, e)
         for h in home:
             with contextlib.suppress(OSError):
                 join(h)
@@ -467,12 +659,24 @@ def pinned(cpus: Iterable[int]) -> Iterator[None]:
             os.sched_setaffinity(0, saved)
 
 
+def _tree(d: Path) -> list[Path]:
+    """``d`` and every cgroup below it, children before their parents."""
+    out: list[Path] = []
+    for top, dirs, _ in os.walk(d, topdown=False):
+        out.append(Path(top))
+    return out
+
+
 def pids(cg: JobCgroup) -> list[int]:
-    try:
-        with open(cg.path / "cgroup.procs") as f:
-            return [int(x) for x in f.read().split()]
-    except FileNotFoundError:
-        return []
+    """Every process in the cgroup and in those below it (a job's steps)."""
+    out: list[int] = []
+    for d in _tree(cg.path):
+        try:
+            with open(d / "cgroup.procs") as f:
+                out.extend(int(x) for x in f.read().split())
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def _state(cg: JobCgroup, value: str) -> None:
@@ -529,7 +733,7 @@ def kill(cg: JobCgroup, unkillable_s: float = UNKILLABLE_TIMEOUT_S) -> bool:
         if not left:
             return True
         if time.monotonic() > give_up:
-            log.error("job %d: processes %s in %s survived SIGKILL", cg.job_id, left, cg.path)
+            log.error("job %s: processes %s in %s survived SIGKILL", cg.name, left, cg.path)
             return False
         try:
             _freeze(cg)
@@ -572,7 +776,7 @@ def remove(cg: JobCgroup, timeout: float = 2.0) -> bool:
     a moment to leave it."""
     deadline = time.monotonic() + timeout
     ok = True
-    for d in cg.dirs():
+    for d in (sub for top in cg.dirs() for sub in _tree(top)):
         while True:
             try:
                 os.rmdir(d)
@@ -581,7 +785,7 @@ def remove(cg: JobCgroup, timeout: float = 2.0) -> bool:
                 break
             except OSError as e:
                 if e.errno != errno.EBUSY or time.monotonic() > deadline:
-                    log.warning("job %d: cannot remove cgroup %s: %s", cg.job_id, d, e.strerror)
+                    log.warning("job %s: cannot remove cgroup %s: %s", cg.name, d, e.strerror)
                     ok = False
                     break
                 time.sleep(POLL_S)
@@ -590,9 +794,9 @@ def remove(cg: JobCgroup, timeout: float = 2.0) -> bool:
 
 def remove_node(node: str, base: Path = BASE) -> None:
     """Drop the node's directory once no job cgroup is left in it."""
-    base, _ = _layout(base)
+    base, u = _layout(base)
     d = node_dir(node, base)
-    for path in (d, *_limited_dirs(d)):
+    for path in (d, *(() if u else _limited_dirs(d))):
         with contextlib.suppress(OSError):
             os.rmdir(path)
 

@@ -45,10 +45,13 @@ subreaper tree find (``procs``).
 The job's cgroup holds it to its share of the node (``spec.json``'s
 ``limits``: memory, the CPUs the agent chose, the GPU device files of other
 jobs denied); the script starts with its affinity set to those CPUs and
-Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the job's cgroup,
-the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
+Slurm's ``SLURM_CPU_BIND``. When the OOM killer acted in the batch step's
+cgroup, the result says so (``out_of_memory``, signal 125: Slurm's 0:125), the
 job's stderr gets slurmstepd's "Detected N oom-kill event(s)" line, and the
-controller ends the job OUT_OF_MEMORY. MaxRSS and CPU time come from the
+controller ends the job OUT_OF_MEMORY. The script runs in the batch step's
+cgroup below the job's (``job_N/step_batch``, as Slurm lays it out), so an
+srun step that the OOM killer hits in its own cgroup (``step_0``) ends that
+step, not the batch script. MaxRSS and CPU time come from the batch step's
 cgroup's own accounting where it has one (the sampled tree otherwise).
 
 Fencing (``lease``): while it waits, the supervisor also watches the
@@ -342,7 +345,11 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
     if os.geteuid() == 0 and uid != 0:
         drop = {"user": uid, "group": gid, "extra_groups": groups}
     limits = cgroups.Limits.from_json(spec.get("limits"))
-    cg = cgroups.create(spec["node"], job_id, limits=limits)
+    # the job's cgroup, held to its share of the node, and the batch step's
+    # below it (job_N/step_batch): the script and all it starts live there,
+    # its srun steps beside it in their own
+    job_cg = cgroups.create(spec["node"], job_id, limits=limits)
+    cg = cgroups.create_step(job_cg, "batch", limits)
     if limits is not None and limits.cpus:
         env.update(cgroups.cpu_bind_env(limits.cpus))
     try:
@@ -376,16 +383,17 @@ def supervise(job_dir: Path, handshake: _Handshake) -> dict:
         nonlocal fenced
         fenced = f"{FENCED}: {lapsed}"
         print(f"job {job_id}: {fenced}; stopping it here", file=sys.stderr, flush=True)
-        _kill_rest(spec["node"], job_id, cg, lapsed.lease.grace_s)
+        _kill_rest(spec["node"], job_id, job_cg, lapsed.lease.grace_s)
 
     status = _wait_sampling(proc.pid, rss, lease_file, fence)
     # The script is done: the rest of the job on this node goes with it.
-    _kill_rest(spec["node"], job_id, cg, 0.0)
+    _kill_rest(spec["node"], job_id, job_cg, 0.0)
     _reap_children()
     oom_kills, held = 0, cgroups.Usage()
-    if cg is not None:
+    if cg is not None:     # the batch step's own: an srun step's OOM kill is not its
         oom_kills, held = cgroups.oom_kills(cg), cgroups.usage(cg)
-        cgroups.remove(cg)
+    if job_cg is not None:
+        cgroups.remove(job_cg)
     if not fenced and lease_file is not None:
         cur = lease.read(lease_file)
         if cur is not None and cur.left() <= 0:     # it ended while we were killing

@@ -75,6 +75,7 @@ class StepSpec:
     tasks: tuple[TaskSpec, ...]
     lease: str = ""          # the agent's lease file: the supervisor fences by it ("" = none)
     limits: cgroups.Limits | None = None  # the job's on this node (None: nothing held)
+    step_memory_bytes: int = 0    # the step's own --mem here, within the job's (0: the job's)
 
 
 @dataclass(frozen=True)

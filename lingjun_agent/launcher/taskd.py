@@ -38,11 +38,17 @@ What it does, in slurmstepd's order:
    writing and is then killed (Slurm's proctrack ends the rest of a step);
    then its exit file is written.
 
-The job's cgroup holds the tasks to the job's share of the node (``spec.json``'s
-``limits``; see ``cgroups``), each task starts on the job's CPUs with
-``SLURM_CPU_BIND`` set, and a task that the OOM killer took there exits with
-signal 125 (Slurm's 0:125; srun then exits 253) and slurmstepd's "Detected N
-oom-kill event(s)" line on its stderr.
+The tasks live in the step's own cgroup below the job's (``job_N/step_M``,
+Slurm's layout): the job's holds them to the job's share of the node
+(``spec.json``'s ``limits``; see ``cgroups``), the step's to the step's
+``--mem`` within it (``step_memory_bytes``). Each task starts on the job's
+CPUs with ``SLURM_CPU_BIND`` set; a task that the OOM killer took in the
+step's cgroup exits with signal 125 (Slurm's 0:125; srun then exits 253) and
+slurmstepd's "Detected N oom-kill event(s)" line on its stderr, and the
+batch script (in ``step_batch``) goes on. When the step's last task here
+ends, whatever is left in the step's cgroup is killed (a ``setsid`` or
+double-forked child), and the cgroup's CPU time and peak memory complete
+the step's usage.
 
 SIGTERM to this supervisor kills every task's process group with SIGKILL
 (the agent's way to end a step at once); the exits then say signal 9.
@@ -121,18 +127,29 @@ class _Step:
         self.ended: dict[int, dict] = {}          # rank -> its exit, not yet written
         self.drain_until: dict[int, float] = {}   # rank -> when what is left gets killed
         self.pgids: dict[int, int] = {}           # rank -> its session's id
-        # The job's cgroup on this node (None: no cgroups here, the marker tracks)
+        # The job's cgroup on this node and this step's below it (job_N/step_M;
+        # None: no cgroups here, the marker tracks), the step held to its own
+        # --mem within the job's
         self.limits = cgroups.Limits.from_json(spec.get("limits"))
-        self.cgroup = cgroups.create(spec["node"], int(spec["job_id"]), limits=self.limits)
-        # OOM kills the job's cgroup had before this step's tasks ran
+        self.job_cgroup = cgroups.create(spec["node"], int(spec["job_id"]), limits=self.limits)
+        step_mem = int(spec.get("step_memory_bytes") or 0)
+        self.cgroup = cgroups.create_step(
+            self.job_cgroup, str(spec["step_id"]),
+            cgroups.Limits(memory_bytes=step_mem, cpus=self.limits.cpus if self.limits else ())
+            if step_mem or self.limits else None)
         self.oom_seen = cgroups.oom_kills(self.cgroup) if self.cgroup is not None else 0
+        self.cpu_reported_ms = 0                  # CPU time in the exits written so far
         self.lease_file: str | None = spec.get("lease") or None
 
     def kill_all(self, *_: object) -> None:
-        """SIGTERM: end the step now (runs as a signal handler, too)."""
+        """SIGTERM: end the step now (runs as a signal handler, too): each
+        task's session, then whatever is left in the step's cgroup (what
+        left its session: setsid, a double fork)."""
         self.killing = True
         for pgid in self.pgids.values():
             _kill_group(pgid)
+        if self.cgroup is not None:
+            cgroups.kill(self.cgroup, unkillable_s=5.0)
 
     def finish(self, rank: int, result: dict) -> None:
         write_json_atomic(self.dir / exit_file(rank), result)
@@ -294,6 +311,27 @@ def _new_oom_kills(step: _Step, rank: int) -> int:
     return max(new, 0)
 
 
+def _end_of_step(step: _Step, last: dict) -> None:
+    """The step's last task here has ended: kill what is left in the step's
+    cgroup (Slurm's proctrack ends a step with every process in it), then
+    fold the cgroup's own accounting into the last exit: the CPU time its
+    reaped tasks did not account for (orphans, killed leftovers), and on a
+    node with one task its peak memory, which the sampling may have missed."""
+    cg = step.cgroup
+    if cg is None:
+        return
+    cgroups.kill(cg, unkillable_s=5.0)
+    held = cgroups.usage(cg)
+    total = held.user_cpu_ms + held.system_cpu_ms
+    mine = last["user_cpu_ms"] + last["system_cpu_ms"]
+    extra = total - step.cpu_reported_ms - mine
+    if extra > 0 and total:
+        last["user_cpu_ms"] += extra * held.user_cpu_ms // total
+        last["system_cpu_ms"] += extra - extra * held.user_cpu_ms // total
+    if len(step.spec.get("tasks", ())) == 1:
+        last["max_rss_kb"] = max(last["max_rss_kb"], held.max_rss_kb)
+
+
 def _wait(step: _Step) -> None:
     """Reap tasks and orphans until every task's exit is written."""
     pidfds = {}
@@ -341,7 +379,11 @@ def _wait(step: _Step) -> None:
                 _kill_group(pgid)
                 if _group_alive(pgid) and now < step.drain_until[rank] + 1.0:
                     continue   # let the kill land, then its output is whole
-            step.finish(rank, step.ended.pop(rank))
+            result = step.ended.pop(rank)
+            if not step.pids and not step.ended:
+                _end_of_step(step, result)
+            step.cpu_reported_ms += result["user_cpu_ms"] + result["system_cpu_ms"]
+            step.finish(rank, result)
         if not step.pids and not step.ended:
             break
         if now >= next_sample:
@@ -361,8 +403,8 @@ def _wait(step: _Step) -> None:
                 # may start this job elsewhere; nothing of it may run on here.
                 print(f"taskd: {lease.Lapsed(cur)}: killing the step", file=sys.stderr)
                 step.kill_all()
-                if step.cgroup is not None:
-                    cgroups.kill(step.cgroup)
+                if step.job_cgroup is not None:
+                    cgroups.kill(step.job_cgroup)
             elif cur is not None:
                 wait = min(wait, max(cur.left(), 0.0))
         try:
@@ -391,6 +433,9 @@ def main(argv: list[str]) -> int:
             if not (step_dir / exit_file(t["rank"])).exists():
                 step.finish(t["rank"], _exit(t["rank"], exit_code=1, error=msg))
         handshake.send(0)
+    if step.cgroup is not None:
+        cgroups.kill(step.cgroup, unkillable_s=5.0)
+        cgroups.remove(step.cgroup)
     write_json_atomic(step_dir / RESULT, {"ranks": len(spec.get("tasks", []))})
     return 0
 

@@ -143,7 +143,11 @@ def commit_run_end(st, job: JobRecord, end: lifecycle.RunEnd, res: agent_pb2.Bat
         num_cpus=job.cpus_per_node[0] if job.cpus_per_node else 1,
         start_time=res.start_time or job.start_time, end_time=end_time,
         max_rss_kb=res.max_rss_kb, ave_rss_kb=res.ave_rss_kb, max_rss_node=host,
-        user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms))
+        user_cpu_ms=res.user_cpu_ms, system_cpu_ms=res.system_cpu_ms,
+        gpus=job.gpus_per_node[0] if job.gpus_per_node else 0,
+        mem_mb=max(job.mem_per_node[0], 0) if job.mem_per_node else 0,
+        gpu_util_ave=res.gpu_util_ave, gpu_util_max=res.gpu_util_max,
+        gpu_mem_ave_kb=res.gpu_mem_ave_kb, gpu_mem_max_kb=res.gpu_mem_max_kb))
     for n in job.nodes:
         st.put_node(n, last_busy_time=now)
 

@@ -72,6 +72,10 @@ class InvalidRequest(SlurmError):
 
 
 # -- dependencies, holds, requeue, job updates -----------------------
+class InvalidTaskMemory(InvalidRequest):
+    message = "Memory required by task is not available"
+
+
 class DependencyProblem(SlurmError):
     message = "Job dependency problem"
 

@@ -726,8 +726,13 @@ def job_info(ctl: Controller, job: JobRecord, steps=None, now: float | None = No
             num_tasks=s.num_tasks, num_cpus=s.num_cpus, start_time=int(s.start_time),
             end_time=int(s.end_time), max_rss_kb=s.max_rss_kb, ave_rss_kb=s.ave_rss_kb,
             max_rss_node=s.max_rss_node, max_rss_task=s.max_rss_task,
-            user_cpu_ms=s.user_cpu_ms, system_cpu_ms=s.system_cpu_ms))
-        if s.step_id != "batch" and s.exit_code > derived_code:
+            user_cpu_ms=s.user_cpu_ms, system_cpu_ms=s.system_cpu_ms, gpus=s.gpus,
+            mem_mb=s.mem_mb, gpu_util_ave=s.gpu_util_ave, gpu_util_max=s.gpu_util_max,
+            gpu_mem_ave_kb=s.gpu_mem_ave_kb, gpu_mem_max_kb=s.gpu_mem_max_kb))
+        # Slurm's derived exit code: the highest of the srun steps', an OOM
+        # step's 0:125 (SIG_OOM) taken over any lower one
+        if s.step_id != "batch" and (s.exit_code > derived_code or (
+                s.exit_signal == slurm.OOM_SIGNAL and not derived_code)):
             derived_code, derived_sig = s.exit_code, s.exit_signal
     info.derived_exit_code, info.derived_exit_signal = derived_code, derived_sig
     return info

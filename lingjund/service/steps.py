@@ -91,6 +91,7 @@ class StepRun:
     num_tasks: int = 0
     start: float = 0.0
     kill_on_bad_exit: bool = False
+    memory: dict[str, int] = field(default_factory=dict)  # MB per node its own --mem gives (none: the job's)
     # (rank, stream) -> the next byte the client wants; output elsewhere is dropped
     offsets: dict[tuple[int, int], int] = field(default_factory=dict)
     # ranks whose exit the following client has already seen (it reattached)
@@ -255,6 +256,37 @@ def _output_paths(job, req: api_pb2.RunStepRequest, step_id: int, node: str, nod
     return out, one(req.stderr_pattern) if req.stderr_pattern else out
 
 
+def step_memory(job, req: api_pb2.RunStepRequest, nodes: tuple[str, ...],
+                cpus: dict[str, int]) -> dict[str, int]:
+    """MB per node the step's own --mem / --mem-per-cpu give it inside the
+    job's memory there (its cgroup below the job's holds it to that); {} when
+    neither is given: the job's limit alone holds it. --mem=0 is all of the
+    job's. More than the job has on a node is refused with Slurm's words.
+
+    >>> from types import SimpleNamespace as N
+    >>> job = N(nodes=["n1", "n2"], mem_per_node=[1000, 1000])
+    >>> step_memory(job, api_pb2.RunStepRequest(mem_per_node_mb=300), ("n1",), {"n1": 2})
+    {'n1': 300}
+    >>> step_memory(job, api_pb2.RunStepRequest(mem_per_cpu_mb=100), ("n1", "n2"), {"n1": 2, "n2": 1})
+    {'n1': 200, 'n2': 100}
+    """
+    if not (req.HasField("mem_per_node_mb") or req.HasField("mem_per_cpu_mb")):
+        return {}
+    out: dict[str, int] = {}
+    for node in nodes:
+        i = job.nodes.index(node)
+        held = job.mem_per_node[i] if i < len(job.mem_per_node) else 0
+        if req.HasField("mem_per_node_mb"):
+            want = req.mem_per_node_mb or held
+        else:
+            want = req.mem_per_cpu_mb * max(1, cpus.get(node, 0))
+        if held > 0 and want > held:
+            raise errors.InvalidTaskMemory()
+        if want > 0:
+            out[node] = want
+    return out
+
+
 async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     """Async generator of StepEvent for one srun (or one srun taking a step back)."""
     if req.attach:
@@ -275,6 +307,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         raise errors.NodeConfigUnavailable(f"Unable to contact node(s) {','.join(missing)}")
     gpu_counts = gpus_asked(job, req, nodes, tasks)
     asked = cpus_asked(job, req, nodes, tasks, gpu_counts)
+    memory = step_memory(job, req, nodes, asked)
     jobenv.check_gpu_bind(req.gpu_bind)
     said_busy = False
     while True:
@@ -298,7 +331,7 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked,
                   gpus={} if req.overlap else {n: ids for n, ids in gpus.items() if ids},
                   name=req.name or os.path.basename(req.argv[0]), num_tasks=sum(tasks),
-                  start=ctl.clock(), kill_on_bad_exit=req.kill_on_bad_exit)
+                  start=ctl.clock(), kill_on_bad_exit=req.kill_on_bad_exit, memory=memory)
     launches = []
     rank = 0
     for i, node in enumerate(nodes):
@@ -322,7 +355,9 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
         launches.append((node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(
             job_id=job.job_id, step_id=step_id, argv=list(req.argv), environment=envs[node],
             work_dir=req.work_dir or job.spec.work_dir, tasks=specs,
-            uid=job.spec.uid, gid=job.spec.gid, share=confine.node_share(job, node, node_mps_per_gpu(ctl, node))))))
+            uid=job.spec.uid, gid=job.spec.gid,
+            share=confine.node_share(job, node, node_mps_per_gpu(ctl, node)),
+            step_memory_bytes=memory.get(node, 0) * confine.MB))))
     # The step is durable before any task starts: a restarted controller
     # follows it again (recover), and srun can take it back (attach).
     with ctl.store.transaction() as st:
@@ -454,7 +489,8 @@ def _record(ctl: Controller, run: StepRun, state: str, worst: tuple[int, int],
             job_id=run.job_id, step_id=str(run.step_id), name=run.name, state=state,
             exit_code=worst[0], exit_signal=worst[1], nodes=run.nodes, num_tasks=run.num_tasks,
             num_cpus=sum(run.cpus.values()) or run.num_tasks, start_time=run.start,
-            end_time=ctl.clock(), **(step_usage(run) if usage else {})))
+            end_time=ctl.clock(), gpus=sum(len(ids) for ids in run.gpus.values()),
+            mem_mb=sum(run.memory.values()), **(step_usage(run) if usage else {})))
         st.delete_running_step(run.job_id, run.step_id)
     if ctl.steps.get((run.job_id, run.step_id)) is run:
         del ctl.steps[(run.job_id, run.step_id)]
@@ -541,17 +577,24 @@ def resume_for(ctl: Controller, node: str, held: set[tuple[int, int]]
 
 def step_usage(run: StepRun) -> dict:
     """A step's accounting from its tasks' reports, as sacct shows it: the
-    highest peak RSS and where it was, the mean of the tasks' means, CPU summed."""
+    highest peak RSS and where it was, the mean of the tasks' means, CPU
+    summed; its GPUs' sampled utilization and memory, the mean of the
+    reports' means and the highest peak (each task reports its node's)."""
     reports = run.usage
     if not reports:
         return {}
     top_rank = max(reports, key=lambda r: (reports[r].max_rss_kb, -r))
+    n = len(reports)
     return dict(
         max_rss_kb=reports[top_rank].max_rss_kb,
         max_rss_node=run.rank_node.get(top_rank, ""), max_rss_task=top_rank,
-        ave_rss_kb=sum(t.ave_rss_kb for t in reports.values()) // len(reports),
+        ave_rss_kb=sum(t.ave_rss_kb for t in reports.values()) // n,
         user_cpu_ms=sum(t.user_cpu_ms for t in reports.values()),
-        system_cpu_ms=sum(t.system_cpu_ms for t in reports.values()))
+        system_cpu_ms=sum(t.system_cpu_ms for t in reports.values()),
+        gpu_util_ave=sum(t.gpu_util_ave for t in reports.values()) // n,
+        gpu_util_max=max(t.gpu_util_max for t in reports.values()),
+        gpu_mem_ave_kb=sum(t.gpu_mem_ave_kb for t in reports.values()) // n,
+        gpu_mem_max_kb=max(t.gpu_mem_max_kb for t in reports.values()))
 
 
 def _kill_step(ctl: Controller, run: StepRun) -> None:

@@ -256,13 +256,14 @@ class HistoryReader:
     def derived_exits(self, job_ids: list[int]) -> dict[int, tuple[int, int]]:
         """Each job's DerivedExitCode without reading its steps: the highest
         exit code of its steps other than the batch step, and that step's
-        signal (the first such step, by record order); absent = 0:0."""
+        signal (the first such step, by record order); else 0:125 where a
+        step ended OUT_OF_MEMORY (Slurm's SIG_OOM); absent = 0:0."""
         out: dict[int, tuple[int, int]] = {}
         for chunk in _chunks(job_ids):
             for r in self.conn.execute(
                     f"SELECT job_id, exit_code, exit_signal FROM steps WHERE job_id IN ({_marks(chunk)}) "
-                    "AND step_id != 'batch' AND exit_code > 0 ORDER BY job_id, exit_code DESC, rowid",
-                    chunk):
+                    "AND step_id != 'batch' AND (exit_code > 0 OR exit_signal = ?) "
+                    "ORDER BY job_id, exit_code DESC, rowid", [*chunk, slurm.OOM_SIGNAL]):
                 out.setdefault(r["job_id"], (r["exit_code"], r["exit_signal"]))
         return out
 

@@ -100,6 +100,12 @@ class StepRecord:
     max_rss_task: int = 0             # that task's rank
     user_cpu_ms: int = 0              # summed over tasks
     system_cpu_ms: int = 0
+    gpus: int = 0                     # GPUs the step held, all its nodes (AllocTRES gres/gpu)
+    mem_mb: int = 0                   # its memory, all its nodes (0: the job's)
+    gpu_util_ave: int = 0             # NVML samples of its GPUs: utilization, percent
+    gpu_util_max: int = 0
+    gpu_mem_ave_kb: int = 0           # memory used on them
+    gpu_mem_max_kb: int = 0
 
 
 @dataclass(frozen=True)

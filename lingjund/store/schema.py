@@ -234,7 +234,19 @@ MIGRATIONS: list[str] = [
     -- given a GPU a recovered one still uses
     ALTER TABLE running_steps ADD COLUMN gpus TEXT NOT NULL DEFAULT '{}'
     """,
-    # next: backfill
+    # 14
+    """
+    -- a step's GPUs and memory (sacct AllocTRES gres/gpu, mem) and the GPU
+    -- usage its node's agent sampled through NVML (TRESUsageInAve/Max
+    -- gres/gpuutil in percent, gres/gpumem in KiB)
+    ALTER TABLE steps ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN mem_mb INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN gpu_util_ave INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN gpu_util_max INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN gpu_mem_ave_kb INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN gpu_mem_max_kb INTEGER NOT NULL DEFAULT 0
+    """,
+    # 15
     """
     -- a pending job's reservation from the last pass (backfill): its expected
     -- start (0 = none) and the nodes it would get (JSON list of names)

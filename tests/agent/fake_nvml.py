@@ -10,7 +10,7 @@ status) or ``links`` (remote bus ids of its active NVLinks, for a fake
 without the P2P call: ``P2P = False``), and the probe's health fields.
 
 A process of its own (an agent of the local cluster) reads its GPUs from the
-JSON file named by ``LINGJUN_FAKE_NVML_GPUS`` at import: a list of GPUs, or
+JSON file named by ``LINGJUN_FAKE_NVML_GPUS`` at import and at each nvmlInit: a list of GPUs, or
 an object of such lists by host name (each local agent's host name is its
 node's: ``--own-hostname``).
 """
@@ -62,12 +62,19 @@ def reset(gpus: list[dict], missing: bool = False, p2p: bool = True) -> None:
     PENDING_XIDS.clear()
 
 
+def _load_described() -> None:
+    """GPUS from the file ``$LINGJUN_FAKE_NVML_GPUS`` names (a test may rewrite
+    it while the agent runs: read again at each nvmlInit)."""
+    if os.environ.get("LINGJUN_FAKE_NVML_GPUS"):
+        with open(os.environ["LINGJUN_FAKE_NVML_GPUS"]) as f:
+            described = json.load(f)
+        if isinstance(described, dict):
+            described = described.get(socket.gethostname(), [])
+        GPUS[:] = described
+
+
 if os.environ.get("LINGJUN_FAKE_NVML_GPUS"):
-    with open(os.environ["LINGJUN_FAKE_NVML_GPUS"]) as _f:
-        _described = json.load(_f)
-    if isinstance(_described, dict):
-        _described = _described.get(socket.gethostname(), [])
-    reset(_described)
+    _load_described()
 
 
 def nvmlShutdown():
@@ -79,8 +86,13 @@ def nvmlDeviceGetUUID(h):
 
 
 def nvmlDeviceGetMemoryInfo(h):
-    mb = GPUS[h].get("memory_mb", 81559)
-    return SimpleNamespace(total=mb << 20, free=mb << 20, used=0)
+    total = GPUS[h].get("mem_total", GPUS[h].get("memory_mb", 81559) << 20)
+    used = GPUS[h].get("mem_used", 0)
+    return SimpleNamespace(total=total, used=used, free=total - used)
+
+
+def nvmlDeviceGetUtilizationRates(h):
+    return SimpleNamespace(gpu=GPUS[h].get("util", 0), memory=GPUS[h].get("mem_util", 0))
 
 
 def nvmlDeviceGetPciInfo(h):
@@ -110,6 +122,7 @@ def nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link):
 def nvmlInit():
     if MISSING_LIBRARY:
         raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+    _load_described()
 
 
 def nvmlDeviceGetCount():

@@ -187,6 +187,30 @@ def test_a_job_may_not_open_the_gpu_device_files_of_others(lbase, tmp_path):
     assert cgroups.remove(cg)
 
 
+@limited_hierarchies
+def test_a_step_over_its_own_memory_is_oom_killed_in_its_cgroup_not_its_siblings(lbase):
+    """Slurm's layout: job_N/step_batch and job_N/step_0 below the job's
+    cgroup; the step's --mem holds it inside the job's, its OOM kill and
+    peak memory are its own, and the job's kill and removal take every step."""
+    job = cgroups.create("n", 6, lbase, cgroups.Limits(memory_bytes=200 << 20))
+    batch = cgroups.create_step(job, "batch", cgroups.Limits())
+    step = cgroups.create_step(job, "0", cgroups.Limits(memory_bytes=48 << 20))
+    assert step.path == job.path / "step_0" and step.name == "6.0"
+    mem = step.controller("memory")
+    assert mem == job.controller("memory") / "step_0"
+    assert (mem / "memory.limit_in_bytes").read_text().strip() == str(48 << 20)
+    r = run_inside(step, "python3 -c 'b = bytearray(128 << 20); print(\"fit\")'; echo rc=$?")
+    assert "rc=137" in r.stdout and "fit" not in r.stdout.split(), r.stdout
+    assert cgroups.oom_kills(step) == 1 and cgroups.oom_kills(batch) == 0
+    assert cgroups.usage(step).max_rss_kb > 24 << 10
+    with cgroups.inside(batch):
+        sleeper = subprocess.Popen(["setsid", "sleep", "1000"])
+    assert sleeper.pid in cgroups.pids(job), "the job's processes include its steps'"
+    assert cgroups.kill(job) and gone([sleeper.pid])
+    sleeper.wait(5)
+    assert cgroups.remove(job) and not job.path.exists() and not mem.exists()
+
+
 def test_what_is_written_for_each_limit_v1_and_v2():
     lim = cgroups.Limits(memory_bytes=100 << 20, cpus=(0, 1, 3), deny_devices=("c 195:0",))
     assert cgroups.settings(lim, unified=False, parent_mems="0") == [

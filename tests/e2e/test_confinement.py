@@ -188,17 +188,101 @@ def test_a_job_can_open_only_its_own_gpus_device_files(cc):
 STEP_HOG = """#!/bin/bash
 srun python3 -c 'b = bytearray(1 << 30)'
 echo "srun=$?"
+srun --mem=40M python3 -c 'b = bytearray(80 << 20)'
+echo "srun=$?"
+srun true
+echo "script went on"
 """
 
 
-def test_a_step_over_the_jobs_memory_ends_out_of_memory_and_srun_says_253(cc):
+def test_a_step_over_its_memory_ends_out_of_memory_and_the_job_goes_on(cc):
+    """Over the job's 100M (no --mem of its own), then over its own --mem=40M
+    inside the job's: each step ends OUT_OF_MEMORY in its own cgroup, the
+    batch script goes on, and the job ends COMPLETED with Slurm's derived
+    exit code 0:125 (SIG_OOM of a step)."""
     c = cc
     out = c.work / "step-hog.out"
     jid = c.sbatch("-w", "node2", "--mem=100M", "-o", str(out), input=STEP_HOG)
-    c.wait_state(jid, ("OUT_OF_MEMORY", "COMPLETED", "FAILED"), timeout=60)
+    assert c.wait_state(jid, ("OUT_OF_MEMORY", "COMPLETED", "FAILED"), timeout=90) == "COMPLETED"
     text = out.read_text()
-    assert "srun=253\n" in text, text                       # Slurm's srun code for OOM
+    assert text.count("srun=253\n") == 2, text                 # Slurm's srun code for OOM
+    assert "script went on\n" in text, text
     assert "srun: error: node2: task 0: Out Of Memory\n" in text, text
     assert f"Detected 1 oom-kill event(s) in StepId={jid}.0" in text, text
-    rows = sacct(c, jid, "JobID,State,ExitCode")
-    assert f"{jid}.0|OUT_OF_MEMORY|0:125" in rows, rows
+    assert f"Detected 1 oom-kill event(s) in StepId={jid}.1" in text, text
+    assert f"StepId={jid}.batch" not in text, text
+    rows = sacct(c, jid, "JobID,State,ExitCode,DerivedExitCode")
+    assert rows[0] == f"{jid}|COMPLETED|0:0|0:125", rows
+    assert f"{jid}.batch|COMPLETED|0:0|" in rows, rows
+    assert f"{jid}.0|OUT_OF_MEMORY|0:125|" in rows, rows
+    assert f"{jid}.1|OUT_OF_MEMORY|0:125|" in rows, rows
+    assert f"{jid}.2|COMPLETED|0:0|" in rows, rows
+    tres = dict(r.split("|", 1) for r in sacct(c, jid, "JobID,AllocTRES%60"))
+    assert tres[f"{jid}.1"] == "cpu=1,mem=40M,node=1", tres   # its own --mem
+    assert tres[f"{jid}.0"] == "cpu=1,mem=100M,node=1", tres  # the job's
+
+
+def test_srun_asking_more_memory_than_the_job_has_is_refused(cc):
+    c = cc
+    out = c.work / "step-too-big.out"
+    jid = c.sbatch("-w", "node2", "--mem=100M", "-o", str(out),
+                   input="#!/bin/bash\nsrun --mem=200M true\necho \"srun=$?\"\n")
+    assert c.wait_state(jid, ("COMPLETED", "FAILED")) == "COMPLETED"
+    text = out.read_text()
+    assert "Memory required by task is not available" in text and "srun=1\n" in text, text
+
+
+RSS = """#!/bin/bash
+srun python3 -c '
+import time
+b = bytearray(150 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+time.sleep(1.5)'
+"""
+
+
+def test_sacct_shows_each_steps_own_max_rss(cc):
+    c = cc
+    jid = c.sbatch("-w", "node1", "--mem=400M", "-o", "/dev/null", input=RSS)
+    assert c.wait_state(jid, ("COMPLETED", "FAILED"), timeout=60) == "COMPLETED"
+    rows = dict(r.split("|", 1) for r in sacct(c, jid, "JobID,MaxRSS"))
+
+    def kb(text: str) -> int:
+        return int(float(text[:-1]) * 1024 ** "KMG".index(text[-1])) if text[-1] in "KMG" \
+            else int(text) // 1024
+    step, batch = kb(rows[f"{jid}.0"]), kb(rows[f"{jid}.batch"])
+    assert step >= 150 << 10, rows                     # the 150 MB it touched, in its cgroup
+    assert batch < step - (100 << 10), rows            # the script and srun, not the step
+
+
+def test_a_step_ends_with_every_process_in_its_cgroup(cc):
+    """A task that leaves a setsid child behind: the child goes with the step,
+    while the job (and its batch script) runs on."""
+    c = cc
+    n = random.randrange(100000, 999999)
+    gate = c.work / f"step-gate-{n}"
+    out = c.work / f"step-kill-{n}.out"
+    script = (f"#!/bin/bash\nsrun bash -c '( setsid sleep {n} & ) ; sleep 0.5'\n"
+              f"echo step done\nwhile [ ! -e {gate} ]; do sleep 0.1; done\n")
+    jid = c.sbatch("-w", "node1", "-o", str(out), input=script)
+    c.wait_file(out, contains="step done")
+    assert c.squeue(jid, "%T") == "RUNNING"
+    wait_for("the step's setsid child gone", lambda: not _sleepers(str(n)), 10)
+    gate.touch()
+    assert c.wait_state(jid, ("COMPLETED", "FAILED")) == "COMPLETED"
+
+
+def test_sacct_alloc_tres_shows_the_jobs_gpus(cc):
+    c = cc
+    jid = c.sbatch("-w", "node1", "--gres=gpu:2", "--mem=100M", "-o", "/dev/null",
+                   input="#!/bin/bash\nsrun --gpus=1 true\n")
+    assert c.wait_state(jid, ("COMPLETED", "FAILED")) == "COMPLETED"
+    out = c.run(["sacct", "-j", str(jid), "-o", "JobID,AllocTRES%60,ReqTRES%60"],
+                check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].split() == ["JobID", "AllocTRES", "ReqTRES"], out
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows[str(jid)] == ["billing=1,cpu=1,gres/gpu=2,mem=100M,node=1"] * 2, out
+    assert rows[f"{jid}.batch"] == ["cpu=1,gres/gpu=2,mem=100M,node=1"], out
+    assert rows[f"{jid}.0"] == ["cpu=1,gres/gpu=1,mem=100M,node=1"], out
