@@ -333,7 +333,7 @@ class Agent:
             beat = asyncio.create_task(self._heartbeats())
             probing = asyncio.create_task(self._periodic_sanity())
             relay = asyncio.create_task(self._relay_steps())
-            gpus = asyncio.create_task(self._sample_gpus())
+            sampling = asyncio.create_task(self._sample_gpus())
             try:
                 while True:
                     msg = await call.read()
@@ -346,7 +346,7 @@ class Agent:
                 beat.cancel()
                 probing.cancel()
                 relay.cancel()
-                gpus.cancel()
+                sampling.cancel()
 
     async def _sample_gpus(self) -> None:
         """Every gpuusage.INTERVAL_S: one NVML sample of each running batch
