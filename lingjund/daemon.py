@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import auth, logs
 from lingjun import config as configmod
+from lingjun.command_server import CommandSocketServer
 from lingjun.credential import CredentialServer
 from lingjun.sdnotify import notify
 from lingjund import statedir
@@ -34,7 +35,9 @@ from lingjund.service import (accounting, allocations, configuration, faulttol, 
                               scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
+from lingjund.transport.api import SlurmApiServicer
 from lingjund.transport.authn import ServerAuth
+from lingjund.transport.command_socket import servicer_answer
 from lingjund.transport.server import build_server
 
 log = logging.getLogger("lingjund")
@@ -138,11 +141,15 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     steps.recover(ctl)
     tune_gc()
     ctl.wake_event()
-    server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
-    creds = None
-    if cfg.auth.controller_serves_socket:   # users' tokens on this host
+    api = SlurmApiServicer(ctl)
+    server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api)
+    creds = commands = None
+    if cfg.auth.controller_serves_socket:   # users' tokens on this host, and their commands' calls
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
+        commands = CommandSocketServer(cfg.auth.socket, servicer_answer(api),
+                                       cfg.authz.max_message_bytes)
+        await commands.start()
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
@@ -167,6 +174,8 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     purger.cancel()
     accounting.close_readers(ctl)
     ctl.agents.close_all()
+    if commands is not None:       # no new calls by either door while the last ones finish
+        await commands.close()
     await server.stop(grace=2)
     if creds is not None:
         await creds.close()
