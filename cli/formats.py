@@ -20,10 +20,11 @@ import operator
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TYPE_CHECKING
 
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
+    from lingjun.v1 import api_pb2
 
 SLURM_VERSION = "22.05.8"
 

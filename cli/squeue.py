@@ -20,7 +20,7 @@ from cli.common import (CommandError, bad_values, cluster_name, controller_error
                         run, select_array_tasks, select_jobs)
 from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+from lingjun import messages
 
 PROG = "squeue"
 OPTIONS = [
@@ -139,7 +139,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         fmt = fmt or formats.SQUEUE_DEFAULT_FORMAT
         columns = formats.squeue_format_fields(fmt)
     filtered = bool(users or partitions or names or accounts or nodelist or job_ids)
-    jobs: list[api_pb2.JobInfo] = []
+    jobs: list[messages.JobInfo] = []
     now = 0
     in_order = False
     if not (bad_user and not users):
@@ -150,7 +150,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             wanted_fields |= {"user", "name", "account", "nodes"}
         if qos:
             wanted_fields.add("qos")
-        request = api_pb2.GetJobsRequest(
+        request = messages.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
             states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states),
             accounts=accounts, nodes=sorted(nodelist), job_fields=sorted(wanted_fields),
@@ -194,7 +194,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 
 def _dump(api, kind: str, out: TextIO) -> int:
     with controller_errors("slurm_load_jobs error: "):
-        reply = api.call("GetJobs", api_pb2.GetJobsRequest(all_states=True))
+        reply = api.call("GetJobs", messages.GetJobsRequest(all_states=True))
     doc = formats_json.squeue_document(reply.jobs, cluster_name(api))
     out.write(formats_json.dump_json(doc) if kind == "json" else formats_json.dump_yaml(doc))
     return 0
