@@ -20,7 +20,7 @@ from pathlib import Path
 
 import grpc
 
-from lingjun import auth, credential
+from lingjun import auth, credential, messages
 from lingjun.endpoints import (RPC_TIMEOUT_S, ControllerUnreachable, auth_socket,
                                controller_address, lingjun_home, local_pointer, tls_ca)
 
@@ -99,6 +99,7 @@ class Api:
         ``details()``) for the command to print.
         """
         fn = getattr(self.stub, method)
+        request = _protobuf(request)
         try:
             if wait_ready:
                 return fn(request, timeout=timeout, wait_for_ready=True)
@@ -109,10 +110,17 @@ class Api:
             raise
 
     def stream(self, method: str, request, timeout: float | None = None):
-        return getattr(self.stub, method)(request, timeout=timeout)
+        return getattr(self.stub, method)(_protobuf(request), timeout=timeout)
 
     def close(self) -> None:
         self._channel.close()
+
+
+def _protobuf(request):
+    """A request built as the commands build them (lingjun.messages) as protobuf's message."""
+    if isinstance(request, messages.Message):
+        return messages.to_protobuf(request)
+    return request
 
 
 __all__ = ["Api", "ControllerUnreachable", "RPC_TIMEOUT_S", "api_pb2", "auth_socket", "controller_address",

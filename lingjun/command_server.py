@@ -59,6 +59,32 @@ class Refusal(grpc.aio.AbortError):
         self.code, self.message = code, message
 
 
+class ControllerChannel:
+    """A relaying daemon's gRPC channel to the controller, opened on first use
+    (inside the event loop) and kept; TLS when ``tls_ca`` (PEM bytes) is given."""
+
+    def __init__(self, address: str, tls_ca: bytes | None = None):
+        self.address, self.tls_ca = address, tls_ca
+        self._channel = None
+        self._stub = None
+
+    def stub(self):
+        if self._stub is None:
+            from lingjun.v1 import api_pb2_grpc
+            options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+            if self.tls_ca:
+                creds = grpc.ssl_channel_credentials(root_certificates=self.tls_ca)
+                self._channel = grpc.aio.secure_channel(self.address, creds, options=options)
+            else:
+                self._channel = grpc.aio.insecure_channel(self.address, options=options)
+            self._stub = api_pb2_grpc.SlurmApiStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+
+
 def relay_answer(stub_for: Callable[[], object], key: auth.ClusterKey, ttl_s: float) -> Answer:
     """Answers from the controller over gRPC, each call with a token minted for its caller."""
 
@@ -189,4 +215,4 @@ class CommandSocketServer:
                 pass
 
 
-__all__ = ["Answer", "CommandSocketServer", "Refusal", "decode", "plain", "relay_answer"]
+__all__ = ["Answer", "CommandSocketServer", "ControllerChannel", "Refusal", "decode", "plain", "relay_answer"]

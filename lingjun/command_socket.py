@@ -146,15 +146,9 @@ class CommandApi:
                 return self.local.call(method, request, timeout, wait_ready)
             except SocketUnavailable:
                 self.local = None
-        if isinstance(request, Message):
-            from lingjun.messages import to_protobuf
-            request = to_protobuf(request)
         return self.grpc().call(method, request, timeout=timeout, wait_ready=wait_ready)
 
     def stream(self, method: str, request, timeout: float | None = None):
-        if isinstance(request, Message):
-            from lingjun.messages import to_protobuf
-            request = to_protobuf(request)
         return self.grpc().stream(method, request, timeout=timeout)
 
     def grpc(self):

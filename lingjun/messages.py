@@ -25,7 +25,7 @@ bytes as base64; both are read back to their Python types.
 """
 from __future__ import annotations
 
-from lingjun.v1.api_fields import FIELDS, METHODS
+from lingjun.v1.api_fields import ENUMS, FIELDS, METHODS
 
 _RANGES = {"i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 63, 2 ** 63 - 1),
            "u32": (0, 2 ** 32 - 1), "u64": (0, 2 ** 64 - 1)}
@@ -100,12 +100,15 @@ class Repeated(list):
 
 class Message:
     """One API message; subclasses are made per message name from FIELDS."""
-    __slots__ = ("_values",)
+    # _implicit: made by reading an unset message field; present (HasField,
+    # on the wire) only once something in it is set, as in protobuf
+    __slots__ = ("_values", "_implicit")
     NAME = ""
     FIELDS: dict = {}
 
     def __init__(self, **fields):
         object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_implicit", False)
         for name, value in fields.items():
             if value is None:
                 continue
@@ -137,6 +140,7 @@ class Message:
             return _DEFAULTS[kind]
         else:
             value = values[name] = _CLASSES[kind]()
+            object.__setattr__(value, "_implicit", True)
         return value
 
     def __setattr__(self, name: str, value) -> None:
@@ -150,6 +154,7 @@ class Message:
             value = _scalar(kind, value, where)
         else:
             value = value if isinstance(value, Message) else _CLASSES[kind].from_any(value)
+            object.__setattr__(value, "_implicit", False)
         self._values[name] = value
 
     # -- protobuf's methods that the commands use -----------------------------------------
@@ -157,7 +162,7 @@ class Message:
         kind, how, presence = self._spec(name)
         if not presence:
             raise ValueError(f'Field {self.NAME}.{name} does not have presence.')
-        return name in self._values
+        return name in self._values and _present(self._values[name])
 
     def ClearField(self, name: str) -> None:
         self._spec(name)
@@ -178,8 +183,9 @@ class Message:
             else:
                 setattr(self, name, _copy(value))
 
-    def ListFields(self) -> list[tuple[str, object]]:
-        return list(_fields_of(self))
+    def ListFields(self) -> list[tuple["FieldRef", object]]:
+        """(field, value) of the set fields; ``field.name`` as a descriptor's."""
+        return [(FieldRef(name), value) for name, value in _fields_of(self)]
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Message):
@@ -198,7 +204,8 @@ class Message:
         for name, value in self._values.items():
             kind, how, presence = self.FIELDS[name]
             if isinstance(value, Message):
-                out[name] = value.to_dict()
+                if _present(value):
+                    out[name] = value.to_dict()
             elif how == "list":
                 if value:
                     out[name] = [v.to_dict() if isinstance(v, Message) else _plain(v) for v in value]
@@ -247,6 +254,24 @@ class Message:
         return from_protobuf(value, cls)
 
 
+def _present(value) -> bool:
+    """False only for a message made by reading an unset field and never written to."""
+    if not isinstance(value, Message) or not value._implicit:
+        return True
+    return any(_present(v) for v in value._values.values())
+
+
+class FieldRef:
+    """What ListFields pairs each value with: the field's name, as ``FieldDescriptor.name``."""
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"FieldRef({self.name!r})"
+
+
 def _plain(value):
     if isinstance(value, bytes):
         import base64
@@ -267,7 +292,7 @@ def _copy(value):
 def _fields_of(msg):
     """(name, value) of the set fields of ours or of a protobuf message."""
     if isinstance(msg, Message):
-        return list(msg._values.items())
+        return [(n, v) for n, v in msg._values.items() if _present(v)]
     return [(fd.name, value) for fd, value in msg.ListFields()]
 
 
@@ -307,7 +332,7 @@ class _Classes(dict):
     def __missing__(self, name: str) -> type[Message]:
         fields = {f[0]: f[1:] for f in FIELDS[name]}     # KeyError: no such message
         cls = self[name] = type(name, (Message,), {"__slots__": (), "NAME": name, "FIELDS": fields,
-                                                   "__module__": __name__})
+                                                   "__module__": __name__, **ENUMS.get(name, {})})
         return cls
 
 

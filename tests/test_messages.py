@@ -16,6 +16,12 @@ def test_the_committed_field_table_is_the_descriptors():
     assert api_fields.FIELDS == gen_api_fields.field_table(), \
         "api.proto changed: run python -m lingjun.v1.gen_api_fields"
     assert api_fields.METHODS == gen_api_fields.methods()
+    assert api_fields.ENUMS == gen_api_fields.enums()
+
+
+def test_enum_values_read_as_protobufs_do():
+    assert messages.JobHoldRequest.RELEASE == api_pb2.JobHoldRequest.RELEASE
+    assert messages.JobHoldRequest(action=messages.JobHoldRequest.HOLD).action == api_pb2.JobHoldRequest.HOLD
 
 
 @pytest.mark.parametrize("name", sorted(api_pb2.DESCRIPTOR.message_types_by_name))
@@ -42,6 +48,14 @@ def test_presence_of_optional_fields_as_protobuf_keeps_it():
     assert not spec.HasField("max_restarts")
     with pytest.raises(ValueError):
         spec.HasField("name")          # no presence, as in protobuf
+
+
+def test_reading_an_unset_message_field_does_not_make_it_present():
+    req = messages.SubmitJobRequest()
+    assert req.spec.name == "" and not req.HasField("spec") and req.to_dict() == {}
+    req.spec.name = "x"
+    assert req.HasField("spec") and req.to_dict() == {"spec": {"name": "x"}}
+    assert messages.SubmitJobRequest(spec=messages.JobSpec()).HasField("spec")
 
 
 @pytest.mark.parametrize("field,value,error", [

@@ -402,6 +402,8 @@ FIELDS = {'AllocationEnded': (('job_id', 'i64', '', False),
                        ('requester', 'str', '', False)),
  'UpdateNodeResponse': ()}
 
+ENUMS = {'JobHoldRequest': {'HOLD': 0, 'RELEASE': 2, 'USER_HOLD': 1}}
+
 METHODS = {'CancelJobs': ('CancelJobsRequest', 'CancelJobsResponse'),
  'GetBatchScript': ('AuthzBatchScriptRequest', 'AuthzBatchScriptResponse'),
  'GetConfig': ('GetConfigRequest', 'GetConfigResponse'),

@@ -14,13 +14,15 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
+import time
 
 import pytest
 
 from lingjun.command_socket import commands_path
 from tests.e2e import users as u
-from tests.e2e.conftest import BIN, Cluster
+from tests.e2e.conftest import BIN, Cluster, wait_for
 
 TAG = str(os.getpid() % 100000)
 ALICE = f"ljcalice{TAG}"
@@ -47,14 +49,20 @@ def alice(root_dir):
         u.remove_user(ALICE)
 
 
+NODE9 = '[[nodes]]\nnames = "node9"\ncpus = 2\nmemory_mb = 2000\n'
+
+
 @pytest.fixture(scope="module")
 def cluster(root_dir, alice):
-    c = Cluster(root_dir / "cluster", nodes=2, cpus=2)
+    extra = root_dir / "node9.toml"
+    extra.write_text(NODE9)
+    c = Cluster(root_dir / "cluster", nodes=2, cpus=2, up_args=("--extra-config", str(extra)))
     c.root.chmod(0o755)
     c.work.chmod(0o777)
     c.up()
     try:
-        c.wait_nodes_up()
+        wait_for("node1 and node2 up", lambda: c.run(["sinfo", "-h", "-N", "-n", "node[1-2]", "-o", "%t"])
+                 .stdout.split() == ["idle", "idle"], 30)   # node9 has no agent until its test
         yield c
     finally:
         c.down()
@@ -227,3 +235,52 @@ def test_without_a_command_socket_the_commands_fall_back_to_grpc(cluster, tmp_pa
     assert p.stdout.split() == [jid, "PENDING"]
     assert c.run(["scancel", jid], env=env).returncode == 0
     assert c.state_of(int(jid)) == "CANCELLED"
+
+
+def test_an_agent_serving_the_socket_relays_commands_as_the_kernels_caller(cluster, alice, alice_bin,
+                                                                          root_dir):
+    """A login node: its agent serves credentials and commands, and relays each
+    call to the controller with a token minted for the uid the kernel named."""
+    c = cluster
+    sock = str(root_dir / "node9.sock")
+    conf = root_dir / "node9-agent.toml"
+    conf.write_text((c.state / "lingjun.toml").read_text()
+                    .replace(c.info()["auth_socket"], sock)
+                    .replace("[auth]\n", "[auth]\nagent_serves_socket = true\n"))
+    log = open(root_dir / "node9.log", "ab")
+    agent = subprocess.Popen([sys.executable, "-m", "lingjun_agent.daemon", "-c", str(conf),
+                              "--node", "node9", "--state-dir", str(root_dir / "agent-node9"),
+                              "--cpus", "2", "--memory-mb", "2000"],
+                             stdout=log, stderr=subprocess.STDOUT, env=c.env)
+    try:
+        deadline = time.time() + 30
+        while not os.path.exists(commands_path(sock)) and time.time() < deadline:
+            time.sleep(0.1)
+        assert os.path.exists(commands_path(sock)), (root_dir / "node9.log").read_text()[-2000:]
+        env = u.user_env(alice, alice_bin, "127.0.0.1:1", sock)   # no reachable gRPC address
+        as_alice = lambda argv: u.run_as(alice, argv, env, cwd=c.work)   # noqa: E731
+        p, mods = loaded(c, str(alice_bin / "python"), str(alice_bin / "sbatch"), "--parsable",
+                         "-H", "--wrap", "true", run=as_alice)
+        assert p.returncode == 0, p.stderr
+        assert not mods & set(HEAVY), f"sbatch imported {sorted(mods & set(HEAVY))}"
+        jid = p.stdout.strip()
+        assert c.squeue(int(jid), "%u %U %T") == f"{alice.name} {alice.uid} PENDING"
+        p = as_alice([str(alice_bin / "squeue"), "-h", "-j", jid, "-o", "%i %u"])
+        assert p.stdout.split() == [jid, alice.name], p.stderr
+        roots = str(c.sbatch("-H", "--wrap", "true"))
+        p = as_alice([str(alice_bin / "scancel"), roots, jid])
+        assert p.returncode == 1
+        assert p.stderr.strip() == f"scancel: error: Kill job error on job id {roots}: Access/permission denied"
+        assert (c.state_of(int(roots)), c.state_of(int(jid))) == ("PENDING", "CANCELLED")
+        c.run(["scancel", roots], check=True)
+        # A call the controller refuses comes back in its words through the relay.
+        p = as_alice([str(alice_bin / "squeue"), "-j", "999999"])
+        assert (p.returncode, p.stderr.strip()) == (1, "slurm_load_jobs error: Invalid job id specified")
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(10)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait(10)
+        log.close()
