@@ -12,6 +12,7 @@ neither gRPC nor protobuf, TLS or JWT: only ``socket`` and ``json``.
     request:  {"method": "SubmitJob", "request": {...SubmitJobRequest's fields...}}
     answer:   {"reply": {...SubmitJobResponse's fields...}}
           or  {"error": {"code": "NOT_FOUND", "message": "Invalid job id specified"}}
+          or  {"use_grpc": {"reply_bytes": 6400000}}   (a read too large for JSON)
 
 Fields are keyed by their proto names (``lingjun/messages.py`` converts).
 When no daemon serves the socket the command falls back to gRPC
@@ -72,6 +73,10 @@ class SocketUnavailable(OSError):
     """Nothing serves the command socket (no daemon, an old daemon): use gRPC."""
 
 
+class LargeReply(SocketUnavailable):
+    """The answer to this read is large: ask it over gRPC (the socket stays in use)."""
+
+
 def _request_line(method: str, request) -> bytes:
     if not isinstance(request, Message):
         request = from_protobuf(request)        # a caller that built a protobuf message
@@ -119,6 +124,8 @@ class LocalApi:
             answer = None
         if not isinstance(answer, dict):
             raise ControllerUnreachable(f"{self.path}: no answer")
+        if "use_grpc" in answer:
+            raise LargeReply(f"{method}: {answer['use_grpc']}")
         if "error" in answer:
             err = answer["error"]
             if err.get("code") == UNAVAILABLE:
@@ -144,6 +151,8 @@ class CommandApi:
         if self.local is not None and method in METHODS:
             try:
                 return self.local.call(method, request, timeout, wait_ready)
+            except LargeReply:
+                pass
             except SocketUnavailable:
                 self.local = None
         return self.grpc().call(method, request, timeout=timeout, wait_ready=wait_ready)
@@ -170,4 +179,5 @@ class CommandApi:
             self._grpc.close()
 
 
-__all__ = ["CommandApi", "ControllerError", "LocalApi", "SocketUnavailable", "commands_path"]
+__all__ = ["CommandApi", "ControllerError", "LargeReply", "LocalApi", "SocketUnavailable",
+           "commands_path"]

@@ -33,6 +33,18 @@ _DEFAULTS = {"i32": 0, "i64": 0, "u32": 0, "u64": 0, "bool": False, "str": "", "
              "float": 0.0}
 
 
+_PLAIN_TYPES = {"i32": int, "i64": int, "u32": int, "u64": int, "bool": bool, "str": str,
+                "float": float}
+
+
+def _plain_ok(kind: str, value) -> bool:
+    """``value`` is already what a field of ``kind`` holds (the common case on the wire)."""
+    if type(value) is not _PLAIN_TYPES.get(kind):
+        return False
+    bounds = _RANGES.get(kind)
+    return bounds is None or bounds[0] <= value <= bounds[1]
+
+
 def _scalar(kind: str, value, where: str):
     """``value`` checked for a field of ``kind`` (protobuf's TypeError/ValueError)."""
     bounds = _RANGES.get(kind)
@@ -218,7 +230,8 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Message":
-        """A message from its JSON object; unknown fields are refused (ValueError)."""
+        """A message from its JSON object; unknown fields are refused (ValueError),
+        and values protobuf would refuse (TypeError, ValueError)."""
         self = cls()
         values = self._values
         fields = cls.FIELDS
@@ -227,21 +240,29 @@ class Message:
                 kind, how, _ = fields[name]
             except KeyError:
                 raise ValueError(f"{cls.NAME} has no field {name!r}") from None
-            sub = _message_class(kind)
-            where = f"{cls.NAME}.{name}"
-            if how == "list":
-                items = Repeated(kind, where)
-                if sub is not None:
-                    list.extend(items, [sub.from_dict(v) for v in value])
+            if kind in _DEFAULTS:
+                if how == "list":
+                    items = Repeated(kind, "")
+                    if all(_plain_ok(kind, v) for v in value):
+                        list.extend(items, value)
+                    else:
+                        items._where = f"{cls.NAME}.{name}"
+                        items.extend(value)
+                    values[name] = items
+                elif how == "map":
+                    values[name] = {str(k): v if _plain_ok(kind, v) else _scalar(kind, v, name)
+                                    for k, v in value.items()}
                 else:
-                    items.extend(value)
-                values[name] = items
-            elif how == "map":
-                values[name] = {str(k): _scalar(kind, v, where) for k, v in value.items()}
-            elif sub is not None:
-                values[name] = sub.from_dict(value)
+                    values[name] = value if _plain_ok(kind, value) else \
+                        _scalar(kind, value, f"{cls.NAME}.{name}")
             else:
-                values[name] = _scalar(kind, value, where)
+                sub = _CLASSES[kind]
+                if how == "list":
+                    items = Repeated(kind, "")
+                    list.extend(items, [sub.from_dict(v) for v in value])
+                    values[name] = items
+                else:
+                    values[name] = sub.from_dict(value)
         return self
 
     @classmethod

@@ -284,3 +284,32 @@ def test_an_agent_serving_the_socket_relays_commands_as_the_kernels_caller(clust
             agent.kill()
             agent.wait(10)
         log.close()
+
+
+def test_a_read_too_large_for_json_is_asked_again_over_grpc(cluster):
+    """Thousands of rows decode faster in protobuf's C code than in JSON: the
+    controller says so instead of answering, and squeue asks over gRPC."""
+    from lingjun import messages
+    from lingjun.command_socket import LocalApi
+    from lingjun.command_server import LARGE_REPLY_BYTES
+    c = cluster
+    n = 3000
+    bulk = messages.SubmitJobsRequest()
+    for i in range(n):
+        job = bulk.jobs.add(client_token=f"bulk-{TAG}-{i}")
+        job.spec.script, job.spec.work_dir, job.spec.hold = "#!/bin/sh\ntrue\n", str(c.work), True
+        job.spec.name = "bulk"
+    reply = LocalApi(_sock(c)).call("SubmitJobs", bulk)
+    ids = sorted(r.job.job_id for r in reply.results)
+    assert len(ids) == n and all(ids), [r.error for r in reply.results if r.error][:3]
+    try:
+        p, mods = loaded(c, sys.executable, f"{BIN}/squeue", "-h", "-n", "bulk", "-o", "%i %j %T %u")
+        assert p.returncode == 0, p.stderr
+        assert len(p.stdout) > LARGE_REPLY_BYTES / 4
+        assert sorted(int(line.split()[0]) for line in p.stdout.splitlines()) == ids
+        assert {tuple(line.split()[1:]) for line in p.stdout.splitlines()} == {("bulk", "PENDING", "root")}
+        assert "grpc" in mods, "the large reply came over gRPC"
+        p, mods = loaded(c, sys.executable, f"{BIN}/squeue", "-h", "-j", str(ids[0]), "-o", "%i")
+        assert p.stdout.split() == [str(ids[0])] and "grpc" not in mods, "small ones stay on the socket"
+    finally:
+        c.run(["scancel", "-n", "bulk"], check=True)
