@@ -24,7 +24,9 @@ import re
 import signal
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator, TextIO
 
 from cli.options import VERSION, Opt, UsageError, getopt
 from lingjun import slurm

@@ -24,7 +24,9 @@ controller.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence, TYPE_CHECKING
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 from cli.formats import node_port, node_tres, step_order
 from lingjun import slurm

@@ -18,8 +18,9 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Callable, Mapping, TextIO
 
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_options, refusals, run)
@@ -213,15 +214,17 @@ def _err(text: str, rc: int = USAGE_RC) -> CommandError:
     return CommandError(f"sbatch: error: {text}", rc)
 
 
-@dataclass
 class Parsed:
-    """Everything sbatch decided before talking to the controller."""
-    request: messages.SubmitJobRequest
-    parsable: bool = False
-    quiet: bool = False
-    wait: bool = False
-    warnings: list[str] = field(default_factory=list)
-    info: str = ""                # --help / --usage / --version text to print instead
+    """Everything sbatch decided before talking to the controller (a plain
+    class: dataclasses would cost every sbatch its import of inspect)."""
+
+    def __init__(self, request: messages.SubmitJobRequest, parsable: bool = False,
+                 quiet: bool = False, wait: bool = False, warnings: list[str] | None = None,
+                 info: str = ""):
+        self.request = request
+        self.parsable, self.quiet, self.wait = parsable, quiet, wait
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self.info = info              # --help / --usage / --version text to print instead
 
 
 # --- option values ------------------------------------------------------------

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import helptext
 from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import formats, formats_json, helptext
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
