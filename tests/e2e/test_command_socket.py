@@ -118,6 +118,10 @@ def test_the_common_path_loads_no_grpc_asyncio_tls_jwt_or_protobuf(cluster):
         q, mods = loaded(c, py, f"{BIN}/squeue", *args)
         assert q.returncode == 0, q.stderr
         assert not mods & set(HEAVY), f"squeue {args} imported {sorted(mods & set(HEAVY))}"
+    for command, *args in (["sinfo"], ["scontrol", "ping"], ["scontrol", "show", "job", jid]):
+        q, mods = loaded(c, py, f"{BIN}/{command}", *args)
+        assert q.returncode == 0 and q.stdout, q.stderr
+        assert not mods & set(HEAVY), f"{command} {args} imported {sorted(mods & set(HEAVY))}"
     q, _ = loaded(c, py, f"{BIN}/squeue", "-h", "-j", jid, "-o", "%i %T %j %r")
     assert q.stdout.split() == [jid, "PENDING", "light", "JobHeldUser"]
     p, mods = loaded(c, py, f"{BIN}/scancel", jid)
