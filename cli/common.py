@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import signal
 import sys
 from contextlib import contextmanager
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
@@ -89,6 +88,7 @@ def _reader_gone(out: TextIO) -> int:
             os.close(devnull)
         except (OSError, ValueError):
             pass
+    import signal      # here: only a command whose reader left needs it
     return 128 + signal.SIGPIPE
 
 
