@@ -21,16 +21,16 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import signal
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, TextIO
-
-import grpc
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator, TextIO
 
 from cli.options import VERSION, Opt, UsageError, getopt
 from lingjun import slurm
-from lingjun.client import Api, ControllerUnreachable
+from lingjun.command_socket import CommandApi, ControllerError
+from lingjun.endpoints import ControllerUnreachable
 
 CONNECT_FAILURE = "Unable to contact slurm controller (connect failure)"
 
@@ -88,6 +88,7 @@ def _reader_gone(out: TextIO) -> int:
             os.close(devnull)
         except (OSError, ValueError):
             pass
+    import signal      # here: only a command whose reader left needs it
     return 128 + signal.SIGPIPE
 
 
@@ -141,39 +142,57 @@ def controller_errors(prefix: str, not_found: str | None = None) -> Iterator[Non
         yield
     except ControllerUnreachable:
         raise CommandError(prefix + CONNECT_FAILURE) from None
-    except grpc.RpcError as e:
+    except refusals() as e:
         if not_found is not None and is_not_found(e):
             raise CommandError(not_found) from None
         raise CommandError(prefix + details(e)) from None
 
 
+def refusals() -> tuple[type[BaseException], ...]:
+    """The exceptions a controller's refusal arrives as: ControllerError from
+    the command socket, grpc.RpcError from gRPC (only once grpc is loaded:
+    a command that never fell back to gRPC need not import it to catch it)."""
+    grpc = sys.modules.get("grpc")
+    return (ControllerError, grpc.RpcError) if grpc is not None else (ControllerError,)
+
+
 def cluster_name(api) -> str:
     """The cluster's name for --json/--yaml documents ("" when the controller
     does not say: the document is still complete without it)."""
-    from lingjun.v1 import api_pb2
+    from lingjun import messages
     try:
-        return api.call("Ping", api_pb2.PingRequest()).cluster
-    except (ControllerUnreachable, grpc.RpcError, AttributeError):
+        return api.call("Ping", messages.PingRequest()).cluster
+    except ControllerUnreachable:
+        return ""
+    except refusals():
+        return ""
+    except AttributeError:
         return ""
 
 
-def make_api() -> Api:
-    return Api()
+def make_api() -> CommandApi:
+    """The controller through the local command socket, or gRPC where none is served."""
+    return CommandApi()
 
 
-def details(err: grpc.RpcError) -> str:
-    """Slurm's text of a controller error (the gRPC status details)."""
+def details(err: BaseException) -> str:
+    """Slurm's text of a controller error (the status details)."""
     try:
         return err.details() or str(err.code())
     except Exception:  # noqa: BLE001 - a non-standard RpcError
         return str(err)
 
 
-def is_not_found(err: grpc.RpcError) -> bool:
+def is_not_found(err: BaseException) -> bool:
+    return status_name(err) == "NOT_FOUND"
+
+
+def status_name(err: BaseException) -> str:
+    """The status of a refusal by name ("NOT_FOUND"), from either transport."""
     try:
-        return err.code() == grpc.StatusCode.NOT_FOUND
+        return err.code().name
     except Exception:  # noqa: BLE001
-        return False
+        return ""
 
 
 def parse_job_ids(prog: str, text: str) -> list[int]:

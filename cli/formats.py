@@ -20,26 +20,27 @@ import os
 import operator
 import re
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from collections import namedtuple
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator, Sequence
 
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
+    from lingjun.v1 import api_pb2
 
 SLURM_VERSION = "22.05.8"
 
 # --- generic %-format machinery (squeue -o, sinfo -o) -----------------------
 
 
-@dataclass(frozen=True)
-class Field:
-    """One %-field of a format string: letter, width (0 = natural), justification."""
-    letter: str
-    width: int = 0
-    right: bool = False
-    prefix: str = ""          # literal text before the field
-    computed: bool = False    # '#' width: computed from the data (sinfo)
-    suffix: str = ""          # literal text after the field (-O "Field:size<suffix>")
+class Field(namedtuple("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
+                       defaults=(0, False, "", False, ""))):
+    """One %-field of a format string: letter, width (0 = natural), justification
+    (right), the literal text before it (prefix) and after it (suffix, -O
+    "Field:size<suffix>"), and computed: a '#' width, from the data (sinfo).
+    A named tuple: dataclasses would cost every squeue its import of inspect."""
+    __slots__ = ()
 
 
 _FIELD_RE = re.compile(r"%(\.)?(#|\d+)?([A-Za-z%])")

@@ -24,11 +24,14 @@ controller.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 from cli.formats import node_port, node_tres, step_order, tres_per_node
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
+    from lingjun.v1 import api_pb2
 
 SLURM_VERSION = (22, 5, 8)
 RELEASE = "22.05.8"

@@ -17,17 +17,17 @@ refuse what it refuses, with glibc's words:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
 NO, REQUIRED, OPTIONAL = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class Opt:
-    key: str                       # what the command calls it
-    long: tuple[str, ...] = ()     # long names, without "--"
-    short: str = ""                # short letters
-    arg: int = NO
+class Opt(namedtuple("Opt", ("key", "long", "short", "arg"), defaults=((), "", NO))):
+    """One option: what the command calls it (key), its long names without "--",
+    its short letters, and whether it takes an argument (NO, REQUIRED, OPTIONAL).
+    A named tuple, not a dataclass: every command builds its table at start-up,
+    and importing dataclasses (and inspect with it) costs more than the rest."""
+    __slots__ = ()
 
 
 # What every command prints for -V/--version (and scontrol for its "version" word).

@@ -15,22 +15,19 @@ submission itself takes an injectable ``api`` so tests run without a server.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, TextIO
-
-import grpc
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Callable, Mapping, TextIO
 
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
-                        make_api, parse_options, run)
+                        make_api, parse_options, refusals, run)
 from cli.job_options import JOB_OPTIONS, MEMORY_FIELDS, env_variables, memory_conflict
 from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt
-from lingjun import launchers, slurm
-from lingjun.client import ControllerUnreachable
-from lingjun.v1 import api_pb2
+from lingjun import slurm
+from lingjun import messages
+from lingjun.endpoints import ControllerUnreachable
 
 PROG = "sbatch"
 USAGE_RC = 255
@@ -225,15 +222,17 @@ def _err(text: str, rc: int = USAGE_RC) -> CommandError:
     return CommandError(f"sbatch: error: {text}", rc)
 
 
-@dataclass
 class Parsed:
-    """Everything sbatch decided before talking to the controller."""
-    request: api_pb2.SubmitJobRequest
-    parsable: bool = False
-    quiet: bool = False
-    wait: bool = False
-    warnings: list[str] = field(default_factory=list)
-    info: str = ""                # --help / --usage / --version text to print instead
+    """Everything sbatch decided before talking to the controller (a plain
+    class: dataclasses would cost every sbatch its import of inspect)."""
+
+    def __init__(self, request: messages.SubmitJobRequest, parsable: bool = False,
+                 quiet: bool = False, wait: bool = False, warnings: list[str] | None = None,
+                 info: str = ""):
+        self.request = request
+        self.parsable, self.quiet, self.wait = parsable, quiet, wait
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self.info = info              # --help / --usage / --version text to print instead
 
 
 # --- option values ------------------------------------------------------------
@@ -462,13 +461,13 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     cli_opts, positional = _parse(list(argv), stop=True)
     keys = [k for k, _, _ in cli_opts]
     if "help" in keys:
-        return Parsed(api_pb2.SubmitJobRequest(), info=HELP)
+        return Parsed(messages.SubmitJobRequest(), info=HELP)
     if "usage" in keys:
-        return Parsed(api_pb2.SubmitJobRequest(),
+        return Parsed(messages.SubmitJobRequest(),
                       info="Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-p partition] "
                            "[-t time] [-J jobname] [-o out] [-e err] executable [args...]\n")
     if "version" in keys:
-        return Parsed(api_pb2.SubmitJobRequest(), info=VERSION)
+        return Parsed(messages.SubmitJobRequest(), info=VERSION)
 
     wrap = next((v for k, v, _ in reversed(cli_opts) if k == "wrap"), None)
     command = ""
@@ -519,7 +518,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
             env_opts.append((opt.key, value or None if opt.arg == OPTIONAL else value, var))
     script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
 
-    parsed = Parsed(api_pb2.SubmitJobRequest(client_token=str(uuid.uuid4())))
+    parsed = Parsed(messages.SubmitJobRequest(client_token=os.urandom(16).hex()))
     parsed.warnings.extend(directive_warnings)
     spec = parsed.request.spec
     spec.name = default_name
@@ -542,7 +541,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
     # Slurm's sbatch records the submitter's umask; the job's files are created with it.
     spec.environment.setdefault("SLURM_UMASK", env.get("SLURM_UMASK") or _umask_text())
     spec.submit_dir = cwd
-    spec.submit_host = socket.gethostname().split(".")[0]
+    spec.submit_host = os.uname().nodename.split(".")[0]   # gethostname(), without socket
     spec.user, spec.uid, spec.gid, spec.group = current_user()
     return parsed
 
@@ -564,7 +563,7 @@ def _one_memory_option(script_opts, env_opts, cli_opts):
     return script_opts, env_opts
 
 
-def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, spelled: str,
+def _apply(parsed: Parsed, spec: messages.JobSpec, key: str, value: str | None, spelled: str,
            cwd: str, export: str) -> str:
     """Apply one option to the spec; returns the --export value so far."""
     if key.startswith("ignore:"):
@@ -630,6 +629,7 @@ def _apply(parsed: Parsed, spec: api_pb2.JobSpec, key: str, value: str | None, s
     elif key == "wrap":
         pass  # handled before the script is read
     elif key == "launcher":
+        from lingjun import launchers    # here: few submissions name one
         if value not in launchers.LAUNCHERS:
             raise _err(f"Invalid --launcher argument: {value} (one of {', '.join(launchers.NAMES)})")
         spec.launcher = value
@@ -706,7 +706,7 @@ def _hostlist(value: str) -> str:
 
 
 def build_request(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, str],
-                  cwd: str) -> api_pb2.SubmitJobRequest:
+                  cwd: str) -> messages.SubmitJobRequest:
     """The SubmitJobRequest sbatch would send for argv. Raises CommandError."""
     return parse_args(argv, stdin, env, cwd).request
 
@@ -714,8 +714,8 @@ def build_request(argv: list[str], stdin: TextIO | str | None, env: Mapping[str,
 # --- submitting ---------------------------------------------------------------------------
 
 
-def submit(api, request: api_pb2.SubmitJobRequest, attempts: int = 4,
-           sleep: Callable[[float], None] = time.sleep) -> api_pb2.SubmitJobResponse:
+def submit(api, request: messages.SubmitJobRequest, attempts: int = 4,
+           sleep: Callable[[float], None] = time.sleep) -> messages.SubmitJobResponse:
     """Submit, retrying an unreachable controller with the same client token.
 
     The token makes a retry of a submission the controller did commit return
@@ -739,7 +739,7 @@ FINISHED = slurm.FINISHED_STATES
 def wait_for(api, job_id: int, sleep: Callable[[float], None] = time.sleep) -> int:
     """--wait: poll until the job ends; its exit code (1 when it did not complete)."""
     while True:
-        reply = api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=[job_id], all_states=True))
+        reply = api.call("GetJobs", messages.GetJobsRequest(job_ids=[job_id], all_states=True))
         jobs = [j for j in reply.jobs if j.job_id == job_id]
         if jobs and jobs[0].state in FINISHED:
             j = jobs[0]
@@ -771,7 +771,7 @@ def _sbatch(argv: list[str], api, out: TextIO, err: TextIO, stdin: TextIO | None
         api = api or make_api()
         try:
             reply = submit(api, parsed.request, sleep=sleep)
-        except grpc.RpcError as e:
+        except refusals() as e:
             # Slurm names the partition on a line of its own before the usual one.
             if details(e) == "Invalid partition name specified":
                 print(f"sbatch: error: invalid partition specified: {spec.partition}", file=err)

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
-
-import grpc
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import helptext
 from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,
-                        own_options, parse_array_selectors, parse_options, resolve_user, run)
+                        own_options, parse_array_selectors, parse_options, refusals, resolve_user,
+                        run)
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
-from lingjun.client import ControllerUnreachable
-from lingjun.v1 import api_pb2
+from lingjun import messages
+from lingjun.endpoints import ControllerUnreachable
 
 PROG = "scancel"
 OPTIONS = [
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
 
 def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
-    req = api_pb2.CancelJobsRequest(requester_uid=os.getuid())
+    req = messages.CancelJobsRequest(requester_uid=os.getuid())
     quiet = False
     filtered = False
     for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SCANCEL):
@@ -116,7 +117,7 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         else:
             print(f"scancel: error: {CONNECT_FAILURE}", file=err)
         return 1
-    except grpc.RpcError as e:
+    except refusals() as e:
         text = details(e)
         if text in QUIET_ERRORS:
             return 0

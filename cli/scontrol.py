@@ -15,15 +15,13 @@ import sys
 import time
 from typing import TextIO
 
-import grpc
-
 from cli import formats
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
-                        make_api, parse_array_selectors, parse_options, run)
+                        make_api, parse_array_selectors, parse_options, refusals, run)
 from cli.options import NO, VERSION, Opt
 from lingjun import slurm
-from lingjun.client import ControllerUnreachable, controller_address
-from lingjun.v1 import api_pb2
+from lingjun import messages
+from lingjun.endpoints import ControllerUnreachable, controller_address
 
 PROG = "scontrol"
 OPTIONS = [
@@ -110,7 +108,7 @@ class Scontrol:
             ids = [job_id]
         with controller_errors("slurm_load_jobs error: ",
                                not_found="slurm_load_jobs error: Invalid job id specified"):
-            reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=ids, all_states=True))
+            reply = self.api.call("GetJobs", messages.GetJobsRequest(job_ids=ids, all_states=True))
         # "show job 12": every row of array 12; "show job 12_2": task 2's own row,
         # or while it is pending the array's remainder that holds it (as Slurm)
         jobs = [j for j in reply.jobs if not ids or ids[0] in (j.job_id, j.array_job_id)]
@@ -137,15 +135,15 @@ class Scontrol:
         if not any(j.state == slurm.PENDING or not j.nodes for j in jobs):
             return {}
         try:
-            parts = self.api.call("GetPartitions", api_pb2.GetPartitionsRequest()).partitions
-        except (ControllerUnreachable, grpc.RpcError):
+            parts = self.api.call("GetPartitions", messages.GetPartitionsRequest()).partitions
+        except (ControllerUnreachable, *refusals()):
             return {}
         return {p.name: p.total_memory_mb // p.total_nodes for p in parts if p.total_nodes}
 
     def show_node(self, name: str | None) -> int:
         names = slurm.expand_hostlist(name) if name else []
         with controller_errors("slurm_load_node error: ", not_found=f"Node {name} not found"):
-            reply = self.api.call("GetNodes", api_pb2.GetNodesRequest(names=names))
+            reply = self.api.call("GetNodes", messages.GetNodesRequest(names=names))
         nodes = sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))
         if names:
             nodes = [n for n in nodes if n.name in names]
@@ -161,7 +159,7 @@ class Scontrol:
         with controller_errors("slurm_load_partitions error: ",
                                not_found=f"Partition {name} not found"):
             reply = self.api.call("GetPartitions",
-                                  api_pb2.GetPartitionsRequest(names=[name] if name else []))
+                                  messages.GetPartitionsRequest(names=[name] if name else []))
         parts = [p for p in reply.partitions if not name or p.name == name]
         if not parts:
             if name:
@@ -173,8 +171,8 @@ class Scontrol:
 
     def show_config(self) -> int:
         with controller_errors("slurm_load_ctl_conf error: "):
-            conf = self.api.call("GetConfig", api_pb2.GetConfigRequest())
-            ping = self.api.call("Ping", api_pb2.PingRequest())
+            conf = self.api.call("GetConfig", messages.GetConfigRequest())
+            ping = self.api.call("Ping", messages.PingRequest())
         self.out.write(formats.scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
         self.out.write("\n" + formats.scontrol_ping_line(ping.controller_host or "localhost", True))
         return 0
@@ -182,8 +180,8 @@ class Scontrol:
     # --- ping ----------------------------------------------------------------
     def ping(self) -> int:
         try:
-            reply = self.api.call("Ping", api_pb2.PingRequest())
-        except (ControllerUnreachable, grpc.RpcError):
+            reply = self.api.call("Ping", messages.PingRequest())
+        except (ControllerUnreachable, *refusals()):
             host = controller_address().rsplit(":", 1)[0]
             self.out.write(formats.scontrol_ping_line(host, False))
             return 1
@@ -226,7 +224,7 @@ class Scontrol:
         if state in ("DRAIN", "DOWN") and not reason:
             raise CommandError(REASON_REQUIRED)
         user = current_user()[0]
-        req = api_pb2.UpdateNodeRequest(names=names, state=state, reason=reason,
+        req = messages.UpdateNodeRequest(names=names, state=state, reason=reason,
                                         requester_uid=os.getuid(), requester=user)
         with controller_errors("slurm_update error: "):
             self.api.call("UpdateNode", req)
@@ -235,7 +233,7 @@ class Scontrol:
     # --- jobs: update, hold, release, requeue -------------------------------------
     def update_job(self, args: list[str]) -> int:
         """scontrol update JobId=N Key=Value...: Slurm's update_job.c words."""
-        req = api_pb2.UpdateJobRequest(requester_uid=os.getuid())
+        req = messages.UpdateJobRequest(requester_uid=os.getuid())
         job_id = ""
         time_limit: str | None = None
         i = 0
@@ -314,7 +312,7 @@ class Scontrol:
             self.api.call("UpdateJob", req)
         except ControllerUnreachable:
             raise CommandError("slurm_update error: " + CONNECT_FAILURE) from None
-        except grpc.RpcError as e:
+        except refusals() as e:
             raise CommandError(f"{details(e)} for job {job_id}") from None
         return 0
 
@@ -329,7 +327,7 @@ class Scontrol:
             return minutes
         with controller_errors("slurm_load_jobs error: ",
                                not_found="slurm_load_jobs error: Invalid job id specified"):
-            reply = self.api.call("GetJobs", api_pb2.GetJobsRequest(job_ids=[job_id], all_states=True))
+            reply = self.api.call("GetJobs", messages.GetJobsRequest(job_ids=[job_id], all_states=True))
         current = next((j.time_limit_min for j in reply.jobs if j.job_id == job_id), slurm.UNLIMITED)
         if current == slurm.UNLIMITED:
             return current
@@ -355,12 +353,12 @@ class Scontrol:
             (ids if slurm.is_job_id(w) else bad).append(int(w) if slurm.is_job_id(w) else w)
         uid = os.getuid()
         if cmd in ("requeue", "requeuehold"):
-            method, req = "RequeueJobs", api_pb2.RequeueJobsRequest(
+            method, req = "RequeueJobs", messages.RequeueJobsRequest(
                 job_ids=ids, hold=cmd == "requeuehold", requester_uid=uid)
         else:
-            action = {"hold": api_pb2.HoldJobsRequest.HOLD, "uhold": api_pb2.HoldJobsRequest.USER_HOLD,
-                      "release": api_pb2.HoldJobsRequest.RELEASE}[cmd]
-            method, req = "HoldJobs", api_pb2.HoldJobsRequest(job_ids=ids, action=action,
+            action = {"hold": messages.HoldJobsRequest.HOLD, "uhold": messages.HoldJobsRequest.USER_HOLD,
+                      "release": messages.HoldJobsRequest.RELEASE}[cmd]
+            method, req = "HoldJobs", messages.HoldJobsRequest(job_ids=ids, action=action,
                                                              requester_uid=uid)
         lines = [f"Invalid job id specified for job {w}" for w in bad]
         if ids:
@@ -388,7 +386,7 @@ class Scontrol:
             raise CommandError("job script retrieval failed: Invalid job id specified")
         job_id = int(word)
         filename = args[2] if len(args) > 2 else f"slurm-{job_id}.sh"
-        req = api_pb2.GetBatchScriptRequest(job_id=job_id, requester_uid=os.getuid())
+        req = messages.GetBatchScriptRequest(job_id=job_id, requester_uid=os.getuid())
         with controller_errors("job script retrieval failed: "):
             reply = self.api.call("GetBatchScript", req)
         if filename == "-":
@@ -486,7 +484,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if cmd == "reconfigure":
         # Slurm's reconfigure prints nothing: the controller re-reads its whole file.
         with controller_errors("slurm_reconfigure error: "):
-            tool.api.call("NetReconfigure", api_pb2.NetReconfigureRequest(requester_uid=os.getuid()))
+            tool.api.call("NetReconfigure", messages.NetReconfigureRequest(requester_uid=os.getuid()))
         return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])

@@ -11,7 +11,7 @@ from cli.common import CommandError, controller_errors, make_api, own_options, p
 from cli import sorting
 from cli.options import NO, REQUIRED, Opt, comma_list, env_options
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+from lingjun import messages
 
 PROG = "sinfo"
 OPTIONS = [
@@ -117,8 +117,8 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             tests.append(lambda n, ws=words: any(_STATE_TESTS[w](n) for w in ws))
     with controller_errors("slurm_load_partitions: "):
         api = api or make_api()
-        parts = list(api.call("GetPartitions", api_pb2.GetPartitionsRequest()).partitions)
-        nodes = list(api.call("GetNodes", api_pb2.GetNodesRequest()).nodes)
+        parts = list(api.call("GetPartitions", messages.GetPartitionsRequest()).partitions)
+        nodes = list(api.call("GetNodes", messages.GetNodesRequest()).nodes)
     if names:
         nodes = [n for n in nodes if n.name in names]
     if dump:  # the node and partition filters apply; formatting options do not

@@ -21,7 +21,9 @@ from typing import Callable, Sequence
 
 from cli import formats
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+TYPE_CHECKING = False     # typing's own flag: protobuf stays out of the command's start-up
+if TYPE_CHECKING:
+    from lingjun.v1 import api_pb2
 
 # squeue's default order (squeue.1), and sinfo's by partition and by node
 SQUEUE_DEFAULT_SORT = "P,t,-p"

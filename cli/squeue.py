@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import formats, formats_json, helptext
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
@@ -25,7 +27,7 @@ from cli.common import (CommandError, bad_values, cluster_name, controller_error
 from cli import sorting
 from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list, env_options
 from lingjun import slurm
-from lingjun.v1 import api_pb2
+from lingjun import messages
 
 PROG = "squeue"
 OPTIONS = [
@@ -177,7 +179,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         fmt = fmt or formats.SQUEUE_DEFAULT_FORMAT
         columns = formats.squeue_format_fields(fmt)
     filtered = bool(users or partitions or names or accounts or nodelist or job_ids)
-    jobs: list[api_pb2.JobInfo] = []
+    jobs: list[messages.JobInfo] = []
     now = 0
     in_order = False
     if not (bad_user and not users):
@@ -190,7 +192,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             wanted_fields.add("qos")
         if sort_keys is not None:
             wanted_fields |= sorting.squeue_sort_fields(sort_keys)
-        request = api_pb2.GetJobsRequest(
+        request = messages.GetJobsRequest(
             job_ids=job_ids, users=users, partitions=partitions, names=names,
             states=sorted(states or ()), all_states=bool(job_ids) or states is None or bool(states),
             accounts=accounts, nodes=sorted(nodelist), job_fields=sorted(wanted_fields),
@@ -241,7 +243,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 
 def _dump(api, kind: str, out: TextIO) -> int:
     with controller_errors("slurm_load_jobs error: "):
-        reply = api.call("GetJobs", api_pb2.GetJobsRequest(all_states=True))
+        reply = api.call("GetJobs", messages.GetJobsRequest(all_states=True))
     doc = formats_json.squeue_document(reply.jobs, cluster_name(api))
     out.write(formats_json.dump_json(doc) if kind == "json" else formats_json.dump_yaml(doc))
     return 0

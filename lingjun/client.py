@@ -21,96 +21,15 @@ raises as ``err.reason``, so a program need not parse the message.
 from __future__ import annotations
 
 import collections
-import functools
-import json
-import os
 import sys
 from pathlib import Path
 
 import grpc
 
-from lingjun import auth, credential
-
+from lingjun import auth, credential, messages
+from lingjun.endpoints import (RPC_TIMEOUT_S, ControllerUnreachable, auth_socket,
+                               controller_address, lingjun_home, local_pointer, tls_ca)
 from lingjun.v1 import api_pb2, api_pb2_grpc
-
-def lingjun_home() -> Path:
-    """Where ``lingjun up`` leaves the pointer to the running local cluster."""
-    return Path(os.environ.get("LINGJUN_HOME") or Path(os.path.expanduser("~")) / ".lingjun")
-
-
-def local_pointer() -> Path:
-    return lingjun_home() / "local.json"
-RPC_TIMEOUT_S = 30.0
-
-
-class ControllerUnreachable(RuntimeError):
-    pass
-
-
-def controller_address() -> str:
-    addr = os.environ.get("LINGJUN_CONTROLLER")
-    if addr:
-        return addr
-    conf = os.environ.get("LINGJUN_CONF")
-    if conf or Path("/etc/lingjun/lingjun.toml").exists():
-        from lingjun import config
-        try:
-            return _config(conf).controller.connect_address
-        except config.ConfigError as e:
-            raise ControllerUnreachable(str(e)) from None
-    try:
-        return json.loads(local_pointer().read_text())["address"]
-    except (OSError, ValueError, KeyError):
-        pass
-    from lingjun.config import DEFAULT_PORT
-    return f"127.0.0.1:{DEFAULT_PORT}"
-
-
-def _config(path: str | None):
-    """The config file, parsed once per process while it is unchanged: a
-    command needs three of its settings, and parsing it expands every node
-    (10,000 nodes: 40 ms each time)."""
-    from lingjun import config
-    try:
-        st = os.stat(path or config.config_path())
-    except OSError:
-        return config.load(path)        # its own words for a file it cannot read
-    return _parsed(path, st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-@functools.lru_cache(maxsize=4)
-def _parsed(path: str | None, mtime_ns: int, size: int, inode: int):
-    from lingjun import config
-    return config.load(path)
-
-
-def _client_setting(env: str, key: str, local_key: str, default: str) -> str:
-    """One [auth] setting for a command: the environment, the config file, the
-    local cluster's pointer, the default: the order controller_address uses."""
-    value = os.environ.get(env)
-    if value is not None:
-        return value
-    conf = os.environ.get("LINGJUN_CONF")
-    if conf or Path("/etc/lingjun/lingjun.toml").exists():
-        from lingjun import config
-        try:
-            return getattr(_config(conf).auth, key)
-        except config.ConfigError:
-            return default
-    try:
-        return str(json.loads(local_pointer().read_text()).get(local_key, default))
-    except (OSError, ValueError):
-        return default
-
-
-def auth_socket() -> str:
-    from lingjun.config import AuthConfig
-    return _client_setting("LINGJUN_AUTH_SOCKET", "socket", "auth_socket", AuthConfig.socket)
-
-
-def tls_ca() -> str:
-    """PEM file of the CA that signed the controller's certificate ("" = plaintext)."""
-    return _client_setting("LINGJUN_TLS_CA", "tls_ca", "tls_ca", "")
 
 
 ERROR_DOMAIN = "lingjun"
@@ -213,6 +132,7 @@ class Api:
         ``details()`` and Slurm's error name in ``reason``) for the command to print.
         """
         fn = getattr(self.stub, method)
+        request = _protobuf(request)
         try:
             if wait_ready:
                 return fn(request, timeout=timeout, wait_for_ready=True)
@@ -224,10 +144,18 @@ class Api:
             raise
 
     def stream(self, method: str, request, timeout: float | None = None):
-        return getattr(self.stub, method)(request, timeout=timeout)
+        return getattr(self.stub, method)(_protobuf(request), timeout=timeout)
 
     def close(self) -> None:
         self._channel.close()
 
 
-__all__ = ["Api", "ControllerUnreachable", "controller_address", "error_info", "error_reason", "api_pb2"]
+def _protobuf(request):
+    """A request built as the commands build them (lingjun.messages) as protobuf's message."""
+    if isinstance(request, messages.Message):
+        return messages.to_protobuf(request)
+    return request
+
+
+__all__ = ["Api", "ControllerUnreachable", "RPC_TIMEOUT_S", "api_pb2", "auth_socket", "controller_address",
+           "error_info", "error_reason", "lingjun_home", "local_pointer", "tls_ca"]

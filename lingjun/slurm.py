@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 
 import hostlist
 
@@ -434,12 +434,11 @@ DEFAULT_MAX_ARRAY_SIZE = 1001     # Slurm's MaxArraySize: indices 0 .. 1000
 _ARRAY_ITEM_RE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 
 
-@dataclass(frozen=True)
-class ArraySpec:
-    """An --array value: the task indices (ascending, distinct) and the %N throttle."""
-
-    indices: tuple[int, ...]
-    max_running: int = 0          # 0 = no throttle
+class ArraySpec(namedtuple("ArraySpec", ("indices", "max_running"), defaults=(0,))):
+    """An --array value: the task indices (ascending, distinct) and the %N throttle
+    (max_running, 0 = none). A named tuple: every command imports this module,
+    and dataclasses would cost each one its import of inspect."""
+    __slots__ = ()
 
     @property
     def step(self) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lingjun import auth, logs
 from lingjun import config as configmod
+from lingjun.command_server import CommandSocketServer, ControllerChannel, relay_answer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
 from lingjun.sdnotify import notify
@@ -22,9 +23,13 @@ from lingjun_agent.runner import Agent
 log = logging.getLogger("lingjun_agent")
 
 
-async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
+async def _main(agent: Agent, creds: CredentialServer | None = None,
+                commands: CommandSocketServer | None = None,
+                relay: ControllerChannel | None = None) -> None:
     if creds is not None:
         await creds.start()      # [auth] agent_serves_socket
+    if commands is not None:
+        await commands.start()   # and this host's commands, relayed to the controller
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -45,6 +50,10 @@ async def _main(agent: Agent, creds: CredentialServer | None = None) -> None:
     task.cancel()
     if creds is not None:
         await creds.close()
+    if commands is not None:
+        await commands.close()
+    if relay is not None:
+        await relay.close()
     agent.net.stop()
 
 
@@ -89,9 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     job_env = {"LINGJUN_AUTH_SOCKET": cfg.auth.socket}
     if cfg.auth.tls:
         job_env["LINGJUN_TLS_CA"] = str(Path(cfg.auth.tls_ca or cfg.auth.tls_cert).absolute())
-    creds = (CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s)
-             if cfg.auth.agent_serves_socket else None)
-    agent = Agent(args.node, args.controller or cfg.controller.connect_address,
+    creds = commands = relay = None
+    controller = args.controller or cfg.controller.connect_address
+    if cfg.auth.agent_serves_socket:
+        creds = CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s)
+        relay = ControllerChannel(controller, tls_ca)
+        commands = CommandSocketServer(cfg.auth.socket,
+                                       relay_answer(relay.stub, key, cfg.auth.token_ttl_s),
+                                       cfg.authz.max_message_bytes)
+    agent = Agent(args.node, controller,
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,
                   reconnect_min_s=cfg.agent.reconnect_min_s, reconnect_max_s=cfg.agent.reconnect_max_s,
@@ -100,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                   device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root,
                   mps_control=cfg.agent.mps_control)
     try:
-        asyncio.run(_main(agent, creds))
+        asyncio.run(_main(agent, creds, commands, relay))
     except OSError as e:                    # the credential socket could not be served
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1

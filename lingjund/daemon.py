@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import auth, logs
 from lingjun import config as configmod
+from lingjun.command_server import CommandSocketServer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
 from lingjun.sdnotify import notify
@@ -35,7 +36,9 @@ from lingjund.service import (accounting, allocations, configuration, faulttol, 
                               scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
+from lingjund.transport.api import SlurmApiServicer
 from lingjund.transport.authn import ServerAuth
+from lingjund.transport.command_socket import servicer_answer
 from lingjund.transport.server import SERVICES, build_server
 
 log = logging.getLogger("lingjund")
@@ -146,11 +149,15 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     mailer = mail.Mailer(ctl)       # --mail-type: told of each committed state change
     store.watch_states(mailer.job_changed)
     mailer.start()
-    server, port, health_servicer = build_server(ctl, cc.listen, server_auth)
-    creds = None
-    if cfg.auth.controller_serves_socket:   # users' tokens on this host
+    api = SlurmApiServicer(ctl)
+    server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api)
+    creds = commands = None
+    if cfg.auth.controller_serves_socket:   # users' tokens on this host, and their commands' calls
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
+        commands = CommandSocketServer(cfg.auth.socket, servicer_answer(api),
+                                       cfg.authz.max_message_bytes)
+        await commands.start()
     await server.start()
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -182,6 +189,8 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     purger.cancel()
     accounting.close_readers(ctl)
     ctl.agents.close_all()
+    if commands is not None:       # no new calls by either door while the last ones finish
+        await commands.close()
     await server.stop(grace=2)
     if creds is not None:
         await creds.close()

@@ -33,8 +33,11 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_b
 PENDING_CALLS = 65_536
 
 
-def build_server(ctl: Controller, listen: str,
-                 auth: ServerAuth) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+def build_server(ctl: Controller, listen: str, auth: ServerAuth,
+                 api: SlurmApiServicer | None = None
+                 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """``api``: the SlurmApi servicer to serve (one is made when None); the
+    daemon passes the one its local command socket answers through too."""
     # DecodeGuard first: the authentication check must see decoded requests.
     authn = AuthnInterceptor(auth.key)
     server = grpc.aio.server(interceptors=[DecodeGuard(), authn], options=[
@@ -60,7 +63,7 @@ def build_server(ctl: Controller, listen: str,
     ])
     # GetJobs (squeue) and GetAccounting (sacct, from the history readers) may
     # answer with bytes encoded already: those are sent as they are
-    api_pb2_grpc.add_SlurmApiServicer_to_server(SlurmApiServicer(ctl), _EncodedReplies(server))
+    api_pb2_grpc.add_SlurmApiServicer_to_server(api or SlurmApiServicer(ctl), _EncodedReplies(server))
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(ctl, auth), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

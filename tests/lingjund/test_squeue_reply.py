@@ -9,6 +9,7 @@ import pytest
 
 from cli import formats, squeue
 from lingjun import slurm
+from lingjun import messages
 from lingjun.v1 import api_pb2
 from tests.lingjund import inproc
 
@@ -36,6 +37,8 @@ class Recording:
         self.stub, self.whole, self.replies = stub, whole, []
 
     def call(self, method, request, timeout=None, wait_ready=0.0):
+        if isinstance(request, messages.Message):    # the commands build lingjun.messages
+            request = messages.to_protobuf(request)
         if self.whole and method == "GetJobs":
             sent, request = request, api_pb2.GetJobsRequest()
             request.CopyFrom(sent)
