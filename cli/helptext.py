@@ -48,6 +48,7 @@ SQUEUE = render("Usage: squeue [OPTIONS]", [("", [
     ("-q, --qos=qos(s)", "comma separated list of qos's\nto view, default is all qos's"),
     ("-r, --array", "display one job array element per line"),
     ("-S, --sort=fields", "comma separated list of fields to sort on"),
+    ("--start", "print expected start times of pending jobs\n(backfill's reservations), earliest first"),
     ("-t, --states=states", "comma separated list of states to view,\n"
                             "default is pending and running,\n'all' reports all states"),
     ("-u, --user=user_name(s)", "comma separated list of users to view"),

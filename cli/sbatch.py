@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import namedtuple
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Mapping, TextIO
@@ -263,15 +264,14 @@ _BAD_GRES = CommandError("sbatch: error: Batch job submission failed: "
                          "Invalid generic resource (gres) specification", 1)
 
 
-@dataclass(frozen=True)
-class GresRequest:
-    """What --gres asks of each node: whole GPUs, or shards or MPS of one GPU."""
+class GresRequest(namedtuple("GresRequest", ("gpu_type", "gpus", "shards", "mps", "gpu_mem_mb"),
+                             defaults=("", 0, 0, 0, 0))):
+    """What --gres asks of each node: whole GPUs (``gpu_type``, ``gpus``), or
+    ``shards`` (shard:N) or ``mps`` (mps:P, P of one GPU's MPS count) of one GPU,
+    with ``gpu_mem_mb`` (gpumem:SIZE) an MPS job's GPU memory cap (PAI eGPU
+    style). A named tuple: a dataclass would cost every sbatch its import."""
 
-    gpu_type: str = ""
-    gpus: int = 0
-    shards: int = 0               # shard:N
-    mps: int = 0                  # mps:P (P of one GPU's MPS count)
-    gpu_mem_mb: int = 0           # gpumem:SIZE, an MPS job's GPU memory cap (PAI eGPU style)
+    __slots__ = ()
 
 
 def parse_gres(value: str) -> GresRequest:

@@ -20,8 +20,8 @@ def test_the_committed_field_table_is_the_descriptors():
 
 
 def test_enum_values_read_as_protobufs_do():
-    assert messages.JobHoldRequest.RELEASE == api_pb2.JobHoldRequest.RELEASE
-    assert messages.JobHoldRequest(action=messages.JobHoldRequest.HOLD).action == api_pb2.JobHoldRequest.HOLD
+    assert messages.HoldJobsRequest.RELEASE == api_pb2.HoldJobsRequest.RELEASE
+    assert messages.HoldJobsRequest(action=messages.HoldJobsRequest.HOLD).action == api_pb2.HoldJobsRequest.HOLD
 
 
 @pytest.mark.parametrize("name", sorted(api_pb2.DESCRIPTOR.message_types_by_name))

@@ -55,6 +55,7 @@ REASON: dict[type[errors.SlurmError], str] = {
     errors.InvalidRequest: "EINVAL",                  # a malformed request: Slurm answers EINVAL
     errors.InvalidPartition: "ESLURM_INVALID_PARTITION_NAME",
     errors.NodeConfigUnavailable: "ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE",
+    errors.InvalidTaskMemory: "ESLURM_INVALID_TASK_MEMORY",
     errors.InvalidNodeCount: "ESLURM_INVALID_NODE_COUNT",
     errors.TooManyCpus: "ESLURM_TOO_MANY_REQUESTED_CPUS",
     errors.InvalidTimeLimit: "ESLURM_INVALID_TIME_LIMIT",
