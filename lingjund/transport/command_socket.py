@@ -24,7 +24,9 @@ class _Context:
     def __init__(self, pid: int):
         self.pid = pid
 
-    async def abort(self, code: grpc.StatusCode, details: str = ""):
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata=()):
+        # The trailing metadata holds the status details (google.rpc.ErrorInfo)
+        # for gRPC callers; a command reads Slurm's words and the code only.
         raise Refusal(code.name, details)
 
     def peer(self) -> str:
