@@ -64,6 +64,7 @@ class Allocation:
         self._requests: queue.Queue = queue.Queue()
         self._call = None
         self._releasing = False
+        self._release_msg = None        # the release, sent again on a re-attached stream
         self._on_revoked = on_revoked
         self.job_id = 0
         self.ended = threading.Event()
@@ -111,7 +112,9 @@ class Allocation:
                         break
                 break
             except grpc.RpcError as e:
-                if self._releasing or e.code() != grpc.StatusCode.UNAVAILABLE or not self._reattach():
+                # A release sent while the controller was away would be lost with
+                # the old stream: re-attach and send it again (_reattach does).
+                if e.code() != grpc.StatusCode.UNAVAILABLE or not self._reattach():
                     break
         self.ended.set()
         if not self._releasing and self.end is not None and self._on_revoked is not None:
@@ -120,7 +123,7 @@ class Allocation:
     def _reattach(self) -> bool:
         """Take the lease again after the controller came back; False when it cannot."""
         deadline = time.monotonic() + REATTACH_S
-        while time.monotonic() < deadline and not self._releasing:
+        while time.monotonic() < deadline:
             time.sleep(1.0)
             requests: queue.Queue = queue.Queue()
             requests.put(api_pb2.AllocationRequest(attach_job_id=self.job_id,
@@ -139,6 +142,8 @@ class Allocation:
             except StopIteration:
                 return False
             self._requests, self._call = requests, call
+            if self._release_msg is not None:    # released while it was away
+                requests.put(self._release_msg)
             if first.WhichOneof("event") == "ended":
                 self.end = first.ended
                 return False
@@ -147,9 +152,10 @@ class Allocation:
 
     def release(self, exit_code: int, signal: int = 0, timeout: float = 30.0) -> None:
         """End the job with the command's status and wait until the controller has it."""
+        self._release_msg = api_pb2.AllocationRequest(
+            release=api_pb2.AllocationRelease(exit_code=exit_code, signal=signal))
         self._releasing = True
-        self._requests.put(api_pb2.AllocationRequest(
-            release=api_pb2.AllocationRelease(exit_code=exit_code, signal=signal)))
+        self._requests.put(self._release_msg)
         self.ended.wait(timeout)
         self.close()
 
