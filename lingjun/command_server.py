@@ -235,13 +235,7 @@ class CommandSocketServer:
         return _line({"reply": plain(reply)})
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+        await credential.close_unix_server(self._server, self.path)
 
 
 __all__ = ["Answer", "CommandSocketServer", "ControllerChannel", "Refusal", "decode", "plain", "relay_answer"]

@@ -67,13 +67,19 @@ class CredentialServer:
             writer.close()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+        await close_unix_server(self._server, self.path)
+
+
+async def close_unix_server(server: asyncio.base_events.Server | None, path: str) -> None:
+    """Stop a unix socket server of ours and remove its socket file (the
+    credential socket's and the command socket's alike)."""
+    if server is not None:
+        server.close()
+        await server.wait_closed()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _answers(path: str) -> bool:
