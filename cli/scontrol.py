@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import formats
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,

@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from cli import formats, formats_json, helptext
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
