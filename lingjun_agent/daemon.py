@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import Callable
 
 from lingjun import auth, logs
 from lingjun import config as configmod
@@ -25,7 +26,8 @@ log = logging.getLogger("lingjun_agent")
 
 async def _main(agent: Agent, creds: CredentialServer | None = None,
                 commands: CommandSocketServer | None = None,
-                relay: ControllerChannel | None = None) -> None:
+                relay: ControllerChannel | None = None,
+                reload: Callable[[], None] | None = None) -> None:
     if creds is not None:
         await creds.start()      # [auth] agent_serves_socket
     if commands is not None:
@@ -34,6 +36,8 @@ async def _main(agent: Agent, creds: CredentialServer | None = None,
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if reload is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload)
     task = asyncio.create_task(agent.run())
 
     async def ready() -> None:
@@ -55,6 +59,47 @@ async def _main(agent: Agent, creds: CredentialServer | None = None,
     if relay is not None:
         await relay.close()
     agent.net.stop()
+
+
+# Read at start only: a change to these in the file is logged on SIGHUP and
+# waits for a restart (the agent's identity, its sockets and where it keeps state).
+RESTART_ONLY = ("auth", "agent.state_dir", "agent.device_root", "agent.sysfs_root",
+                "agent.mps_control", "controller.listen", "controller.address",
+                "network.rdma_sysfs_root")
+
+
+def reloader(agent: Agent, path: str | None, node: str, cfg: configmod.Config) -> Callable[[], None]:
+    """SIGHUP: re-read the configuration file, as slurmd does on ``scontrol
+    reconfigure``. The probes, their interval and the reconnect backoff change
+    at once; RESTART_ONLY keys are logged; a broken file changes nothing. No job
+    is touched. systemd hears RELOADING=1 before and READY=1 after."""
+    current = [cfg]
+
+    def reload() -> None:
+        sdnotify.reloading()
+        try:
+            new = configmod.load(path)
+        except configmod.ConfigError as e:
+            log.error("reconfigure (SIGHUP) failed, configuration unchanged: %s", e)
+            notify("READY=1")
+            return
+        pending = [k for k in RESTART_ONLY if _key(current[0], k) != _key(new, k)]
+        if pending:
+            log.warning("reconfigure (SIGHUP): %s changed; it takes effect when the agent "
+                        "restarts", ", ".join(pending))
+        agent.reconfigure(new.sanity, new.agent.reconnect_min_s, new.agent.reconnect_max_s,
+                          _configured(new, node))
+        current[0] = new
+        log.info("reconfigure (SIGHUP): configuration re-read from %s", path or "the default file")
+        notify("READY=1")
+    return reload
+
+
+def _key(cfg: configmod.Config, dotted: str):
+    value = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _configured(cfg: configmod.Config, node: str) -> tuple[int, int, int]:
@@ -115,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                   device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root,
                   mps_control=cfg.agent.mps_control)
     try:
-        asyncio.run(_main(agent, creds, commands, relay))
+        asyncio.run(_main(agent, creds, commands, relay,
+                          reloader(agent, args.config, args.node, cfg)))
     except OSError as e:                    # the credential socket could not be served
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1

@@ -194,6 +194,7 @@ class Agent:
             clock_offset=lambda: self.clock_offset, expected_jobs=self._expected_jobs,
             job_users=lambda: set(self.job_uids.values()), declared_cpus=cpus,
             declared_memory_mb=memory_mb))
+        self.sanity_changed = asyncio.Event()      # set by reconfigure (SIGHUP)
 
     # -- lifecycle -------------------------------------------------------------
     async def run(self) -> None:
@@ -424,11 +425,29 @@ class Agent:
                                + (f" numa={d.numa_node}" if d.numa_node >= 0 else "")
                                + (f" nic={d.nic}" if d.nic else "") for d in found.devices))
 
+    def reconfigure(self, sanity: SanityConfig, reconnect_min_s: float, reconnect_max_s: float,
+                    configured: tuple[int, int, int]) -> None:
+        """What the agent takes from a re-read file (SIGHUP) without a restart: the
+        probes and their interval, the reconnect backoff, the resources the probes
+        hold the node to. Jobs are not touched."""
+        ctx = self.sanity.ctx
+        ctx.cpus, ctx.memory_mb, ctx.gpus = configured
+        self.sanity.reconfigure(sanity)
+        self.reconnect = (reconnect_min_s, reconnect_max_s)
+        self.sanity_changed.set()       # the periodic pass starts its wait again
+
     async def _periodic_sanity(self) -> None:
-        if not self.sanity.cfg.interval_s:
-            return
+        changed = self.sanity_changed
         while True:
-            await asyncio.sleep(self.sanity.next_wait())
+            changed.clear()
+            if not self.sanity.cfg.interval_s:      # none, until a reload sets one
+                await changed.wait()
+                continue
+            try:
+                await asyncio.wait_for(changed.wait(), self.sanity.next_wait())
+                continue                            # a new interval: wait again from now
+            except asyncio.TimeoutError:
+                pass
             results = await self.sanity.run("periodic")
             self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
                 phase="periodic", results=[to_pb(r) for r in results])))

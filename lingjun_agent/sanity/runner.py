@@ -38,6 +38,13 @@ class SanityRunner:
         self.rng = random.Random(ctx.node)
         self.last: list[Result] = []
 
+    def reconfigure(self, cfg: SanityConfig) -> None:
+        """Probe settings re-read from the file (SIGHUP): the next pass uses them."""
+        if cfg.nvml_module != self.cfg.nvml_module:
+            self.nvml = facts.Nvml(cfg.nvml_module)
+        self.cfg = cfg
+        self.probes = probes.build(cfg, self.ctx, self.nvml) if cfg.enabled else []
+
     def next_wait(self) -> float:
         return self.cfg.interval_s * (1 + self.cfg.jitter * (2 * self.rng.random() - 1))
 
