@@ -27,8 +27,23 @@ tasks of its own: MailProg runs as a child process awaited by the event
 loop, never inside a transaction or a scheduling pass, at most
 ``MAX_SENDING`` at once, each given ``MAIL_PROG_TIMEOUT_S`` (Slurm's 120).
 
-Not as Slurm: an array without ARRAY_TASKS gets one notice per task (as
-with ARRAY_TASKS), not Slurm's one summary for the whole array.
+Arrays. With ARRAY_TASKS each task is mailed as a job of its own ("Slurm
+Array Task Job_id=12_3 (15) ..."). Without it, as slurmctld's mail_job_info
+does through the array's master record, the array is mailed as one: BEGIN
+when its first task starts, REQUEUE when a task is requeued, and END or FAIL
+once every task has ended (none running, none left pending), with the exit
+codes of all its tasks:
+
+    Slurm Array Summary Job_id=12_* (12) Name=sweep Began
+    Slurm Array Summary Job_id=12_* (12) Name=sweep Ended, COMPLETED, ExitCode [0-0]
+    Slurm Array Summary Job_id=12_* (12) Name=sweep Failed, Mixed, ExitCode [0-2]
+    Slurm Array Summary Job_id=12_* (12) Name=sweep Ended, Mixed, MaxSignal [9]
+
+END or FAIL is chosen by the state of the array's own record (the task that
+keeps the array's id), as Slurm's master record decides; "Mixed" when some
+tasks exited 0 and some did not. The ``ArrayBook`` per array (only arrays
+that asked for mail) counts its live tasks, so no notice scans the array;
+after a controller restart ``start`` rebuilds the books from the store.
 """
 from __future__ import annotations
 
@@ -62,6 +77,70 @@ WORDS = {
 # The share of its time limit a run has used when each timer's notice goes.
 TIME_SHARES = ((TIME_LIMIT_50, 0.5), (TIME_LIMIT_80, 0.8), (TIME_LIMIT_90, 0.9), (TIME_LIMIT, 1.0))
 ENDED_WELL = frozenset({slurm.COMPLETED, slurm.CANCELLED})
+
+
+def summarised(job: JobRecord) -> bool:
+    """An array's record mailed as part of the whole array (no ARRAY_TASKS)."""
+    return bool(job.array_job_id) and "ARRAY_TASKS" not in asked(job)
+
+
+def wait_status(job: JobRecord) -> int:
+    """The job's end as a wait(2) status: Slurm keeps the array's lowest and highest."""
+    return job.exit_signal & 0x7F if job.exit_signal else (job.exit_code & 0xFF) << 8
+
+
+class ArrayBook:
+    """One array's mail so far: whether it began, its tasks still live (running
+    or requeued), the lowest and highest wait status of its ended tasks."""
+    __slots__ = ("begun", "live", "low", "high", "requeued", "state")
+
+    def __init__(self) -> None:
+        self.begun = False
+        self.live: set[int] = set()
+        self.low: int | None = None
+        self.high: int | None = None
+        self.requeued = False
+        self.state = ""             # the state of the record that keeps the array's id
+
+    def ended(self, job: JobRecord) -> None:
+        self.live.discard(job.job_id)
+        if job.job_id == job.array_job_id:
+            self.state = job.state
+        if job.array_task_id >= 0:          # a task (not the pending rest, cancelled)
+            st = wait_status(job)
+            self.low = st if self.low is None else min(self.low, st)
+            self.high = st if self.high is None else max(self.high, st)
+
+
+def summary_subject(job: JobRecord, kind: str, book: ArrayBook) -> str:
+    """Slurm's subject for a whole array (its master record's mail)."""
+    head = (f"Slurm Array Summary Job_id={job.array_job_id}_* ({job.array_job_id}) "
+            f"Name={job.name} {WORDS[kind]}")
+    return head + (_summary_end(book)[0] if kind in (END, FAIL) else "")
+
+
+def _summary_end(book: ArrayBook) -> tuple[str, dict[str, str]]:
+    """", STATE, ExitCode [lo-hi]" and its variables, as _set_job_term_info
+    summarises an array's tasks."""
+    low, high = book.low, book.high
+    env: dict[str, str] = {}
+    exited = lambda st: st & 0x7F == 0           # noqa: E731  (WIFEXITED)
+    if low is None or high is None:
+        text, env["SLURM_JOB_EXIT_CODE_MAX"] = f", {book.state}", "0"
+    elif exited(low) and exited(high):
+        lo, hi = low >> 8, high >> 8
+        state = "Mixed" if lo == 0 and hi > 0 else book.state
+        text = f", {state}, ExitCode [{lo}-{hi}]"
+        env.update(SLURM_JOB_EXIT_CODE_MIN=str(lo), SLURM_JOB_EXIT_CODE_MAX=str(hi))
+    elif not exited(high):
+        text = f", Mixed, MaxSignal [{high & 0x7F}]"
+        env["SLURM_JOB_TERM_SIGNAL_MAX"] = str(high & 0x7F)
+    else:
+        text = f", Mixed, MaxExitCode [{high >> 8}]"
+        env["SLURM_JOB_EXIT_CODE_MAX"] = str(high >> 8)
+    if book.requeued:
+        text += ", with requeued tasks"
+    return text, env
 
 
 def asked(job: JobRecord) -> frozenset[str]:
@@ -207,6 +286,7 @@ class Mailer:
         self._timers_changed = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._loop_thread = 0
+        self._arrays: dict[int, ArrayBook] = {}     # arrays mailed as one, not yet ended
 
     # -- deciding (on the writer's thread; quick) ---------------------------------
     def job_changed(self, before: JobRecord, after: JobRecord) -> None:
@@ -216,11 +296,80 @@ class Mailer:
             self.loop.call_soon_threadsafe(self.job_changed, before, after)
             return
         now = self.ctl.clock()
-        for kind in notices(before, after):
-            started = before.start_time if kind == REQUEUE else 0.0
-            self._queue_notice(after, kind, subject(after, kind, now, run_started=started))
+        if summarised(after):
+            self._array_changed(before, after)
+        else:
+            for kind in notices(before, after):
+                started = before.start_time if kind == REQUEUE else 0.0
+                self._queue_notice(after, kind, subject(after, kind, now, run_started=started))
         if after.state == slurm.RUNNING and before.state != slurm.RUNNING:
             self._add_timers(after, 0.0)        # a new run: every notice of it is to come
+
+    def _array_changed(self, before: JobRecord, after: JobRecord) -> None:
+        """A record of an array mailed as one (see the module's docstring)."""
+        want = asked(after)
+        book = self._arrays.get(after.array_job_id)
+        if book is None:
+            book = self._arrays[after.array_job_id] = ArrayBook()
+        if after.state == slurm.RUNNING and before.state != slurm.RUNNING:
+            book.live.add(after.job_id)
+            if not book.begun:
+                book.begun = True
+                if BEGIN in want:
+                    self._queue_summary(after, BEGIN, book)
+        elif after.state == slurm.PENDING and before.state == slurm.RUNNING:
+            book.requeued = True            # still live: it runs again
+            if REQUEUE in want:
+                self._queue_summary(after, REQUEUE, book)
+        elif after.state in slurm.FINISHED_STATES and before.state not in slurm.FINISHED_STATES:
+            book.ended(after)
+            if book.live or self._rest_pending(after.array_job_id):
+                return
+            del self._arrays[after.array_job_id]
+            state = book.state or after.state
+            book.state = state
+            if state in ENDED_WELL:
+                kind = END if END in want else None
+            else:
+                kind = FAIL if FAIL in want else END if END in want else None
+            if kind:
+                self._queue_summary(after, kind, book)
+
+    def _rest_pending(self, array_job_id: int) -> bool:
+        """Tasks of the array still in its meta record, not started yet."""
+        meta = self.ctl.store.live.jobs.get(array_job_id)
+        return (meta is not None and meta.array_task_id < 0 and meta.state == slurm.PENDING
+                and bool(meta.array_task_str))
+
+    def _queue_summary(self, job: JobRecord, kind: str, book: ArrayBook) -> None:
+        env = environment(job, kind, self.ctl.cluster)
+        env["SLURM_JOB_ID"] = str(job.array_job_id)
+        env.pop("SLURM_ARRAY_TASK_ID", None)
+        if kind in (END, FAIL):
+            env.pop("SLURM_JOB_EXIT_CODE_MAX", None)
+            env.update(_summary_end(book)[1])
+            env["SLURM_JOB_STATE"] = book.state
+        text = summary_subject(job, kind, book)
+        user = job.spec.mail_user or job.user
+        log.info("array %d: mail %s to %s: %s", job.array_job_id, kind, user, text)
+        self._queue.put_nowait(Notice(job.array_job_id, user, text, env))
+
+    def _rebuild_arrays(self) -> None:
+        """After a restart: the books of the arrays with tasks still to end."""
+        live = self.ctl.store.live
+        ids = {j.array_job_id for j in live.in_states([slurm.PENDING, slurm.RUNNING])
+               if j.array_job_id and j.spec.mail_type and summarised(j)}
+        for aid in ids:
+            book = self._arrays[aid] = ArrayBook()
+            for j in self.ctl.store.array_jobs(aid):
+                if j.start_time or j.state == slurm.RUNNING:
+                    book.begun = True
+                if j.restarts:
+                    book.requeued = True
+                if j.state in (slurm.RUNNING, slurm.PENDING) and j.array_task_id >= 0:
+                    book.live.add(j.job_id)
+                elif j.state in slurm.FINISHED_STATES:
+                    book.ended(j)
 
     def _queue_notice(self, job: JobRecord, kind: str, text: str) -> None:
         user = job.spec.mail_user or job.user
@@ -241,6 +390,7 @@ class Mailer:
         self.loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         now = self.ctl.clock()
+        self._rebuild_arrays()
         for job in self.ctl.store.live.in_states([slurm.RUNNING]):  # runs a restart found
             if job.spec.mail_type:
                 self._add_timers(job, now)
@@ -316,4 +466,6 @@ class Mailer:
                 if due is not None and due > now:      # its time limit grew meanwhile
                     heapq.heappush(self._timers, (due, job_id, started, kind))
                 elif job.state == slurm.RUNNING or (kind == TIME_LIMIT and job.state == slurm.TIMEOUT):
-                    self._queue_notice(job, kind, subject(job, kind, now))
+                    text = (summary_subject(job, kind, ArrayBook()) if summarised(job)
+                            else subject(job, kind, now))
+                    self._queue_notice(job, kind, text)

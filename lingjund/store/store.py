@@ -159,14 +159,22 @@ class Store:
         self._watchers.append(watcher)
 
     def _tell_watchers(self, undo: list[tuple[str, object, object]]) -> None:
-        first: dict[int, JobRecord] = {}
+        first: dict[int, JobRecord | None] = {}
         for kind, key, old in undo:
-            if kind == "job" and old is not None and key not in first:
-                first[key] = old
+            if kind == "job" and key not in first:
+                first[key] = old            # None: the transaction inserted the row
         jobs = self.live.jobs
         for job_id, before in first.items():
             after = jobs.get(job_id)
-            if after is not None and after.state != before.state:
+            if after is None:
+                continue
+            if before is None:
+                # A row born in a state other than PENDING is an array task split off
+                # its meta record as it starts: it was pending there until now.
+                if after.state == slurm.PENDING:
+                    continue
+                before = dataclasses.replace(after, state=slurm.PENDING)
+            if after.state != before.state:
                 self._tell(before, after)
 
     def _tell(self, before: JobRecord, after: JobRecord) -> None:

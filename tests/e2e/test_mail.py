@@ -119,3 +119,53 @@ def test_mail_type_refused_when_mail_prog_cannot_run(mailing):
     finally:
         conf.write_text(good)
         c.run(["scontrol", "reconfigure"], check=True)
+
+
+def _array_mails(log, array: int) -> list[dict]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [m for m in map(json.loads, lines) if m["env"].get("SLURM_ARRAY_JOB_ID") == str(array)]
+
+
+def _array_done(c: Cluster, array: int) -> bool:
+    out = c.run(["squeue", "-h", "-r", "-j", str(array), "-o", "%i"]).stdout
+    return not out.strip()
+
+
+def test_an_array_is_mailed_as_one_began_and_ended_with_its_exit_codes(mailing):
+    """Without ARRAY_TASKS Slurm mails the array through its master record: one
+    BEGIN when the first task starts, one END after the last, with the lowest
+    and highest exit code ("Mixed" when some failed), and no per-task mail."""
+    c, log = mailing
+    array = c.sbatch("--array=1-3", "--mail-type=ALL", "-J", "sweep", "-o", "/dev/null",
+                     "--wrap", 'test "$SLURM_ARRAY_TASK_ID" != 2 || exit 2')
+    wait_for("the array's end", lambda: _array_done(c, array), 60)
+    mails = wait_for("two mails of the array", lambda: (m := _array_mails(log, array))
+                     and len(m) >= 2 and m, 30)
+    time.sleep(0.5)                                  # and no more than that
+    subjects = [m["argv"][1] for m in _array_mails(log, array)]
+    assert subjects == [f"Slurm Array Summary Job_id={array}_* ({array}) Name=sweep Began",
+                        f"Slurm Array Summary Job_id={array}_* ({array}) Name=sweep Ended, "
+                        "Mixed, ExitCode [0-2]"], subjects
+    ended = mails[1]["env"]
+    assert ended["SLURM_JOB_ID"] == str(array) and "SLURM_ARRAY_TASK_ID" not in ended
+    assert (ended["SLURM_JOB_EXIT_CODE_MIN"], ended["SLURM_JOB_EXIT_CODE_MAX"]) == ("0", "2")
+
+
+def test_array_tasks_mails_each_task(mailing):
+    """With ARRAY_TASKS each task is mailed as a job, its start included (a task
+    is a row split off the array as it starts: that is its PENDING -> RUNNING)."""
+    c, log = mailing
+    array = c.sbatch("--array=1-2", "--mail-type=BEGIN,END,ARRAY_TASKS", "-J", "each", "-o",
+                     "/dev/null", "--wrap", "true")
+    wait_for("the array's end", lambda: _array_done(c, array), 60)
+    wait_for("two mails per task", lambda: len(_array_mails(log, array)) >= 4, 30)
+    time.sleep(0.5)
+    subjects = [m["argv"][1] for m in _array_mails(log, array)]
+    assert len(subjects) == 4, subjects
+    for task in (1, 2):
+        mine = [s for s in subjects if s.startswith(f"Slurm Array Task Job_id={array}_{task} (")]
+        assert len(mine) == 2, subjects
+        assert re.fullmatch(rf"Slurm Array Task Job_id={array}_{task} \(\d+\) Name=each Began, "
+                            r"Queued time 00:00:0\d", mine[0]), subjects
+        assert re.fullmatch(rf"Slurm Array Task Job_id={array}_{task} \(\d+\) Name=each Ended, "
+                            r"Run time 00:00:0\d, COMPLETED, ExitCode 0", mine[1]), subjects
