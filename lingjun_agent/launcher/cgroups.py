@@ -79,8 +79,9 @@ cgroup without processes; ``delegate``), each level down to a job enables
 ``<delegated>/lingjun/<node>/job_<id>/step_<step>`` with memory.max,
 memory.swap.max 0 and cpuset.cpus; cpu.stat's usage, memory.peak and
 memory.events' oom_kill are its accounting, cgroup.freeze the freezer. Device
-files are not enforced there: Slurm attaches a BPF_CGROUP_DEVICE program,
-this agent loads none, and ``missing`` says so once. No usable v2 and no v1
+files: v2 has no devices controller; as Slurm does, a BPF_CGROUP_DEVICE
+program attached to the job's cgroup refuses the other jobs' GPU device
+files (``devfilter``), and the job's steps inherit it. No usable v2 and no v1
 freezer: ``create`` returns None and the agent says so in one log line.
 """
 from __future__ import annotations
@@ -392,11 +393,15 @@ def apply(cg: JobCgroup, limits: Limits) -> None:
             log.warning("job %s: cannot write %s to %s: %s", cg.name, value, d / name,
                         e.strerror)
     if limits.deny_devices and cg.unified:
-        # Slurm attaches a BPF_CGROUP_DEVICE program to the job's cgroup; we
-        # load no BPF (that takes bpf(2) and a compiled program): say so.
-        missing("devices", "cgroup v2 controls device files only through a BPF program "
-                "(BPF_CGROUP_DEVICE), which this agent does not load: GPU device files "
-                "of other jobs stay openable (CUDA_VISIBLE_DEVICES still binds)")
+        # v2 has no devices controller: a BPF_CGROUP_DEVICE program on the
+        # job's cgroup refuses them, and its steps below inherit it.
+        from lingjun_agent.launcher import devfilter
+        try:
+            devfilter.attach(cg.path, list(limits.deny_devices))
+        except OSError as e:
+            log.warning("job %s: cannot confine device files (%s): GPU device files of "
+                        "other jobs stay openable (CUDA_VISIBLE_DEVICES still binds)",
+                        cg.name, e.strerror or e)
 
 
 def _enable_v2_controllers(u: Unified, *levels: Path) -> None:

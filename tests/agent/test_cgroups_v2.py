@@ -61,7 +61,6 @@ def test_no_controllers_or_no_v2_means_v1_or_nothing(tmp_path, tree):
 def test_a_job_and_its_steps_get_their_limits_in_v2(tree, caplog):
     u, _ = cgroups.probe_unified(tree, f"0::/{UNIT}\n")
     unit = tree / UNIT
-    cgroups._said.discard("devices")
     job = cgroups.create("node1", 7, limits=cgroups.Limits(
         memory_bytes=100 << 20, cpus=(0, 1, 3), deny_devices=("c 195:1",)), unified=u)
     assert job is not None and job.unified
@@ -74,7 +73,9 @@ def test_a_job_and_its_steps_get_their_limits_in_v2(tree, caplog):
     assert read(job.path / "memory.max") == str(100 << 20)
     assert read(job.path / "memory.swap.max") == "0"
     assert read(job.path / "cpuset.cpus") == "0-1,3"
-    assert "BPF_CGROUP_DEVICE" in caplog.text, "device files not enforced: said, not silent"
+    # a fake tree is no cgroup: the kernel will not attach the device program
+    # there (test_devfilter.py attaches it to real ones), and the agent says so
+    assert "cannot confine device files" in caplog.text, "not enforced: said, not silent"
 
     step = cgroups.create_step(job, "0", cgroups.Limits(memory_bytes=40 << 20, cpus=(0, 1, 3)))
     assert step.path == job.path / "step_0" and step.name == "7.0"
