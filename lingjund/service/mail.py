@@ -39,9 +39,10 @@ codes of all its tasks:
     Slurm Array Summary Job_id=12_* (12) Name=sweep Failed, Mixed, ExitCode [0-2]
     Slurm Array Summary Job_id=12_* (12) Name=sweep Ended, Mixed, MaxSignal [9]
 
-END or FAIL is chosen by the state of the array's own record (the task that
-keeps the array's id), as Slurm's master record decides; "Mixed" when some
-tasks exited 0 and some did not. The ``ArrayBook`` per array (only arrays
+FAIL (when asked) once any task failed, else END -- Slurm 22.05 mails
+"Failed, Mixed, ExitCode [0-2]" though its master record (the task that
+keeps the array's id) COMPLETED; the state word is that record's, or
+"Mixed" when some tasks exited 0 and some did not. The ``ArrayBook`` per array (only arrays
 that asked for mail) counts its live tasks, so no notice scans the array;
 after a controller restart ``start`` rebuilds the books from the store.
 """
@@ -92,7 +93,7 @@ def wait_status(job: JobRecord) -> int:
 class ArrayBook:
     """One array's mail so far: whether it began, its tasks still live (running
     or requeued), the lowest and highest wait status of its ended tasks."""
-    __slots__ = ("begun", "live", "low", "high", "requeued", "state")
+    __slots__ = ("begun", "live", "low", "high", "requeued", "state", "failed")
 
     def __init__(self) -> None:
         self.begun = False
@@ -101,6 +102,7 @@ class ArrayBook:
         self.high: int | None = None
         self.requeued = False
         self.state = ""             # the state of the record that keeps the array's id
+        self.failed = False         # a task ended other than COMPLETED/CANCELLED, exit 0
 
     def ended(self, job: JobRecord) -> None:
         self.live.discard(job.job_id)
@@ -110,6 +112,8 @@ class ArrayBook:
             st = wait_status(job)
             self.low = st if self.low is None else min(self.low, st)
             self.high = st if self.high is None else max(self.high, st)
+            if job.state not in ENDED_WELL or st:
+                self.failed = True
 
 
 def summary_subject(job: JobRecord, kind: str, book: ArrayBook) -> str:
@@ -326,12 +330,11 @@ class Mailer:
             if book.live or self._rest_pending(after.array_job_id):
                 return
             del self._arrays[after.array_job_id]
-            state = book.state or after.state
-            book.state = state
-            if state in ENDED_WELL:
-                kind = END if END in want else None
-            else:
+            book.state = book.state or after.state
+            if book.failed:
                 kind = FAIL if FAIL in want else END if END in want else None
+            else:
+                kind = END if END in want else None
             if kind:
                 self._queue_summary(after, kind, book)
 
