@@ -138,7 +138,9 @@ def drain(side: Side, ids: list[str], deadline: float) -> tuple[float, str]:
     """Poll until none of ``ids`` is queued or running: (when, note)."""
     err = ""
     while True:
-        left = active(side, ids, timeout=min(30.0, max(deadline - time.monotonic(), 1.0)))
+        # a poll near the deadline still gets 10 s: under load one squeue of a
+        # 10,000-task array can take more than the second that was left
+        left = active(side, ids, timeout=min(30.0, max(deadline - time.monotonic(), 10.0)))
         if left == []:
             return time.perf_counter(), ""
         if left is None:
