@@ -520,6 +520,39 @@ def _accounting(table: dict) -> AccountingConfig:
     return a
 
 
+WEBHOOK_EVENTS = ("BEGIN", "END", "FAIL", "REQUEUE", "NODE_DOWN", "NODE_DRAIN", "NODE_UP")
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """[[webhooks]]: an HTTP(S) endpoint told of job and node events as JSON,
+    signed with HMAC-SHA256 of ``secret_file``'s contents (lingjund/service/webhooks.py).
+    ``events``: which ones (default all of WEBHOOK_EVENTS)."""
+    url: str = ""
+    secret_file: str = ""
+    events: tuple[str, ...] = WEBHOOK_EVENTS
+    timeout_s: PositiveSeconds = 5.0
+    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 8
+    backoff_s: PositiveSeconds = 1.0          # doubled after each failed attempt
+    backoff_max_s: PositiveSeconds = 300.0
+    queue_max: Annotated[int, Meta(ge=1)] = 10000    # undelivered events kept (oldest dropped)
+
+
+def _webhooks(tables: list[dict]) -> tuple[WebhookConfig, ...]:
+    out = []
+    for i, t in enumerate(tables):
+        where = f"[[webhooks]] #{i + 1}"
+        w = _take(dict(t), WebhookConfig, where)
+        if not w.url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where} url = {w.url!r}: want an http:// or https:// URL")
+        bad = [e for e in w.events if e not in WEBHOOK_EVENTS]
+        if bad:
+            raise ConfigError(f"{where} events: unknown event(s) {', '.join(bad)} "
+                              f"(known: {', '.join(WEBHOOK_EVENTS)})")
+        out.append(w)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
@@ -536,6 +569,7 @@ class Config:
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
     sanity: SanityConfig = field(default_factory=SanityConfig)
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
+    webhooks: tuple[WebhookConfig, ...] = ()
 
     def node(self, name: str) -> NodeConfig | None:
         """The node named ``name``, or None: a dict lookup, since the service asks
@@ -744,6 +778,7 @@ def parse(text: str, path: str = "") -> Config:
     faulttol = _take(_table(data, "faulttol"), FaulttolConfig, "[faulttol]")
     sanity = _sanity(_table(data, "sanity"))
     accounting = _accounting(_table(data, "accounting"))
+    webhooks = _webhooks(_tables(data, "webhooks"))
     cluster_name = data.pop("cluster_name", "lingjun")
     if not isinstance(cluster_name, str) or not cluster_name:
         raise ConfigError(f"cluster_name = {cluster_name!r}: expected a non-empty string")
@@ -753,11 +788,11 @@ def parse(text: str, path: str = "") -> Config:
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
                   auth=auth_conf, preempt=preempt, scheduler=scheduler, authz=authz,
                   faulttol=faulttol,
-                  sanity=sanity, accounting=accounting)
+                  sanity=sanity, accounting=accounting, webhooks=webhooks)
 
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
-                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting")
+                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting", "webhooks")
 
 
 def _check_shared_gpus(node: NodeConfig, where: str) -> None:

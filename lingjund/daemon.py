@@ -33,7 +33,7 @@ from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
-                              scheduling, steps, timers)
+                              scheduling, steps, timers, webhooks)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.api import SlurmApiServicer
@@ -149,6 +149,10 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     mailer = mail.Mailer(ctl)       # --mail-type: told of each committed state change
     store.watch_states(mailer.job_changed)
     mailer.start()
+    hooks = webhooks.Webhooks(ctl)   # [[webhooks]]: job and node events, POSTed off the hot path
+    store.watch_states(hooks.job_changed)
+    store.watch_nodes(hooks.node_changed)
+    hooks.start()
     api = SlurmApiServicer(ctl)
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api)
     creds = commands = None
@@ -195,6 +199,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     if creds is not None:
         await creds.close()
     await mailer.close()
+    await hooks.close()
     store.close()
 
 

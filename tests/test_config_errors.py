@@ -19,6 +19,9 @@ PART = '[[partitions]]\nname = "p"\n'
 
 CASES = [
     ("cluster_name = 5", "cluster_name = 5: expected a non-empty string"),
+    ('[[webhooks]]\nurl = "ftp://x/"', "[[webhooks]] #1 url = 'ftp://x/': want an http:// or https:// URL"),
+    ('[[webhooks]]\nurl = "http://x/"\nevents = ["DONE"]', "[[webhooks]] #1 events: unknown event(s) DONE"),
+    ('[[webhooks]]\nurl = "http://x/"\ntimeout_s = 0', "[[webhooks]] #1 timeout_s = 0"),
     ('[controller]\nscheduler_interval_s = "2"',
      "[controller] scheduler_interval_s = '2': expected `float`, got `str`"),
     ("[controller]\nheartbeat_interval_s = -5",        # 0 is the default: derived from the size

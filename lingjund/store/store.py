@@ -39,6 +39,7 @@ log = logging.getLogger("lingjund.store")
 
 # Told of a job's state change once it is committed: (before, after).
 StateWatcher = Callable[[JobRecord, JobRecord], None]
+NodeWatcher = Callable[["NodeRecord | None", NodeRecord], None]
 
 class StoreFull(Exception):
     """The disk under the database is full; nothing of the transaction was written."""
@@ -98,6 +99,7 @@ class Store:
         self._depth = 0
         self._undo: list[tuple[str, object, object]] | None = None
         self._watchers: list[StateWatcher] = []
+        self._node_watchers: list[NodeWatcher] = []
         self._migrate()
         self.live = Live(keep_finished_s)
         self._load_live(time.time() if now is None else now)
@@ -147,6 +149,8 @@ class Store:
                 undo, self._undo = self._undo, None
                 if self._watchers:
                     self._tell_watchers(undo)
+                if self._node_watchers:
+                    self._tell_node_watchers(undo)
 
     # -- state changes, told once committed --------------------------------------
     def watch_states(self, watcher: StateWatcher) -> None:
@@ -157,6 +161,12 @@ class Store:
         only, and nothing when they are the same. Watchers run on the
         writer's thread and must be quick (queue the work, do not do it)."""
         self._watchers.append(watcher)
+
+    def watch_nodes(self, watcher: NodeWatcher) -> None:
+        """Call ``watcher(before, after)`` for every node a committed write
+        changed (``before`` None for a node new to the store), after the commit,
+        as ``watch_states``; the watcher decides what counts as a change."""
+        self._node_watchers.append(watcher)
 
     def _tell_watchers(self, undo: list[tuple[str, object, object]]) -> None:
         first: dict[int, JobRecord | None] = {}
@@ -176,6 +186,23 @@ class Store:
                 before = dataclasses.replace(after, state=slurm.PENDING)
             if after.state != before.state:
                 self._tell(before, after)
+
+    def _tell_node_watchers(self, undo: list[tuple[str, object, object]]) -> None:
+        first: dict[str, NodeRecord | None] = {}
+        for kind, key, old in undo:
+            if kind == "node" and key not in first:
+                first[key] = old
+        for name, before in first.items():
+            after = self.live.nodes.get(name)
+            if after is not None:
+                self._tell_node(before, after)
+
+    def _tell_node(self, before: NodeRecord | None, after: NodeRecord) -> None:
+        for watcher in self._node_watchers:
+            try:
+                watcher(before, after)
+            except Exception:        # a watcher's fault must not undo a commit
+                log.exception("node %s: a node watcher failed", after.name)
 
     def _tell(self, before: JobRecord, after: JobRecord) -> None:
         for watcher in self._watchers:
@@ -461,6 +488,8 @@ class Store:
             live.put_node(self._node_sql(name))
         else:
             live.put_node(dataclasses.replace(old, **_record_fields(fields)))
+        if self._undo is None and self._node_watchers:     # outside a transaction: committed now
+            self._tell_node(old, live.nodes[name])
 
     def nodes(self) -> dict[str, NodeRecord]:
         return dict(self.live.nodes)
