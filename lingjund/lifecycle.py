@@ -735,6 +735,7 @@ class Policy:
     backoff_max_s: float = 0.0
     requeue_delay_s: float = 0.0
     fence_wait_s: float = 0.0
+    cron_next: float = 0.0        # a scrontab entry's job: its next time (0: not one, or removed)
 
 
 # what becomes of the job after its run ended (RunEnd.outcome)
@@ -742,6 +743,7 @@ FINAL = "final"           # the run's end is the job's end
 GAVE_UP = "gave_up"       # the same, with a restart limit reached (a line in its history)
 REQUEUED = "requeued"     # scontrol requeue or PreemptMode=REQUEUE: pending again
 RESTART = "restart"       # the restart policy runs it again after a backoff
+CRON = "cron"             # a scrontab entry's run ended: pending again for its next time
 
 
 @dataclass(frozen=True)
@@ -777,6 +779,8 @@ def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code:
                                   -> REQUEUED: pending again after requeue_delay_s
         NODE_FAIL, FAILED (or HANG) with restarts left (``restart_limit``)
                                   -> RESTART: pending again after the backoff
+        a scrontab entry (``policy.cron_next``), not cancelled
+                                  -> CRON: pending again until its next time
         otherwise                 -> FINAL (GAVE_UP when a limit was reached)
 
     Either way pending again waits for the fences of its silent nodes too, and
@@ -806,7 +810,12 @@ def batch_ended(job: JobRecord, now: float, *, end_time: float = 0.0, exit_code:
             outcome = GAVE_UP if limit else FINAL
     else:
         outcome = FINAL
-    if outcome in (REQUEUED, RESTART):
+    if outcome in (FINAL, GAVE_UP) and policy.cron_next and state != slurm.CANCELLED:
+        # scrontab: whatever the run's end, the entry's next time comes (a
+        # cancel disables the entry instead, as scancel of a cron job does)
+        outcome, attempt = CRON, state
+        delay = max(policy.cron_next - now, 0.0)
+    if outcome in (REQUEUED, RESTART, CRON):
         fields = dict(requeue_fields(job, now, max(delay, policy.fence_wait_s),
                                      hold=job.kill_reason == REQUEUE_HOLD,
                                      release_nodes=not completing), completing=completing)

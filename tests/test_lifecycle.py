@@ -555,3 +555,28 @@ def test_a_lost_node_whose_agent_is_still_there_is_told_to_end_the_job_but_not_a
     t = lc.node_lost(alloc, ("node2",), ("node1",), 2000.0, grace_s=30.0,
                      connected=frozenset({"node1", "node2"}))
     assert t.terminate == ("node1", "node2") and t.fields["completing"] == ("node1",)
+
+
+# -- scrontab: a cron entry's run ends, the job waits for its next time ----------------------
+@pytest.mark.parametrize("result,state", [
+    (dict(exit_code=0), slurm.COMPLETED),
+    (dict(exit_code=3), slurm.FAILED),
+])
+def test_a_cron_entrys_run_is_queued_again_for_its_next_time(result, state):
+    end = lc.batch_ended(job(restarts=2), 2000.0, policy=lc.Policy(cron_next=2060.0), **result)
+    assert end.outcome == lc.CRON and end.state == state and end.attempt_state == state
+    f = end.fields
+    assert f["state"] == slurm.PENDING and f["reason"] == slurm.REASON_BEGIN_TIME
+    # each run is numbered as a requeue's is (Restarts=, SLURM_RESTART_COUNT, sacct -D)
+    assert f["eligible_time"] == 2060.0 and f["restarts"] == 3
+
+
+def test_a_cancelled_cron_job_is_not_queued_again():
+    stopping = job(kill_reason=slurm.CANCELLED)
+    end = lc.batch_ended(stopping, 2000.0, signal=TERM, policy=lc.Policy(cron_next=2060.0))
+    assert end.outcome == lc.FINAL and end.state == slurm.CANCELLED
+
+
+def test_a_job_of_no_crontab_ends_as_before():
+    end = lc.batch_ended(job(), 2000.0, policy=lc.Policy())
+    assert end.outcome == lc.FINAL and end.fields["state"] == slurm.COMPLETED

@@ -129,6 +129,16 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.FromString,
                 _registered_method=True)
+        self.SetCrontab = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/SetCrontab',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.SetCrontabRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.SetCrontabResponse.FromString,
+                _registered_method=True)
+        self.GetCrontab = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetCrontab',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -249,6 +259,18 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetCrontab(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCrontab(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -346,6 +368,16 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.GetSanityResults,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.SerializeToString,
+            ),
+            'SetCrontab': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCrontab,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.SetCrontabRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.SetCrontabResponse.SerializeToString,
+            ),
+            'GetCrontab': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCrontab,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -861,6 +893,60 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/GetSanityResults',
             lingjun_dot_v1_dot_api__pb2.GetSanityResultsRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.GetSanityResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCrontab(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/SetCrontab',
+            lingjun_dot_v1_dot_api__pb2.SetCrontabRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.SetCrontabResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCrontab(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/GetCrontab',
+            lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.FromString,
             options,
             channel_credentials,
             insecure,

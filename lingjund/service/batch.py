@@ -113,7 +113,7 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
         if end is None:
             return False
         commit_run_end(st, job, end, res, now)
-    requeued = end.outcome in (lifecycle.REQUEUED, lifecycle.RESTART)
+    requeued = end.outcome in (lifecycle.REQUEUED, lifecycle.RESTART, lifecycle.CRON)
     log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id,
              "and was requeued" if requeued else end.state, res.exit_code,
              res.signal, node, f": {res.error}" if res.error else "")

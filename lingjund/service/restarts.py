@@ -44,6 +44,7 @@ EV_HANG = "hang"
 EV_REQUEUED = "requeued"
 EV_RESTARTED = "restarted"
 EV_GAVE_UP = "gave_up"
+EV_SCHEDULED = "scheduled"     # a scrontab entry's run ended: its next time
 EV_PREEMPTED = "preempted"
 
 
@@ -87,11 +88,13 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 
 def policy(ctl: Controller, st, job: JobRecord, now: float) -> lifecycle.Policy:
     """What ``lifecycle.batch_ended`` needs to decide whether ``job``'s run runs again."""
+    from lingjund.service import crontab     # here: crontab writes jobs through batch, which uses us
     ft = ctl.config.faulttol
     return lifecycle.Policy(requeueable=requeueable(ctl, job), backoff_s=ft.restart_backoff_s,
                             backoff_max_s=ft.restart_backoff_max_s,
                             requeue_delay_s=ctl.config.controller.requeue_delay_s,
-                            fence_wait_s=fence_wait_s(ctl, st, job, now))
+                            fence_wait_s=fence_wait_s(ctl, st, job, now),
+                            cron_next=crontab.cron_next(ctl, st, job, now))
 
 
 def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,
@@ -105,6 +108,10 @@ def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,
         record_job_event(st, job.job_id, EV_GAVE_UP,
                          f"{end.state} after {job.restarts} restart(s): "
                          f"limit of {end.limit} reached", now)
+    elif end.outcome == lifecycle.CRON:
+        record_job_event(st, job.job_id, EV_SCHEDULED,
+                         f"run ended {end.state}; next run of '{job.spec.cron_spec}' "
+                         f"at {slurm.format_timestamp(now + end.delay)}", now)
     elif end.outcome == lifecycle.RESTART:
         why = {HANG: "hang"}.get(end.cause, end.state)
         record_job_event(st, job.job_id, EV_REQUEUED,

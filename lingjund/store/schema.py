@@ -253,4 +253,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN sched_start REAL NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN sched_nodes TEXT NOT NULL DEFAULT '[]'
     """,
+    # 16
+    """
+    -- scrontab: each user's crontab as written (scrontab -l) and the jobs that
+    -- stand for its entries now (JSON list of ids: a run of one that ends is
+    -- queued again for its next time only while its id is here)
+    CREATE TABLE crontabs (
+        user TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        job_ids TEXT NOT NULL DEFAULT '[]'
+    )
+    """,
 ]

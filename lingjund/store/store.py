@@ -498,6 +498,21 @@ class Store:
         return self.live.nodes.get(name)
 
     # -- job events and earlier attempts -------------------------------
+    # -- scrontab ------------------------------------------------------------------
+    def crontab(self, user: str) -> tuple[str, tuple[int, ...]] | None:
+        """A user's crontab as written and the ids of its entries' jobs; None: none."""
+        row = next(self.db.query("SELECT text, job_ids FROM crontabs WHERE user = ?", [user]), None)
+        return (row["text"], tuple(json.loads(row["job_ids"]))) if row else None
+
+    def put_crontab(self, user: str, text: str | None, job_ids: Iterable[int] = ()) -> None:
+        """Set (``text`` None: remove) a user's crontab, in the caller's transaction."""
+        if text is None:
+            self.db.execute("DELETE FROM crontabs WHERE user = ?", [user])
+            return
+        self.db.execute("INSERT INTO crontabs (user, text, job_ids) VALUES (?, ?, ?) "
+                        "ON CONFLICT(user) DO UPDATE SET text = excluded.text, "
+                        "job_ids = excluded.job_ids", [user, text, json.dumps(list(job_ids))])
+
     def add_job_event(self, job_id: int, time: float, kind: str, text: str) -> None:
         self.db.execute("INSERT INTO job_events (job_id, time, kind, text) VALUES (?, ?, ?, ?)",
                         [job_id, time, kind, text])

@@ -15,7 +15,8 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import accounting, allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
+from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
+                              jobs, network, nodes, steps)
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -24,6 +25,7 @@ from lingjund.transport import status
 log = logging.getLogger("lingjund.api")
 
 MAX_ENV_ENTRIES = 10_000
+MAX_CRONTAB_ENTRIES = 1000       # entries of one user's crontab
 MAX_IDS = 100_000
 
 
@@ -210,6 +212,16 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetSanityResults(self, request, context):
         return health.sanity_results(self.ctl, request)
+
+    @unary
+    def SetCrontab(self, request, context):
+        if len(request.entries) > MAX_CRONTAB_ENTRIES or len(request.text) > 1_000_000:
+            raise errors.InvalidRequest("crontab too large")
+        return crontab.set_crontab(self.ctl, request)
+
+    @unary
+    def GetCrontab(self, request, context):
+        return crontab.get_crontab(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):
