@@ -47,11 +47,11 @@ _WATCH_COLUMNS = ("time", "job_id", "node", "kind", "state", "previous_state", "
 
 
 def node_state(node: NodeRecord) -> str:
-    """The node's state as WatchNodes tells it: DOWN (not registered or
-    marked down), DRAIN, or UP."""
-    if node.down or not node.registered:
-        return "DOWN"
-    return "DRAIN" if node.drain else "UP"
+    """The node's state as WatchNodes tells it: DRAIN (whatever else), DOWN
+    (not registered, or marked down), or UP."""
+    if node.drain:
+        return "DRAIN"
+    return "DOWN" if node.down or not node.registered else "UP"
 
 
 def _job_text(job: JobRecord) -> str:
