@@ -11,6 +11,7 @@
     lingjun net show [NODE]
     lingjun events JOB                  (cli/events.py)
     lingjun health [NODE] [--events N]
+    lingjun restd [HOST:PORT | unix:/PATH]...   (cli/restd.py: Slurm's REST API)
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -523,7 +524,13 @@ def main(argv: list[str] | None = None) -> int:
     hl = sub.add_parser("health", help="node health probes: each probe's last result")
     hl.add_argument("node", nargs="?", help="one node (default: every node)")
     hl.add_argument("--events", type=int, default=5, help="recent health events per node (0 = none)")
+    rd = sub.add_parser("restd", help="Slurm's REST API (slurmrestd v0.0.38) for this cluster",
+                        add_help=False)
+    rd.add_argument("rest", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
+    if args.cmd == "restd":
+        from cli import restd
+        return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health}[args.cmd](args)
 
