@@ -62,13 +62,7 @@ def _step(client, job: str, rank: int | None) -> int:
         else:
             if not job.isdigit():
                 raise CommandError(f"{PROG}: error: Invalid job id specified: {job}")
-            job_id = int(job)
-            reply = client.api.call("GetJobs", messages.GetJobsRequest(job_ids=[job_id], with_steps=True))
-            running = [int(s.step_id) for j in reply.jobs for s in j.steps
-                       if s.step_id.isdigit() and s.state == "RUNNING"]
-            if not running:
-                raise CommandError(f"{PROG}: error: job {job_id} has no running step")
-            step_id = max(running)
+            job_id, step_id = int(job), -1          # its newest running step
         sink = StepOutput(label=True, width=1, unbuffered=False,
                           stdout=sys.stdout.buffer, stderr=sys.stderr.buffer)
         return sattach.follow(client.api, job_id, step_id, sink, rank, rank)

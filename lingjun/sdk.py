@@ -16,7 +16,7 @@ pointer; the credential socket), so a program runs as the user who starts
 it. ``submit`` takes a script (text starting ``#!``) or a shell command,
 and sbatch's long options as keyword arguments (``nodes=2``, ``gpus=8``,
 ``time="1:00:00"``, ``partition="gpu"``, ``output="%x-%j.out"``,
-``exclusive=True``...): they go through sbatch's own option table, so they
+``exclusive=True``; ``name`` for ``--job-name``...): they go through sbatch's own option table, so they
 are checked and refused in sbatch's words (``SubmitError``).
 
 Knowing a job ended needs no polling: ``Job.wait`` and ``Client.events``
@@ -47,6 +47,7 @@ from lingjun.v1 import api_pb2
 __all__ = ["Client", "Job", "Event", "SubmitError", "ControllerUnreachable"]
 
 RECONNECT_S = 1.0          # wait before resuming a broken watch
+ALIASES = {"name": "job_name"}   # keyword -> sbatch's long option, where Python reads better
 
 
 class SubmitError(Exception):
@@ -103,7 +104,7 @@ class Client:
         from cli.common import CommandError
         argv = []
         for key, value in options.items():
-            flag = "--" + key.replace("_", "-")
+            flag = "--" + ALIASES.get(key, key).replace("_", "-")
             if value is True:
                 argv.append(flag)
             elif value is not False and value is not None:

@@ -640,9 +640,17 @@ async def attach(ctl: Controller, req: api_pb2.AttachStepRequest) -> AsyncIterat
     if job is None:
         raise errors.InvalidJobId()
     authz.require(req.requester_uid, job.uid, ctl.config.authz)
-    run = ctl.steps.get((req.job_id, req.step_id))
+    step_id = req.step_id
+    if step_id < 0:                 # the job's newest running step
+        running = [s for (j, s) in ctl.steps if j == req.job_id]
+        if not running:
+            raise errors.InvalidJobId(f"Job {req.job_id} has no running step")
+        step_id = max(running)
+    run = ctl.steps.get((req.job_id, step_id))
     if run is None:
-        raise errors.AlreadyDone("Job/step already completing or completed")
+        if step_id < job.next_step_id:
+            raise errors.AlreadyDone("Job/step already completing or completed")
+        raise errors.InvalidJobId()         # not started (yet)
     q: asyncio.Queue = asyncio.Queue()
     run.attached.append(q)
     try:

@@ -269,19 +269,33 @@ def test_logs_follow_a_running_job_until_it_ends(cluster):
     assert cluster.state_of(job_id) == "COMPLETED"
 
 
+def _attach(cluster, args: list[str], timeout: float = 60) -> tuple[subprocess.Popen, str]:
+    """Start a command that follows a step, again until the step has started;
+    the process and its first line."""
+    deadline = time.time() + timeout
+    while True:
+        p = subprocess.Popen(args, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        line = p.stdout.readline()
+        if line:
+            return p, line
+        err = p.communicate(timeout=30)[1]
+        assert "Invalid job id specified" in err or "no running step" in err, err
+        assert time.time() < deadline, f"{args}: the step did not start"
+        time.sleep(0.3)
+
+
 def test_sattach_and_logs_label_every_rank_of_a_running_step(cluster):
     job_id = cluster.sbatch("-n", "2", "-o", "/dev/null", input=(
-        "#!/bin/bash\nsrun -n 2 bash -c 'for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done'\n"))
-    wait_for("step 0 running", lambda: "RUNNING" in cluster.run(
-        ["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i %T"]).stdout
-        or f"{job_id}.0" in cluster.run(["squeue", "-h", "-s", "-j", str(job_id)]).stdout, 60)
-    att = subprocess.Popen([f"{BIN}/sattach", "-l", f"{job_id}.0"], env=cluster.env,
-                           stdout=subprocess.PIPE, text=True)
-    one = subprocess.Popen([f"{BIN}/lingjun", "logs", "--rank", "1", str(job_id)], env=cluster.env,
-                           stdout=subprocess.PIPE, text=True)
-    out, _ = att.communicate(timeout=60)
-    only, _ = one.communicate(timeout=60)
+        "#!/bin/bash\nsrun -n 2 bash -c 'for i in $(seq 20); do echo tick $i; sleep 0.5; done'\n"))
+    att, first = _attach(cluster, [f"{BIN}/sattach", "-l", f"{job_id}.0"])
+    one, one_first = _attach(cluster, [f"{BIN}/lingjun", "logs", "--rank", "1", str(job_id)])
+    out = first + att.communicate(timeout=60)[0]
+    only = one_first + one.communicate(timeout=60)[0]
     assert att.returncode == 0 and one.returncode == 0
     assert {l.split(":")[0] for l in out.splitlines()} == {"0", "1"}, out
-    assert any(re.fullmatch(r"1: tick \d", l) for l in out.splitlines())
-    assert only.splitlines() and all(l.startswith("1: tick") for l in only.splitlines()), only
+    assert any(re.fullmatch(r"1: tick \d+", l) for l in out.splitlines())
+    assert all(l.startswith("1: tick") for l in only.splitlines()), only
+    assert cluster.wait_state(job_id, "COMPLETED")
+    p = cluster.run([f"{BIN}/sattach", f"{job_id}.0"])
+    assert (p.returncode, p.stderr.strip()) == (1, "sattach: error: Job/step already completing or completed")
