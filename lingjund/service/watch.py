@@ -75,17 +75,24 @@ class Hub:
         if threading.get_ident() != self._loop_thread and self.loop is not None:
             self.loop.call_soon_threadsafe(self.publish, events)
             return
+        job_events = [ev for ev in events if ev.job_id != 0]
+        node_events = [ev for ev in events if ev.node != ""]
         for w in list(self.watchers):
-            for ev in events:
-                if not w.wants(ev):
-                    continue
-                if len(w.queue) >= w.limit:
-                    w.dropped = True
-                    self.watchers.discard(w)
-                    log.warning("a %s watcher fell %d events behind: dropped",
-                                "job" if w.jobs else "node", w.limit)
-                    break
-                w.queue.append(ev)
+            if w.jobs:
+                batch = [ev for ev in job_events if ev.job_id in w.job_ids] if w.job_ids else job_events
+            else:
+                batch = [ev for ev in node_events if ev.node in w.nodes] if w.nodes else node_events
+            if not batch:
+                continue
+            room = w.limit - len(w.queue)
+            if len(batch) > room:
+                w.queue.extend(batch[:max(room, 0)])
+                w.dropped = True
+                self.watchers.discard(w)
+                log.warning("a %s watcher fell %d events behind: dropped",
+                            "job" if w.jobs else "node", w.limit)
+            else:
+                w.queue.extend(batch)
             w.ready.set()
 
 
