@@ -299,3 +299,31 @@ def test_sattach_and_logs_label_every_rank_of_a_running_step(cluster):
     assert cluster.wait_state(job_id, "COMPLETED")
     p = cluster.run([f"{BIN}/sattach", f"{job_id}.0"])
     assert (p.returncode, p.stderr.strip()) == (1, "sattach: error: Job/step already completing or completed")
+
+
+# -- watching across a controller restart (last: it restarts the module's controller) --------
+
+def test_a_wait_resumes_from_its_cursor_across_a_controller_restart(cluster):
+    job_id = cluster.sbatch("-o", "/dev/null", "--wrap", "sleep 300")
+    cluster.wait_state(job_id, "RUNNING")
+    code = ("import sys; from lingjun.sdk import Client; c = Client(); "
+            f"evs = list(c.events(job_ids=[{job_id}], after=0, until_idle=True)); "
+            "print(evs[-1].cursor, evs[-1].state, flush=True); "
+            f"print(c.job({job_id}).wait(), flush=True)")
+    waiter = subprocess.Popen([f"{BIN}/python", "-c", code], env=cluster.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    cursor, state = waiter.stdout.readline().split()
+    assert state == "RUNNING"
+    cluster.kill9("lingjund")
+    cluster.restart("lingjund")
+    cluster.wait_nodes_up(timeout=60)
+    cluster.run(["scancel", str(job_id)], check=True)
+    out, err = waiter.communicate(timeout=60)
+    assert (waiter.returncode, out.strip()) == (0, "CANCELLED"), err
+    # the log outlived the restart: after the cursor, the cancel and nothing before it
+    p = cluster.run([f"{BIN}/python", "-c",
+                     "from lingjun.sdk import Client; "
+                     f"[print(e.cursor, e.previous_state, e.state) for e in Client().events("
+                     f"job_ids=[{job_id}], after={cursor}, until_idle=True)]"], check=True)
+    first = p.stdout.splitlines()[0].split()
+    assert int(first[0]) > int(cursor) and first[1:] == ["RUNNING", "CANCELLED"], p.stdout
