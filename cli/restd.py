@@ -272,11 +272,15 @@ class RestApi:
 
     def job(self, token: str, query: dict, job_id: str) -> dict:
         jid = self._job_id(job_id, "slurm_load_job")
-        reply = self._call(token, "GetJobs", api_pb2.GetJobsRequest(job_ids=[jid], all_states=True))
+        missing = RestError(500, [{"description": f"Unable to find JobId={jid}", "error_number": 2017,
+                                   "error": "Invalid job id specified", "source": "slurm_load_job"}])
+        try:
+            reply = self._call(token, "GetJobs", api_pb2.GetJobsRequest(job_ids=[jid], all_states=True))
+        except RestError as e:
+            raise missing if e.errors[0].get("errno") == 2017 else e from None
         jobs = [j for j in reply.jobs if j.job_id == jid or j.array_job_id == jid]
         if not jobs:
-            raise RestError(500, [{"description": f"Unable to find JobId={jid}", "error_number": 2017,
-                                   "error": "Invalid job id specified", "source": "slurm_load_job"}])
+            raise missing
         return formats_json.squeue_document(jobs, self._cluster_name(token))
 
     def cancel(self, token: str, query: dict, job_id: str) -> dict:
@@ -289,13 +293,17 @@ class RestApi:
                     sig if sig.startswith("SIG") else "SIG" + sig))
             except (KeyError, ValueError):
                 raise RestError(500, [error_entry("Invalid signal", 22)]) from None
-        reply = self._call(token, "CancelJobs", api_pb2.CancelJobsRequest(job_ids=[jid], signal=signum))
+        def refused(text: str) -> RestError:
+            return RestError(500, [{
+                "description": f"unable to kill JobId={jid} with signal {signum or 9}: {text}",
+                "error_number": ERRNO_BY_TEXT.get(text, -1), "error": text, "source": "slurm_kill_job"}])
+        try:
+            reply = self._call(token, "CancelJobs", api_pb2.CancelJobsRequest(job_ids=[jid], signal=signum))
+        except RestError as e:
+            raise (refused(e.errors[0]["error"]) if e.status == 500 else e) from None
         for r in reply.results:
             if not r.ok:
-                raise RestError(500, [{
-                    "description": f"unable to kill JobId={jid} with signal {signum or 9}: {r.error}",
-                    "error_number": ERRNO_BY_TEXT.get(r.error, -1), "error": r.error,
-                    "source": "slurm_kill_job"}])
+                raise refused(r.error)
         return self._doc()
 
     def submit(self, token: str, query: dict, body: Any) -> dict:
