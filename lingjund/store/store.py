@@ -252,8 +252,12 @@ class Store:
             self._publish([ev])
 
     def _log_job_state(self, before: JobRecord | None, after: JobRecord, now: float) -> None:
+        if before is not None:
+            previous = before.state
+        else:   # a new row: a submission, or an array task split off its record as it starts
+            previous = "" if after.state == slurm.PENDING else slurm.PENDING
         self._log_watch(time=now, job_id=after.job_id, kind="state", state=after.state,
-                        previous_state=before.state if before is not None else "",
+                        previous_state=previous,
                         text=_job_text(after), exit_code=after.exit_code)
 
     def _log_node_state(self, before: NodeRecord | None, after: NodeRecord, now: float) -> None:
