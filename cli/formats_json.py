@@ -188,7 +188,7 @@ def node_dict(n: api_pb2.NodeInfo) -> dict[str, Any]:
         "operating_system": n.os, "owner": None, "partitions": list(n.partitions),
         "port": int(port), "real_memory": n.real_memory_mb, "reason": n.reason,
         "reason_changed_at": n.reason_time if n.reason else 0,
-        "reason_set_by_user": (n.reason_user or "root") if n.reason else "",
+        "reason_set_by_user": (n.reason_user or "root") if n.reason else None,
         "slurmd_start_time": n.agent_start_time, "sockets": sockets, "threads": threads,
         "temporary_disk": n.tmp_disk_mb, "weight": n.weight or 1, "tres": tres,
         "slurmd_version": n.version or RELEASE, "alloc_memory": n.alloc_memory_mb,

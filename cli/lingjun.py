@@ -11,6 +11,8 @@
     lingjun net show [NODE]
     lingjun events JOB                  (cli/events.py)
     lingjun health [NODE] [--events N]
+    lingjun restd [HOST:PORT | unix:/PATH]...   (cli/restd.py: Slurm's REST API)
+    lingjun logs [-f] [--rank N] JOB[.STEP]     (cli/logs.py)
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -523,7 +525,20 @@ def main(argv: list[str] | None = None) -> int:
     hl = sub.add_parser("health", help="node health probes: each probe's last result")
     hl.add_argument("node", nargs="?", help="one node (default: every node)")
     hl.add_argument("--events", type=int, default=5, help="recent health events per node (0 = none)")
+    lg = sub.add_parser("logs", help="a job's output: the batch output, or a running step's ranks, labelled")
+    lg.add_argument("-f", "--follow", action="store_true", help="follow until the job (or step) ends")
+    lg.add_argument("--rank", type=int, help="only this rank of the running step (labelled)")
+    lg.add_argument("job", metavar="JOB[.STEP]")
+    rd = sub.add_parser("restd", help="Slurm's REST API (slurmrestd v0.0.38) for this cluster",
+                        add_help=False)
+    rd.add_argument("rest", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
+    if args.cmd == "logs":
+        from cli.logs import logs
+        return logs(args.job, args.follow, args.rank)
+    if args.cmd == "restd":
+        from cli import restd
+        return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health}[args.cmd](args)
 

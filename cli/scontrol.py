@@ -7,6 +7,7 @@
     scontrol update JobId=N TimeLimit=|Partition=|NumNodes=|Name=|Comment=|
                             Dependency=|Nice=|StartTime=|Deadline=...
     scontrol hold|uhold|release|requeue|requeuehold ID[,ID...] [ID...]
+    scontrol token [lifespan=SECONDS]
 """
 from __future__ import annotations
 
@@ -473,7 +474,7 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     cmd = _match(words[0], ("show", "ping", "update", "version", "hold", "release", "requeue",
                             "suspend", "resume", "uhold", "top", "reconfigure", "shutdown",
                             "abort", "takeover", "listpids", "notify", "wait_job", "create",
-                            "delete", "reboot", "write"), minimum=2)
+                            "delete", "reboot", "write", "token"), minimum=2)
     if cmd == "show":
         return tool.show(words[1:])
     if cmd == "ping":
@@ -492,11 +493,45 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         return tool.job_control(cmd, words[1:])
     if cmd == "write":
         return tool.write(words[1:])
+    if cmd == "token":
+        return token(words[1:], out)
     if cmd is None and words[0].lower() == "requeuehold":
         return tool.job_control("requeuehold", words[1:])
     if cmd is not None:
         raise CommandError(f"scontrol: error: {cmd} is not supported yet")
     raise CommandError(f"invalid keyword: {words[0]}")
+
+def token(words: list[str], out: TextIO) -> int:
+    """``scontrol token``: the caller's token as Slurm prints its JWT
+    (``SLURM_JWT=...``), for ``X-SLURM-USER-TOKEN`` (lingjun restd). It comes
+    from the credential socket, which says who the caller is, and lives the
+    site's ``[auth] token_ttl_s``: a ``lifespan=`` longer than that is refused
+    rather than silently cut short."""
+    import time as _time
+    from lingjun import credential
+    from lingjun.endpoints import auth_socket
+    lifespan = 0
+    for w in words:
+        key, _, value = w.partition("=")
+        if key.lower() == "lifespan":
+            if not value.isdigit() or int(value) <= 0:
+                raise CommandError(f"scontrol: error: Invalid lifespan value: {value}")
+            lifespan = int(value)
+        elif key.lower() == "username":
+            raise CommandError("scontrol: error: slurm_request_jwt: Access/permission denied")
+        else:
+            raise CommandError(f"scontrol: error: Invalid parameter {w}")
+    try:
+        jwt = credential.fetch_token(auth_socket())
+    except credential.CredentialUnavailable as e:
+        raise CommandError(f"scontrol: error: slurm_request_jwt: {e}") from None
+    left = credential._expiry(jwt) - _time.time()
+    if lifespan and lifespan > left + 1:
+        raise CommandError(f"scontrol: error: lifespan={lifespan} exceeds this site's "
+                           f"token lifetime ({int(left + 1)} s)")
+    out.write(f"SLURM_JWT={jwt}\n")
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

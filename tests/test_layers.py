@@ -95,6 +95,7 @@ STATUSES = [
     (errors.InvalidTimeValue, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NoSpace, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.MailUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (authz.InvalidUserId, grpc.StatusCode.PERMISSION_DENIED),
     (authz.SubmitLimit, grpc.StatusCode.INVALID_ARGUMENT),
 ]

@@ -1214,3 +1214,45 @@ class GetCrontabResponse(_message.Message):
     found: bool
     text: str
     def __init__(self, found: _Optional[bool] = ..., text: _Optional[str] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("after", "job_ids", "nodes")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    after: int
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, after: _Optional[int] = ..., job_ids: _Optional[_Iterable[int]] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("cursor", "time", "job_id", "node", "kind", "state", "previous_state", "text", "exit_code")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_STATE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    cursor: int
+    time: int
+    job_id: int
+    node: str
+    kind: str
+    state: str
+    previous_state: str
+    text: str
+    exit_code: int
+    def __init__(self, cursor: _Optional[int] = ..., time: _Optional[int] = ..., job_id: _Optional[int] = ..., node: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., previous_state: _Optional[str] = ..., text: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class AttachStepRequest(_message.Message):
+    __slots__ = ("job_id", "step_id", "requester_uid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    step_id: int
+    requester_uid: int
+    def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...

@@ -139,6 +139,21 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.FromString,
                 _registered_method=True)
+        self.WatchJobs = channel.unary_stream(
+                '/lingjun.v1.SlurmApi/WatchJobs',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.WatchEvent.FromString,
+                _registered_method=True)
+        self.WatchNodes = channel.unary_stream(
+                '/lingjun.v1.SlurmApi/WatchNodes',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.WatchEvent.FromString,
+                _registered_method=True)
+        self.AttachStep = channel.unary_stream(
+                '/lingjun.v1.SlurmApi/AttachStep',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -271,6 +286,24 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchNodes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AttachStep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -378,6 +411,21 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.GetCrontab,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.SerializeToString,
+            ),
+            'WatchJobs': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJobs,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.WatchRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.WatchEvent.SerializeToString,
+            ),
+            'WatchNodes': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchNodes,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.WatchRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.WatchEvent.SerializeToString,
+            ),
+            'AttachStep': grpc.unary_stream_rpc_method_handler(
+                    servicer.AttachStep,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -947,6 +995,87 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/GetCrontab',
             lingjun_dot_v1_dot_api__pb2.GetCrontabRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.GetCrontabResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/WatchJobs',
+            lingjun_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/WatchNodes',
+            lingjun_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AttachStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/AttachStep',
+            lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
             options,
             channel_credentials,
             insecure,

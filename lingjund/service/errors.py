@@ -108,3 +108,9 @@ class NoSpace(SlurmError):
 class MailUnavailable(SlurmError):
     """--mail-type was asked for and this controller can send no mail."""
     message = "--mail-type is not available: no MailProg"
+
+
+class WatcherTooSlow(SlurmError):
+    """A watcher (WatchJobs/WatchNodes) that fell too far behind was dropped;
+    it resumes with its last cursor, from the store."""
+    message = "Watcher fell behind and was dropped: resume with the last cursor"

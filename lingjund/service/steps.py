@@ -58,6 +58,7 @@ import logging
 import os
 import signal
 from dataclasses import dataclass, field
+from typing import AsyncIterator
 
 from lingjun import slurm
 from lingjun.filenames import expand_pattern, resolve_path
@@ -98,9 +99,13 @@ class StepRun:
     client_seen: set[int] = field(default_factory=set)
     follower: int = 0          # which RunStep stream follows it; 0 = none yet
     killed: bool = False       # its tasks were killed on purpose (kill-on-bad-exit)
+    # sattach clients: each gets the output from when it attached; None = the step ended,
+    # False = it fell ATTACH_LIMIT chunks behind and was dropped
+    attached: list = field(default_factory=list)
 
 BUSY = "Requested nodes are busy"
 RECHECK_S = 2.0   # a step waiting on its tasks looks for lost ones this often
+ATTACH_LIMIT = 10_000   # output chunks an sattach client may have unread before it is dropped
 PER_TASK_LETTERS = ("%t", "%n", "%N")   # output patterns the nodes write, one file each
 
 
@@ -494,6 +499,8 @@ def _record(ctl: Controller, run: StepRun, state: str, worst: tuple[int, int],
         st.delete_running_step(run.job_id, run.step_id)
     if ctl.steps.get((run.job_id, run.step_id)) is run:
         del ctl.steps[(run.job_id, run.step_id)]
+    for q in run.attached:
+        q.put_nowait(None)
     ctl.jobs_changed()  # its CPUs are free: a waiting step may go
     forget = agent_pb2.ControllerMessage(forget_step=agent_pb2.StepForget(
         job_id=run.job_id, step_id=run.step_id))
@@ -616,8 +623,47 @@ def task_output(ctl: Controller, node: str, msg: agent_pb2.AgentTaskOutput) -> N
     if msg.offset > want or end <= want:
         return
     run.offsets[key] = end
-    run.queue.put_nowait(api_pb2.StepEvent(output=api_pb2.TaskOutput(
-        rank=msg.rank, stream=msg.stream, data=msg.data[want - msg.offset:])))
+    out = api_pb2.TaskOutput(rank=msg.rank, stream=msg.stream, data=msg.data[want - msg.offset:])
+    run.queue.put_nowait(api_pb2.StepEvent(output=out))
+    for q in list(run.attached):
+        if q.qsize() >= ATTACH_LIMIT:
+            run.attached.remove(q)
+            q.put_nowait(False)
+        else:
+            q.put_nowait(out)
+
+
+async def attach(ctl: Controller, req: api_pb2.AttachStepRequest) -> AsyncIterator[api_pb2.TaskOutput]:
+    """sattach: the step's task output from now until it ends. The caller
+    must own the job (or be an operator)."""
+    job = ctl.store.job(req.job_id)
+    if job is None:
+        raise errors.InvalidJobId()
+    authz.require(req.requester_uid, job.uid, ctl.config.authz)
+    step_id = req.step_id
+    if step_id < 0:                 # the job's newest running step
+        running = [s for (j, s) in ctl.steps if j == req.job_id]
+        if not running:
+            raise errors.InvalidJobId(f"Job {req.job_id} has no running step")
+        step_id = max(running)
+    run = ctl.steps.get((req.job_id, step_id))
+    if run is None:
+        if step_id < job.next_step_id:
+            raise errors.AlreadyDone("Job/step already completing or completed")
+        raise errors.InvalidJobId()         # not started (yet)
+    q: asyncio.Queue = asyncio.Queue()
+    run.attached.append(q)
+    try:
+        while True:
+            item = await q.get()
+            if item is None:
+                return
+            if item is False:
+                raise errors.WatcherTooSlow("sattach fell behind the step's output and was dropped")
+            yield item
+    finally:
+        if q in run.attached:
+            run.attached.remove(q)
 
 
 def task_exit(ctl: Controller, node: str, msg: agent_pb2.AgentTaskExit) -> None:

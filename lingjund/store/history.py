@@ -302,7 +302,7 @@ def purge_batch(conn: sqlite3.Connection, cutoff: float, limit: int) -> int:
             "ORDER BY end_time LIMIT ?", [cutoff, *finished, limit])]
         for chunk in _chunks(ids):
             m = _marks(chunk)
-            for table in ("steps", "job_attempts", "job_events", "running_steps", "jobs"):
+            for table in ("steps", "job_attempts", "job_events", "watch_events", "running_steps", "jobs"):
                 conn.execute(f"DELETE FROM {table} WHERE job_id IN ({m})", chunk)
         conn.execute("COMMIT")
     except BaseException:

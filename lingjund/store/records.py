@@ -151,6 +151,22 @@ class JobEvent:
 
 
 @dataclass(frozen=True)
+class WatchEvent:
+    """One committed change as WatchJobs/WatchNodes stream it: a job's or a
+    node's new state (``kind`` "state") or a job event (``kind`` as in
+    ``job_events``). ``seq`` orders them and is the watchers' cursor."""
+    seq: int
+    time: float
+    job_id: int = 0
+    node: str = ""
+    kind: str = "state"
+    state: str = ""
+    previous_state: str = ""
+    text: str = ""
+    exit_code: int = 0
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """A node's last result of one SanityCheck probe."""
     node: str

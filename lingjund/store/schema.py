@@ -264,4 +264,23 @@ MIGRATIONS: list[str] = [
         job_ids TEXT NOT NULL DEFAULT '[]'
     )
     """,
+    # 17
+    """
+    -- what WatchJobs and WatchNodes stream: each committed change of a job's
+    -- or a node's state (kind 'state') and each job event (kind as in
+    -- job_events), numbered in commit order. seq is the watchers' cursor, so
+    -- it must never be reused (AUTOINCREMENT). Node rows have job_id 0.
+    CREATE TABLE watch_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        time REAL NOT NULL,
+        job_id INTEGER NOT NULL DEFAULT 0,
+        node TEXT NOT NULL DEFAULT '',
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT '',
+        previous_state TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL DEFAULT '',
+        exit_code INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX watch_events_job ON watch_events(job_id)
+    """,
 ]

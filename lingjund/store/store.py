@@ -31,7 +31,7 @@ from lingjun import slurm
 from lingjund.store.live import Live, is_live
 from lingjund.store.records import (  # noqa: F401  (re-exported: the store's records)
     _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeEvent, NodeRecord, ProbeResult,
-    RunningStepRecord, StepRecord, json_value,
+    RunningStepRecord, StepRecord, WatchEvent, json_value,
     _job_from_row, _job_to_row, _node_from_row, _step_from_row)
 from lingjund.store.schema import MIGRATIONS
 
@@ -40,6 +40,22 @@ log = logging.getLogger("lingjund.store")
 # Told of a job's state change once it is committed: (before, after).
 StateWatcher = Callable[[JobRecord, JobRecord], None]
 NodeWatcher = Callable[["NodeRecord | None", NodeRecord], None]
+# Told of the watch events a commit wrote, in seq order, once it is committed.
+ChangeListener = Callable[[list[WatchEvent]], None]
+
+_WATCH_COLUMNS = ("time", "job_id", "node", "kind", "state", "previous_state", "text", "exit_code")
+
+
+def node_state(node: NodeRecord) -> str:
+    """The node's state as WatchNodes tells it: DRAIN (whatever else), DOWN
+    (not registered, or marked down), or UP."""
+    if node.drain:
+        return "DRAIN"
+    return "DOWN" if node.down or not node.registered else "UP"
+
+
+def _job_text(job: JobRecord) -> str:
+    return job.reason if job.state == slurm.PENDING else job.kill_reason
 
 class StoreFull(Exception):
     """The disk under the database is full; nothing of the transaction was written."""
@@ -100,6 +116,8 @@ class Store:
         self._undo: list[tuple[str, object, object]] | None = None
         self._watchers: list[StateWatcher] = []
         self._node_watchers: list[NodeWatcher] = []
+        self._listeners: list[ChangeListener] = []
+        self._watch_new: list[WatchEvent] = []     # written by the open transaction
         self._migrate()
         self.live = Live(keep_finished_s)
         self._load_live(time.time() if now is None else now)
@@ -140,6 +158,7 @@ class Store:
             self._depth -= 1
             if outer:
                 try:
+                    self._log_state_changes(self._undo)
                     self.db.execute("COMMIT")
                 except sqlite3.Error as e:
                     self._rollback()
@@ -147,10 +166,13 @@ class Store:
                         raise StoreFull(f"{self.path}: {e}") from e
                     raise
                 undo, self._undo = self._undo, None
+                new, self._watch_new = self._watch_new, []
                 if self._watchers:
                     self._tell_watchers(undo)
                 if self._node_watchers:
                     self._tell_node_watchers(undo)
+                if new:
+                    self._publish(new)
 
     # -- state changes, told once committed --------------------------------------
     def watch_states(self, watcher: StateWatcher) -> None:
@@ -211,9 +233,91 @@ class Store:
             except Exception:        # a watcher's fault must not undo a commit
                 log.exception("job %d: a state watcher failed", after.job_id)
 
+    # -- the watch log: durable, numbered, told to listeners once committed --------
+    def listen_changes(self, listener: ChangeListener) -> None:
+        """Call ``listener(events)`` with the watch events each commit wrote
+        (in seq order), after the commit, on the writer's thread: it must be
+        quick (queue, do not work)."""
+        self._listeners.append(listener)
+
+    def _log_watch(self, **fields) -> None:
+        row = {c: fields.get(c, "" if c in ("node", "kind", "state", "previous_state", "text") else 0)
+               for c in _WATCH_COLUMNS}
+        cur = self.db.execute("INSERT INTO watch_events ({}) VALUES ({})".format(
+            ", ".join(_WATCH_COLUMNS), ", ".join("?" for _ in _WATCH_COLUMNS)), list(row.values()))
+        ev = WatchEvent(seq=int(cur.lastrowid), **row)
+        if self._undo is not None:
+            self._watch_new.append(ev)
+        else:                               # a write outside a transaction: committed now
+            self._publish([ev])
+
+    def _log_job_state(self, before: JobRecord | None, after: JobRecord, now: float) -> None:
+        if before is not None:
+            previous = before.state
+        else:   # a new row: a submission, or an array task split off its record as it starts
+            previous = "" if after.state == slurm.PENDING else slurm.PENDING
+        self._log_watch(time=now, job_id=after.job_id, kind="state", state=after.state,
+                        previous_state=previous,
+                        text=_job_text(after), exit_code=after.exit_code)
+
+    def _log_node_state(self, before: NodeRecord | None, after: NodeRecord, now: float) -> None:
+        self._log_watch(time=now, node=after.name, kind="state", state=node_state(after),
+                        previous_state=node_state(before) if before is not None else "",
+                        text=after.reason)
+
+    def _log_state_changes(self, undo: list[tuple[str, object, object]] | None) -> None:
+        """Before the commit: a watch row for each job and node whose state
+        the transaction changed (first state against last; none when equal)."""
+        if not undo:
+            return
+        first_job: dict[int, JobRecord | None] = {}
+        first_node: dict[str, NodeRecord | None] = {}
+        for kind, key, old in undo:
+            if kind == "job":
+                first_job.setdefault(key, old)
+            else:
+                first_node.setdefault(key, old)
+        now = time.time()
+        jobs, nodes = self.live.jobs, self.live.nodes
+        for job_id, before in first_job.items():
+            after = jobs.get(job_id)
+            if after is not None and (before is None or after.state != before.state):
+                self._log_job_state(before, after, now)
+        for name, before in first_node.items():
+            after = nodes.get(name)
+            if after is not None and (before is None or node_state(after) != node_state(before)):
+                self._log_node_state(before, after, now)
+
+    def _publish(self, events: list[WatchEvent]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(events)
+            except Exception:        # a listener's fault must not undo a commit
+                log.exception("a watch listener failed")
+
+    def watch_events(self, after: int, *, jobs: bool, job_ids: Iterable[int] = (),
+                     nodes: Iterable[str] = (), limit: int = 1000) -> list[WatchEvent]:
+        """The watch log after cursor ``after``, oldest first, at most ``limit``:
+        job rows (``jobs``) or node rows, only ``job_ids``/``nodes`` when given."""
+        sql = "SELECT * FROM watch_events WHERE seq > ? AND " + ("job_id != 0" if jobs else "node != ''")
+        args: list = [after]
+        ids = list(job_ids) if jobs else list(nodes)
+        if ids:
+            sql += " AND {} IN ({})".format("job_id" if jobs else "node", ", ".join("?" for _ in ids))
+            args += ids
+        sql += f" ORDER BY seq LIMIT {int(limit)}"
+        with self._lock:
+            return [WatchEvent(**r) for r in self.db.query(sql, args)]
+
+    def last_watch_seq(self) -> int:
+        with self._lock:
+            row = self.db.execute("SELECT MAX(seq) FROM watch_events").fetchone()
+        return int(row[0] or 0)
+
     def _rollback(self) -> None:
         """End the open transaction, if SQLite has not ended it itself (it may,
         on SQLITE_FULL and I/O errors), and undo its changes to the live state."""
+        self._watch_new = []
         if self.db.conn.in_transaction:
             self.db.execute("ROLLBACK")
         undo, self._undo = self._undo or [], None
@@ -234,9 +338,11 @@ class Store:
         if job is not None and not is_live(job) and job.end_time < live.evicted_before:
             job = None          # finished long ago: history only
         live.put_job(job, job_id)
-        if (self._undo is None and self._watchers and before is not None and job is not None
-                and before.state != job.state):     # a write outside a transaction: committed now
-            self._tell(before, job)
+        if (self._undo is None and job is not None
+                and (before is None or before.state != job.state)):  # outside a transaction: committed now
+            self._log_job_state(before, job, time.time())
+            if self._watchers and before is not None:
+                self._tell(before, job)
 
     def _job_sql(self, job_id: int) -> JobRecord | None:
         row = next(self.db.query("SELECT * FROM jobs WHERE job_id = ?", [job_id]), None)
@@ -490,6 +596,10 @@ class Store:
             live.put_node(dataclasses.replace(old, **_record_fields(fields)))
         if self._undo is None and self._node_watchers:     # outside a transaction: committed now
             self._tell_node(old, live.nodes[name])
+        if self._undo is None:              # outside a transaction: committed now (the watch log)
+            new = live.nodes[name]
+            if old is None or node_state(old) != node_state(new):
+                self._log_node_state(old, new, time.time())
 
     def nodes(self) -> dict[str, NodeRecord]:
         return dict(self.live.nodes)
@@ -516,6 +626,9 @@ class Store:
     def add_job_event(self, job_id: int, time: float, kind: str, text: str) -> None:
         self.db.execute("INSERT INTO job_events (job_id, time, kind, text) VALUES (?, ?, ?, ?)",
                         [job_id, time, kind, text])
+        job = self.live.jobs.get(job_id)
+        self._log_watch(time=time, job_id=job_id, kind=kind, text=text,
+                        state=job.state if job is not None else "")
 
     def job_events(self, job_id: int) -> list[JobEvent]:
         return [JobEvent(**r) for r in self.db.query(

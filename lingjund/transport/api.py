@@ -16,7 +16,7 @@ import grpc
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
-                              jobs, network, nodes, steps)
+                              jobs, network, nodes, steps, watch)
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -104,6 +104,8 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     def __init__(self, ctl: Controller):
         self.ctl = ctl
         self.submissions = jobs.GroupCommit(ctl)
+        self.watchers = watch.Hub()
+        ctl.store.listen_changes(self.watchers.publish)
 
     @unary
     def SubmitJob(self, request, context):
@@ -249,6 +251,54 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
             "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
+
+    async def _stream(self, name: str, request, context, gen):
+        """A server stream: validated, then ``gen``'s messages; a SlurmError
+        ends it with its status."""
+        try:
+            async for msg in gen:
+                yield msg
+        except errors.SlurmError as e:
+            await status.abort(context, e)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("%s failed", name)
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.INTERNAL, "Unexpected error in lingjund (see its log)", status.INTERNAL))
+        finally:
+            await gen.aclose()
+
+    async def _checked(self, request, context) -> None:
+        try:
+            validate.check(request, self.ctl.config.authz)
+            if len(request.job_ids) > MAX_IDS or len(request.nodes) > MAX_IDS:
+                raise errors.InvalidRequest("Too many job ids")
+        except errors.SlurmError as e:
+            await status.abort(context, e)
+
+    async def WatchJobs(self, request, context):
+        """Each committed change of a job after a cursor, as it commits (service/watch.py)."""
+        await self._checked(request, context)
+        async for ev in self._stream("WatchJobs", request, context,
+                                     watch.watch(self.ctl, self.watchers, request, jobs=True)):
+            yield ev
+
+    async def WatchNodes(self, request, context):
+        await self._checked(request, context)
+        async for ev in self._stream("WatchNodes", request, context,
+                                     watch.watch(self.ctl, self.watchers, request, jobs=False)):
+            yield ev
+
+    async def AttachStep(self, request, context):
+        """sattach: a running step's task output from now on."""
+        try:
+            validate.check(request, self.ctl.config.authz)
+        except errors.SlurmError as e:
+            await status.abort(context, e)
+        async for out in self._stream("AttachStep", request, context,
+                                      steps.attach(self.ctl, request)):
+            yield out
 
     async def RunStep(self, request, context):
         try:

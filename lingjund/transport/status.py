@@ -47,6 +47,7 @@ STATUS: dict[type[errors.SlurmError], grpc.StatusCode] = {
     errors.AccessDenied: grpc.StatusCode.PERMISSION_DENIED,
     authz.InvalidUserId: grpc.StatusCode.PERMISSION_DENIED,   # ESLURM_USER_ID_MISSING
     errors.NoSpace: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 # Slurm's name for each failure (slurm_errno.h), the ErrorInfo reason.
@@ -74,6 +75,7 @@ REASON: dict[type[errors.SlurmError], str] = {
     errors.BatchOnly: "ESLURM_BATCH_ONLY",
     errors.InvalidTimeValue: "ESLURM_INVALID_TIME_VALUE",
     errors.NoSpace: "ENOSPC",
+    errors.WatcherTooSlow: "EAGAIN",                  # try again (from the last cursor)
     errors.MailUnavailable: "ESLURM_NOT_SUPPORTED",
     authz.InvalidUserId: "ESLURM_USER_ID_MISSING",
     authz.SubmitLimit: "ESLURM_ACCOUNTING_POLICY",
