@@ -128,9 +128,6 @@ class HttpDoor:
     async def _answer(self, req: Request) -> Response:
         handler = self.routes.get(req.path)
         if handler is None:
-            prefix = next((p for p in self.routes if p.endswith("/") and req.path.startswith(p)), None)
-            handler = self.routes.get(prefix) if prefix else None
-        if handler is None:
             return Response(HTTPStatus.NOT_FOUND, b"not found\n")
         try:
             resp = handler(req)

@@ -129,7 +129,7 @@ class AgentCollector:
                                  "How long the probe's last run took", labels=["probe"])
         when = GaugeMetricFamily("lingjun_probe_last_run_timestamp_seconds",
                                  "When the probe last ran, Unix time", labels=["probe"])
-        for r in self.agent.sanity.last:
+        for _, r in sorted(self.agent.sanity.latest.items()):
             ok.add_metric([r.name, r.severity, r.phase], 1 if r.ok else 0)
             took.add_metric([r.name], r.duration_s)
             when.add_metric([r.name], r.time)

@@ -170,7 +170,9 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     if cfg.auth.controller_serves_socket:   # users' tokens on this host, and their commands' calls
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
-        commands = CommandSocketServer(cfg.auth.socket, servicer_answer(api),
+        answer = servicer_answer(api)
+        commands = CommandSocketServer(cfg.auth.socket,
+                                       metrics.timed_answer(answer) if metrics else answer,
                                        cfg.authz.max_message_bytes)
         await commands.start()
     await server.start()

@@ -29,7 +29,9 @@ units, ``_total`` for counters)::
                                                       written, a heartbeat's activity)
     lingjun_job_hang_timeout_seconds{job_id}         --hang-timeout of those that have one
     lingjun_scheduler_pass_seconds                   histogram
-    lingjun_rpc_duration_seconds{service,method}     histogram
+    lingjun_rpc_duration_seconds{service,method,door}
+                                                     histogram; door: grpc, or socket (the
+                                                      local command socket's calls)
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ from lingjund import lifecycle
 from lingjund.service.context import Controller
 from lingjund.service.views import allocations, node_capacity
 
+SLURM_API = "lingjun.v1.SlurmApi"
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
@@ -206,8 +209,10 @@ class ControllerMetrics:
                                 "Duration of a scheduling pass (snapshot, core, commit)",
                                 buckets=PASS_BUCKETS, registry=self.registry)
         self.rpcs = Histogram("lingjun_rpc_duration_seconds",
-                              "Duration of unary RPCs the controller answered, by method",
-                              ["service", "method"], buckets=RPC_BUCKETS, registry=self.registry)
+                              "Duration of unary RPCs the controller answered, by method and "
+                              "door (grpc, or socket: the local command socket)",
+                              ["service", "method", "door"], buckets=RPC_BUCKETS,
+                              registry=self.registry)
         self.registry.register(LiveCollector(ctl))
 
     def observe_pass(self, seconds: float) -> None:
@@ -215,6 +220,22 @@ class ControllerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def timed_answer(self, answer):
+        """The command socket's ``answer`` (transport/command_socket.py), timed
+        like a gRPC call of the same method."""
+        children: dict[str, object] = {}
+
+        async def timed(method: str, request, who):
+            child = children.get(method)
+            if child is None:
+                child = children[method] = self.rpcs.labels(SLURM_API, method, "socket")
+            t0 = time.perf_counter()
+            try:
+                return await answer(method, request, who)
+            finally:
+                child.observe(time.perf_counter() - t0)
+        return timed
 
 
 class RpcTimer(grpc.aio.ServerInterceptor):
@@ -228,7 +249,7 @@ class RpcTimer(grpc.aio.ServerInterceptor):
         child = self._children.get(method)
         if child is None:
             service, _, name = method.lstrip("/").rpartition("/")
-            child = self._children[method] = self.metrics.rpcs.labels(service, name)
+            child = self._children[method] = self.metrics.rpcs.labels(service, name, "grpc")
         return child
 
     async def intercept_service(self, continuation, handler_call_details):
