@@ -139,7 +139,7 @@ class Dashboard:
         if job.end_time:
             history.append((job.end_time, "ended", job.state))
         history += [(e.time, e.kind, e.text) for e in reply.events]
-        history.sort(key=lambda h: h[0])
+        history.sort(key=lambda h: int(h[0]))     # stable: within a second, in the order above
         rows = "".join(f"<tr><td>{_e(slurm.format_timestamp(int(t)))}</td><td>{_e(kind)}</td>"
                        f"<td>{_e(text)}</td></tr>" for t, kind, text in history)
         attempts = "".join(f"<tr><td>{a.attempt}</td><td>{_e(a.state)}</td><td>{_e(a.nodes)}</td>"
