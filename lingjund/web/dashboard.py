@@ -21,6 +21,7 @@ queue and the nodes are what squeue and sinfo show every user.
 from __future__ import annotations
 
 import html
+from collections import Counter
 import logging
 import time
 from http import HTTPStatus
@@ -32,16 +33,16 @@ from pygal.style import Style
 
 from lingjun import auth, slurm
 from lingjun.httpdoor import Request, Response
-from lingjund.metrics import ControllerMetrics, summarize_nodes
+from lingjund.metrics import ControllerMetrics, NodeScan
 from lingjund.service import errors
 from lingjund.service.context import Controller
-from lingjund.service.views import node_capacity
 from lingjund.web.samples import Ring
 
 log = logging.getLogger(__name__)
 
 COOKIE = "lingjun_token"
-QUEUE_ROWS = 500           # rows of the queue table; the rest are counted
+QUEUE_ROWS = 500           # rows of the queue and node tables; the rest are counted
+PLOT_POINTS = 120          # points of a plot: the ring's samples, thinned
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'"
 HTML = "text/html; charset=utf-8"
 
@@ -65,6 +66,7 @@ class Dashboard:
         self.key = key
         self.metrics = metrics
         self.ring = ring
+        self.scan = NodeScan(ctl)
 
     def routes(self) -> dict:
         return {"/": self.overview, "/job": self.job, "/metrics": self.prometheus}
@@ -189,30 +191,40 @@ class Dashboard:
                 + "".join(rows) + "</table>" + more)
 
     def _nodes(self) -> str:
+        """Nodes that need a look first (down, drained, draining, not
+        responding), then the rest in their natural order."""
         ctl = self.ctl
-        s = summarize_nodes(ctl)
+        s = self.scan.summarize()
         records = ctl.store.live.nodes
-        gpus_used: dict[str, int] = {}
-        for job in ctl.store.holding_jobs():
-            for i, n in enumerate(job.nodes):
-                if i < len(job.gpus_per_node):
-                    gpus_used[n] = gpus_used.get(n, 0) + job.gpus_per_node[i]
+        connected = ctl.agents.connected
+        names = list(s.states)
+        names.sort(key=lambda n: (s.states[n] not in ("down", "drained", "draining", "unknown")
+                                  and connected(n)))
         rows = []
-        for name, state in s.states.items():
+        for name in names[:QUEUE_ROWS]:
+            state = s.states[name]
             rec = records.get(name)
-            cap = node_capacity(ctl, name, rec) or (0, 0, 0)
-            responding = "" if ctl.agents.connected(name) else "*"
+            cap = self.scan.capacity(name, rec)
+            held = self.scan.per_node.get(name)
+            responding = "" if connected(name) else "*"
             reason = rec.reason if rec and (rec.drain or rec.down) else ""
             by = ("probe" if rec.drain_by_probe else (rec.reason_user or "")) if reason and rec else ""
+            used = min(held[1], cap[2]) if held else 0
             rows.append(f"<tr class='{state}' id='node-{_e(name)}'><td>{_e(name)}</td>"
                         f"<td>{_e(state)}{responding}</td><td class='reason'>{_e(reason)}</td>"
-                        f"<td>{_e(by)}</td><td>{cap[0]}</td>"
-                        f"<td>{min(gpus_used.get(name, 0), cap[2])}/{cap[2]}</td></tr>")
-        return ("<h2>Nodes</h2><table id='nodes'><tr><th>Node</th><th>State</th><th>Reason</th>"
-                "<th>By</th><th>CPUs</th><th>GPUs used</th></tr>" + "".join(rows) + "</table>")
+                        f"<td>{_e(by)}</td><td>{cap[0]}</td><td>{used}/{cap[2]}</td></tr>")
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(
+            Counter(s.states.values()).items()))
+        more = (f"<p>and {len(names) - QUEUE_ROWS} more (sinfo shows them all)</p>"
+                if len(names) > QUEUE_ROWS else "")
+        return (f"<h2>Nodes</h2><p id='node-counts'>{_e(counts)}</p>"
+                "<table id='nodes'><tr><th>Node</th><th>State</th><th>Reason</th>"
+                "<th>By</th><th>CPUs</th><th>GPUs used</th></tr>" + "".join(rows) + "</table>"
+                + more)
 
     def _plots(self) -> str:
         samples = list(self.ring.samples)
+        samples = samples[::-(-len(samples) // PLOT_POINTS) or 1]
         if not samples:
             return "<p>No samples yet.</p>"
         labels = [time.strftime("%H:%M:%S", time.localtime(s.time)) for s in samples]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from lingjun import slurm
 from lingjund.service.context import Controller
-from lingjund.service.views import allocations, node_capacity
+from lingjund.metrics import NodeScan
 
 log = logging.getLogger(__name__)
 
@@ -30,22 +30,12 @@ class Sample:
     pending: int
 
 
-def take(ctl: Controller) -> Sample:
+def take(ctl: Controller, scan: NodeScan | None = None) -> Sample:
     """One sample: each node's capacity and allocation once (a node in two
     partitions counts once), and the job counts by state (index sizes)."""
-    alloc = allocations(ctl.store.holding_jobs())
-    cpus = gpus = cpus_a = gpus_a = 0
-    records = ctl.store.live.nodes
-    for name in ctl.node_layout().names:
-        cap = node_capacity(ctl, name, records.get(name)) or (0, 0, 0)
-        a = alloc.get(name)
-        cpus += cap[0]
-        gpus += cap[2]
-        if a:
-            cpus_a += cap[0] if a["exclusive"] else min(a["cpus"], cap[0])
-            gpus_a += min(a["gpus"], cap[2])
+    s = (scan or NodeScan(ctl)).summarize()
     by_state = ctl.store.live.by_state
-    return Sample(ctl.clock(), cpus_a, cpus, gpus_a, gpus,
+    return Sample(ctl.clock(), s.cpus_allocated, s.cpus_total, s.gpus_allocated, s.gpus_total,
                   len(by_state.get(slurm.RUNNING, ())), len(by_state.get(slurm.PENDING, ())))
 
 
@@ -58,9 +48,10 @@ class Ring:
 
     async def keep(self, ctl: Controller, interval_s: float = INTERVAL_S) -> None:
         """Sample every ``interval_s`` until cancelled."""
+        scan = NodeScan(ctl)
         while True:
             try:
-                self.add(take(ctl))
+                self.add(take(ctl, scan))
             except Exception:       # noqa: BLE001 - a failed sample is a gap in a plot
                 log.exception("utilization sample failed")
             await asyncio.sleep(interval_s)
