@@ -78,7 +78,7 @@ def main() -> None:
         token = auth.mint_token(key, 1000, 1000, 300)
         ring = Ring()
         for _ in range(720):
-            ring.add(take(ctl))
+            ring.add(take(ctl, scan))
         dash = Dashboard(ctl, key, metrics, ring)
         req = Request("GET", "/", {}, {"authorization": f"Bearer {token}"})
         times, resp = timed(lambda: dash.overview(req), max(3, args.scrapes // 3))

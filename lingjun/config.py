@@ -15,6 +15,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
     mail_prog = "/usr/bin/mail"     # Slurm's MailProg: run as PROG -s SUBJECT USER for --mail-type;
                                     # "" = no mail (sbatch --mail-type is then refused)
+    metrics_address = ""            # HOST:PORT of /metrics and the dashboard, e.g.
+                                    # "127.0.0.1:6920" ("" = none, port 0 = any free one)
+
+    [agent]
+    metrics_address = ""            # HOST:PORT of each agent's /metrics (the same rules)
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression

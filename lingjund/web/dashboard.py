@@ -20,6 +20,7 @@ queue and the nodes are what squeue and sinfo show every user.
 """
 from __future__ import annotations
 
+import heapq
 import html
 from collections import Counter
 import logging
@@ -67,6 +68,7 @@ class Dashboard:
         self.metrics = metrics
         self.ring = ring
         self.scan = NodeScan(ctl)
+        self._drawn: tuple[float | None, str] = (None, "")
 
     def routes(self) -> dict:
         return {"/": self.overview, "/job": self.job, "/metrics": self.prometheus}
@@ -163,10 +165,17 @@ class Dashboard:
     # -- parts -------------------------------------------------------------------------
     def _queue(self, now: float) -> str:
         live = self.ctl.store.live
-        jobs = live.in_states((slurm.RUNNING, slurm.PENDING, slurm.COMPLETING))
-        jobs.sort(key=lambda j: (j.state != slurm.RUNNING, -j.priority, j.job_id))
+        by_state, records = live.by_state, live.jobs
+        # running and completing first (by id), then the pending by priority: the
+        # first QUEUE_ROWS without sorting 100,000 pending jobs
+        shown = sorted(i for s in (slurm.RUNNING, slurm.COMPLETING) for i in by_state.get(s, ()))
+        shown = [records[i] for i in shown[:QUEUE_ROWS]]
+        pending = by_state.get(slurm.PENDING, ())
+        shown += heapq.nsmallest(QUEUE_ROWS - len(shown), (records[i] for i in pending),
+                                 key=lambda j: (-j.priority, j.job_id))
+        total = sum(len(by_state.get(s, ())) for s in (slurm.RUNNING, slurm.COMPLETING)) + len(pending)
         rows = []
-        for j in jobs[:QUEUE_ROWS]:
+        for j in shown:
             if j.state == slurm.PENDING:
                 start = slurm.format_timestamp(int(j.sched_start)) if j.sched_start else "N/A"
                 where = slurm.compress_hostlist(list(j.sched_nodes)) if j.sched_nodes else ""
@@ -183,8 +192,8 @@ class Dashboard:
                 f"<td>{_e(j.partition)}</td><td>{_e(j.state)}</td><td>{_e(reason)}</td>"
                 f"<td>{len(j.nodes) or j.spec.min_nodes or 1}</td><td>{_e(where)}</td>"
                 f"<td>{_e(start)}</td></tr>")
-        more = (f"<p>and {len(jobs) - QUEUE_ROWS} more (squeue shows them all)</p>"
-                if len(jobs) > QUEUE_ROWS else "")
+        more = (f"<p>and {total - len(shown)} more (squeue shows them all)</p>"
+                if total > len(shown) else "")
         return ("<h2>Queue</h2><table id='queue'><tr><th>JobID</th><th>Name</th><th>User</th>"
                 "<th>Account</th><th>Partition</th><th>State</th><th>Reason</th><th>Nodes</th>"
                 "<th>NodeList (expected)</th><th>Start (expected)</th></tr>"
@@ -223,6 +232,13 @@ class Dashboard:
                 + more)
 
     def _plots(self) -> str:
+        """The plots, drawn again only when a new sample came (every 5 s)."""
+        newest = self.ring.samples[-1].time if self.ring.samples else None
+        if self._drawn[0] != newest or newest is None:
+            self._drawn = (newest, self._draw())
+        return self._drawn[1]
+
+    def _draw(self) -> str:
         samples = list(self.ring.samples)
         samples = samples[::-(-len(samples) // PLOT_POINTS) or 1]
         if not samples:
