@@ -347,8 +347,8 @@ def cmd_up(args) -> int:
           f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
     print(f"State and logs: {state}")
     if "lingjund" in info["metrics"]:
-        print(f"Metrics: http://{info['metrics']['lingjund']}/metrics (agents' in {state}/cluster.json); "
-              f"dashboard: `lingjun web` prints its URL")
+        print(f"Metrics: http://{info['metrics']['lingjund']}/metrics (the agents': "
+              f"{state}/cluster.json); the dashboard: `lingjun web` prints its URL")
     print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
           f"elsewhere: export LINGJUN_CONTROLLER={address}")
     return 0

@@ -53,7 +53,8 @@ PLOT_STYLE = Style(background="#ffffff", plot_background="#f7f7f7",
 PAGE_CSS = """
 body{font-family:sans-serif;margin:1em 2em;color:#222;background:#fff}
 h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.1em;margin:1em 0 .3em}
-table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
+table{border-collapse:collapse;font-size:.85em}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 th{background:#e8eef7}tr.RUNNING td{background:#e9f7e9}tr.PENDING td{background:#fff8e1}
 tr.drained td,tr.draining td,tr.down td{background:#fde8e8}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots figure{margin:0}.plot svg{width:520px;height:260px}
@@ -187,7 +188,8 @@ class Dashboard:
             jid = f"{j.array_job_id}_{j.array_task_id}" if j.array_task_id >= 0 else (
                 f"{j.job_id}_[{j.array_task_str}]" if j.array_task_str else str(j.job_id))
             rows.append(
-                f"<tr class='{j.state}' id='job-{j.job_id}'><td><a href='/job?id={j.job_id}'>{_e(jid)}</a></td>"
+                f"<tr class='{j.state}' id='job-{j.job_id}'>"
+                f"<td><a href='/job?id={j.job_id}'>{_e(jid)}</a></td>"
                 f"<td>{_e(j.name)}</td><td>{_e(j.user)}</td><td>{_e(j.spec.account)}</td>"
                 f"<td>{_e(j.partition)}</td><td>{_e(j.state)}</td><td>{_e(reason)}</td>"
                 f"<td>{len(j.nodes) or j.spec.min_nodes or 1}</td><td>{_e(where)}</td>"

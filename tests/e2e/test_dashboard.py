@@ -185,9 +185,8 @@ def test_a_jobs_history_page_lists_its_moments(dc):
     auth = {"Authorization": f"Bearer {token}"}
     with urllib.request.urlopen(urllib.request.Request(f"{base}/job?id={jid}", headers=auth),
                                 timeout=10) as r:
-        page = Rows()
         text = r.read().decode()
-    assert f"State=COMPLETED" in text
+    assert "State=COMPLETED" in text
     kinds = re.findall(r"<tr><td>[^<]*</td><td>(\w+)</td>", text)
     assert kinds == ["submitted", "started", "ended"], kinds
     with pytest.raises(urllib.error.HTTPError) as e:
