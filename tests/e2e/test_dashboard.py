@@ -96,9 +96,11 @@ class Rows(HTMLParser):
 def test_the_dashboard_shows_the_job_the_drained_node_and_plots_in_chromium(dc, tmp_path):
     c = dc
     jid = c.sbatch("-N4", "-w", "node[1-4]", "--exclusive", "--gres=gpu:2", "-J", "train",
-                   "-o", "/dev/null",
-                   input="#!/bin/bash\nsleep 120\n")
+                   "-t", "10", "-o", "/dev/null", input="#!/bin/bash\nsleep 120\n")
     held = c.sbatch("-H", "-J", "later", "-o", "/dev/null", input="#!/bin/bash\ntrue\n")
+    # waits for train's nodes: backfill expects it to start when train's 10 minutes end
+    waits = c.sbatch("-N4", "-w", "node[1-4]", "--exclusive", "-J", "next", "-o", "/dev/null",
+                     input="#!/bin/bash\ntrue\n")
     try:
         c.wait_state(jid, "RUNNING", timeout=30)
         c.run(["scontrol", "update", "NodeName=node5", "State=DRAIN", "Reason=fan failure"],
@@ -118,6 +120,11 @@ def test_the_dashboard_shows_the_job_the_drained_node_and_plots_in_chromium(dc, 
         assert cells[7:9] == ["4", "node[1-4]"], cells
         state, cells = page.rows[f"job-{held}"]
         assert (state, cells[5], cells[6]) == ("PENDING", "PENDING", "JobHeldUser"), cells
+        assert cells[9] == "N/A", cells
+        state, cells = page.rows[f"job-{waits}"]
+        assert cells[6] in ("Resources", "Priority") and cells[8] == "node[1-4]", cells
+        expected = c.squeue(waits, "%S")             # squeue --start's StartTime
+        assert cells[9] == expected != "N/A", (cells, expected)
         state, cells = page.rows["node-node5"]
         assert state == "drained" and cells[:4] == ["node5", "drained", "fan failure", "root"], cells
         for n in range(1, 5):
@@ -139,7 +146,7 @@ def test_the_dashboard_shows_the_job_the_drained_node_and_plots_in_chromium(dc, 
         assert big[0][0] < 0.97 * WINDOW[0] * WINDOW[1], "the screenshot is one colour"
         shutil.copyfile(tmp_path / "shot.png", SHOT)
     finally:
-        c.run(["scancel", str(jid), str(held)])
+        c.run(["scancel", str(jid), str(held), str(waits)])
 
 
 def _samples(url: str) -> int:
