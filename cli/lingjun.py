@@ -465,7 +465,7 @@ def dashboard_address() -> str:
     if conf or os.path.exists(endpoints.SYSTEM_CONF):
         from lingjun import config
         try:
-            address = endpoints._config(conf).controller.metrics_address
+            address = config.load(conf).controller.metrics_address
         except config.ConfigError:
             return ""
         return "" if address.endswith(":0") else address

@@ -277,7 +277,8 @@ class LiveCollector:
         jobs = GaugeMetricFamily("lingjun_jobs", "Jobs the controller holds (squeue's), by state, "
                                  "partition, account and pending reason",
                                  labels=["state", "partition", "account", "reason"])
-        for (state, part, account, reason), n in sorted(self.jobs.update(ctl.store.live.jobs).items()):
+        counts = self.jobs.update(ctl.store.live.jobs)
+        for (state, part, account, reason), n in sorted(counts.items()):
             jobs.add_metric([state, part, account, reason], n)
         yield jobs
         s = self.nodes.summarize()
