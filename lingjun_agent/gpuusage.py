@@ -92,6 +92,8 @@ class GpuSampler:
     def sample(self, jobs: Mapping[Hashable, Sequence[int]]) -> None:
         """One sample of each job's GPUs (its key -> its GPU indices here)."""
         jobs = {j: tuple(ids) for j, ids in jobs.items() if ids}
+        for gone in [k for k in self.latest if k not in jobs]:   # ended while a sample ran
+            self.latest.pop(gone, None)
         if not jobs:
             return
         lib = self._load()

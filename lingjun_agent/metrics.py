@@ -108,11 +108,14 @@ class AgentCollector:
         used = GaugeMetricFamily("lingjun_job_gpu_memory_used_bytes",
                                  "GPU memory used NVML last sampled, per job and GPU",
                                  labels=["job_id", "gpu"])
+        a = self.agent
         seen: set[tuple[int, int]] = set()
         # the sampler writes from its worker thread: a copy, taken at once
-        latest = dict(self.agent.gpu_usage.latest)
+        latest = dict(a.gpu_usage.latest)
         for key in sorted(latest, key=lambda k: (k,) if isinstance(k, int) else tuple(k)):
             jid = key if isinstance(key, int) else key[0]
+            if key not in a.batches and key not in a.steps:      # ended since
+                continue
             for gpu, pct, mem_bytes in latest[key]:
                 if (jid, gpu) in seen:       # a step's GPU is its job's too
                     continue

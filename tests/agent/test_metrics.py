@@ -55,6 +55,8 @@ def page(a) -> dict[str, dict[tuple, float]]:
 
 def test_each_gpu_of_each_job_as_nvml_last_saw_it(nvml):
     a = agent()
+    a.batches[12] = SimpleNamespace(pid=0)
+    a.steps[(12, 0)] = SimpleNamespace(running=lambda: False)
     a.gpu_usage.sample({12: (0, 1), (12, 0): (1,)})      # the batch job and its step
     p = page(a)
     util = p["lingjun_job_gpu_utilization_ratio"]
@@ -66,6 +68,13 @@ def test_each_gpu_of_each_job_as_nvml_last_saw_it(nvml):
     a.gpu_usage.take(12)
     a.gpu_usage.take((12, 0))
     assert "lingjun_job_gpu_utilization_ratio" not in page(a), "gone with the job"
+    # a sample that was under way when the job ended: not shown, and dropped next time
+    a.gpu_usage.sample({13: (0,)})
+    del a.batches[12]
+    a.gpu_usage.latest[12] = ((0, 50, 1),)
+    assert "lingjun_job_gpu_utilization_ratio" not in page(a)
+    a.gpu_usage.sample({})
+    assert a.gpu_usage.latest == {}
     assert page(a)["lingjun_agent_info"] == {(("node", "node7"),): 1}
 
 
