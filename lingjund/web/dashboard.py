@@ -13,10 +13,11 @@ page is one response a test can read whole.
 
 Authenticated like the API: a user token from the credential socket
 (``lingjun web`` prints a URL with one). ``?token=T`` once: the page answers
-with a cookie holding it (HttpOnly, SameSite=Strict, gone when the token
-expires) and sends the browser to the same page without it; or the header
-``Authorization: Bearer T`` on each request. Any valid user may read: the
-queue and the nodes are what squeue and sinfo show every user.
+with a cookie holding it (HttpOnly, SameSite=Strict, kept for [auth]
+token_ttl_s, a token's life) and sends the browser to the same page without
+it; or the header ``Authorization: Bearer T`` on each request. Any valid
+user may read: the queue and the nodes are what squeue and sinfo show every
+user.
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ from pygal.style import Style
 
 from lingjun import auth, slurm
 from lingjun.httpdoor import Request, Response
+from lingjun.v1 import api_pb2
 from lingjund.metrics import ControllerMetrics, NodeScan
-from lingjund.service import errors
+from lingjund.service import errors, faulttol
 from lingjund.service.context import Controller
 from lingjund.web.samples import Ring
 
@@ -96,12 +98,11 @@ class Dashboard:
                 return _denied(str(e))
             rest = {k: v for k, v in req.query.items() if k != "token"}
             target = req.path + ("?" + urlencode(rest, doseq=True) if rest else "")
-            exp = _token_expiry(token)
             log.info("dashboard: uid %d signed in", who.uid)
             return Response(HTTPStatus.SEE_OTHER, b"", headers=(
                 ("Location", target),
                 ("Set-Cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; "
-                               f"Max-Age={max(0, int(exp - time.time()))}")))
+                               f"Max-Age={int(self.ctl.config.auth.token_ttl_s)}")))
         if self._identity(req) is None:
             return _denied("no valid credential: open the URL `lingjun web` prints")
         return None
@@ -129,8 +130,6 @@ class Dashboard:
         except ValueError:
             return _page("Invalid job id", f"<p>Invalid job id specified: {_e(req.param('id'))}</p>",
                          HTTPStatus.BAD_REQUEST)
-        from lingjund.service import faulttol
-        from lingjun.v1 import api_pb2
         try:
             reply = faulttol.get_events(self.ctl, api_pb2.GetJobEventsRequest(job_id=job_id))
         except errors.InvalidJobId:
@@ -279,8 +278,3 @@ def _page(title: str, body: str, status: int = 200) -> Response:
 
 def _denied(why: str) -> Response:
     return _page("Access denied", f"<h1>Access denied</h1><p>{_e(why)}</p>", HTTPStatus.UNAUTHORIZED)
-
-
-def _token_expiry(token: str) -> float:
-    from lingjun.credential import _expiry
-    return _expiry(token)
