@@ -13,6 +13,7 @@
     lingjun health [NODE] [--events N]
     lingjun restd [HOST:PORT | unix:/PATH]...   (cli/restd.py: Slurm's REST API)
     lingjun logs [-f] [--rank N] JOB[.STEP]     (cli/logs.py)
+    lingjun web                         the dashboard's URL, with your credential
 
 ``up`` starts a controller and N agents on this machine (node1..nodeN, each
 agent with its own state dir and, as root, its own hostname; all on
@@ -80,10 +81,12 @@ heartbeat_timeout_s = {args.heartbeat_timeout}
 kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
 max_array_size = {args.max_array_size}
+metrics_address = "127.0.0.1:0"
 {_mail_text(args)}
 [agent]
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
+metrics_address = "127.0.0.1:0"
 device_root = "{args.device_root}"
 sysfs_root = "{args.sysfs_root}"
 {f'mps_control = "{args.mps_control}"' if args.mps_control else ""}
@@ -338,14 +341,38 @@ def cmd_up(args) -> int:
             _stop(info)
             return 1
         time.sleep(0.1)
+    info["metrics"] = _metrics_addresses(parsed, info)
+    (state / "cluster.json").write_text(json.dumps(info, indent=2))
     local_pointer().parent.mkdir(parents=True, exist_ok=True)
     local_pointer().write_text(json.dumps(info, indent=2))
     print(f"Local cluster '{args.cluster_name}' is up: controller {address}, "
           f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
     print(f"State and logs: {state}")
+    if "lingjund" in info["metrics"]:
+        print(f"Metrics: http://{info['metrics']['lingjund']}/metrics (the agents': "
+              f"{state}/cluster.json); the dashboard: `lingjun web` prints its URL")
     print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
           f"elsewhere: export LINGJUN_CONTROLLER={address}")
     return 0
+
+
+def _metrics_addresses(parsed, info: dict) -> dict[str, str]:
+    """Where the controller's and each agent's /metrics listen (each daemon
+    writes STATE_DIR/metrics.address once it listens)."""
+    files = {"lingjund": Path(parsed.controller.state_dir) / "metrics.address"}
+    files.update((n, Path(d) / "metrics.address") for n, d in info["agent_state_dirs"].items())
+    out = {}
+    deadline = time.time() + 10
+    for name, f in files.items():
+        while True:
+            try:
+                out[name] = f.read_text().strip()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    break
+                time.sleep(0.05)
+    return out
 
 
 def _stop(info: dict) -> int:
@@ -430,6 +457,43 @@ def cmd_net(args) -> int:
 def cmd_events(args) -> int:
     from cli.events import events
     return events(args.job)
+
+
+def dashboard_address() -> str:
+    """HOST:PORT of the controller's dashboard: the local cluster's, else
+    [controller] metrics_address of the config file ("" = not known)."""
+    from lingjun import endpoints
+    conf = os.environ.get("LINGJUN_CONF")
+    if conf or os.path.exists(endpoints.SYSTEM_CONF):
+        from lingjun import config
+        try:
+            address = config.load(conf).controller.metrics_address
+        except config.ConfigError:
+            return ""
+        return "" if address.endswith(":0") else address
+    try:
+        return json.loads(local_pointer().read_text())["metrics"]["lingjund"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def cmd_web(args) -> int:
+    """The dashboard's URL with a token of the caller's (from the credential
+    socket); the page keeps it as a cookie and drops it from the address."""
+    from lingjun import credential
+    from lingjun.endpoints import auth_socket
+    address = dashboard_address()
+    if not address:
+        print(f"{PROG}: error: no dashboard: [controller] metrics_address is not set",
+              file=sys.stderr)
+        return 1
+    try:
+        token = credential.fetch_token(auth_socket())
+    except credential.CredentialUnavailable as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    print(f"http://{address}/?token={token}")
+    return 0
 
 
 def cmd_health(args) -> int:
@@ -522,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
 
     up.add_argument("--sanity", action="append", metavar="KEY=VALUE",
                     help="a [sanity] setting for the node probes, e.g. interval_s=1.5; repeatable")
+    sub.add_parser("web", help="print the dashboard's URL, with a credential of yours")
     hl = sub.add_parser("health", help="node health probes: each probe's last result")
     hl.add_argument("node", nargs="?", help="one node (default: every node)")
     hl.add_argument("--events", type=int, default=5, help="recent health events per node (0 = none)")
@@ -540,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
         from cli import restd
         return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
-            "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health}[args.cmd](args)
+            "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health,
+            "web": cmd_web}[args.cmd](args)
 
 
 if __name__ == "__main__":

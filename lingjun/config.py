@@ -15,6 +15,11 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
     mail_prog = "/usr/bin/mail"     # Slurm's MailProg: run as PROG -s SUBJECT USER for --mail-type;
                                     # "" = no mail (sbatch --mail-type is then refused)
+    metrics_address = ""            # HOST:PORT of /metrics and the dashboard, e.g.
+                                    # "127.0.0.1:6920" ("" = none, port 0 = any free one)
+
+    [agent]
+    metrics_address = ""            # HOST:PORT of each agent's /metrics (the same rules)
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
@@ -231,6 +236,9 @@ class ControllerConfig:
     # Slurm's MailProg: --mail-type's notices are sent by running
     # ``mail_prog -s SUBJECT USER`` (lingjund/service/mail.py); "" = none.
     mail_prog: str = "/usr/bin/mail"
+    # HOST:PORT of the Prometheus page (/metrics) and the dashboard (lingjund/web/);
+    # "" = none. Port 0 = any free one, written to STATE_DIR/metrics.address.
+    metrics_address: str = ""
 
     @property
     def connect_address(self) -> str:
@@ -268,6 +276,9 @@ class AgentConfig:
     # the CUDA MPS control daemon the agent starts (with -d) for a GPU before
     # its first --gres=mps job and tells to quit after its last
     mps_control: str = "nvidia-cuda-mps-control"
+    # HOST:PORT of the agent's Prometheus page (/metrics); "" = none. Port 0 =
+    # any free one, written to the agent's STATE_DIR/metrics.address.
+    metrics_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -736,6 +747,8 @@ def parse(text: str, path: str = "") -> Config:
         raise ConfigError(f"[controller] synchronous: {controller.synchronous!r} is not one of "
                           f"{', '.join(SYNCHRONOUS)}")
     agent = _take(_table(data, "agent"), AgentConfig, "[agent]")
+    _check_address("[controller] metrics_address", controller.metrics_address)
+    _check_address("[agent] metrics_address", agent.metrics_address)
     nodes: list[NodeConfig] = []
     for i, t in enumerate(_tables(data, "nodes")):
         t = dict(t)
@@ -793,6 +806,13 @@ def parse(text: str, path: str = "") -> Config:
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
                   "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting", "webhooks")
+
+
+def _check_address(where: str, text: str) -> None:
+    """"" (off) or HOST:PORT with a port number."""
+    host, sep, port = text.rpartition(":")
+    if text and not (sep and port.isdigit() and int(port) <= 65535):
+        raise ConfigError(f"{where}: {text!r} is not HOST:PORT (\"127.0.0.1:0\": any free port)")
 
 
 def _check_shared_gpus(node: NodeConfig, where: str) -> None:

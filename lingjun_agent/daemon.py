@@ -13,21 +13,40 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from prometheus_client import CONTENT_TYPE_LATEST
+
 from lingjun import auth, logs
 from lingjun import config as configmod
 from lingjun.command_server import CommandSocketServer, ControllerChannel, relay_answer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
+from lingjun.httpdoor import HttpDoor, Response
 from lingjun.sdnotify import notify
+from lingjun_agent import metrics
 from lingjun_agent.runner import Agent
 
 log = logging.getLogger("lingjun_agent")
 
 
+async def _serve_metrics(agent: Agent, address: str) -> HttpDoor:
+    """The agent's /metrics (lingjun_agent/metrics.py) on this loop; where it
+    listens goes to STATE_DIR/metrics.address (port 0 picks a free one)."""
+    reg = metrics.registry(agent)
+    door = HttpDoor({"/metrics": lambda req: Response(200, metrics.render(reg), CONTENT_TYPE_LATEST)},
+                    "the agent's metrics")
+    port = await door.start(address)
+    host = address.rpartition(":")[0]
+    agent.state_dir.mkdir(parents=True, exist_ok=True)
+    (agent.state_dir / "metrics.address").write_text(f"{host}:{port}\n")
+    log.info("node=%s: metrics on http://%s:%d/metrics", agent.node, host, port)
+    return door
+
+
 async def _main(agent: Agent, creds: CredentialServer | None = None,
                 commands: CommandSocketServer | None = None,
                 relay: ControllerChannel | None = None,
-                reload: Callable[[], None] | None = None) -> None:
+                reload: Callable[[], None] | None = None, metrics_address: str = "") -> None:
+    door = await _serve_metrics(agent, metrics_address) if metrics_address else None
     if creds is not None:
         await creds.start()      # [auth] agent_serves_socket
     if commands is not None:
@@ -58,6 +77,8 @@ async def _main(agent: Agent, creds: CredentialServer | None = None,
         await commands.close()
     if relay is not None:
         await relay.close()
+    if door is not None:
+        await door.close()
     agent.net.stop()
 
 
@@ -65,7 +86,7 @@ async def _main(agent: Agent, creds: CredentialServer | None = None,
 # waits for a restart (the agent's identity, its sockets and where it keeps state).
 RESTART_ONLY = ("auth", "agent.state_dir", "agent.device_root", "agent.sysfs_root",
                 "agent.mps_control", "controller.listen", "controller.address",
-                "network.rdma_sysfs_root")
+                "network.rdma_sysfs_root", "agent.metrics_address")
 
 
 def reloader(agent: Agent, path: str | None, node: str, cfg: configmod.Config) -> Callable[[], None]:
@@ -161,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                   mps_control=cfg.agent.mps_control)
     try:
         asyncio.run(_main(agent, creds, commands, relay,
-                          reloader(agent, args.config, args.node, cfg)))
+                          reloader(agent, args.config, args.node, cfg), cfg.agent.metrics_address))
     except OSError as e:                    # the credential socket could not be served
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1

@@ -73,6 +73,9 @@ class GpuSampler:
         self.lib = None
         self.broken = ""
         self.jobs: dict[Hashable, Accumulated] = {}
+        # the last sample of each key's GPUs, one by one: ((index, util %, memory
+        # used in bytes), ...), for the agent's /metrics (lingjun_agent/metrics.py)
+        self.latest: dict[Hashable, tuple[tuple[int, int, int], ...]] = {}
 
     def _load(self):
         if self.lib is None and not self.broken:
@@ -89,6 +92,8 @@ class GpuSampler:
     def sample(self, jobs: Mapping[Hashable, Sequence[int]]) -> None:
         """One sample of each job's GPUs (its key -> its GPU indices here)."""
         jobs = {j: tuple(ids) for j, ids in jobs.items() if ids}
+        for gone in [k for k in self.latest if k not in jobs]:   # ended while a sample ran
+            self.latest.pop(gone, None)
         if not jobs:
             return
         lib = self._load()
@@ -96,20 +101,24 @@ class GpuSampler:
             return
         for job_id, ids in jobs.items():
             try:
-                utils, mem = [], 0
+                per_gpu = []
                 for i in ids:
                     h = lib.nvmlDeviceGetHandleByIndex(i)
-                    utils.append(int(lib.nvmlDeviceGetUtilizationRates(h).gpu))
-                    mem += int(lib.nvmlDeviceGetMemoryInfo(h).used)
+                    per_gpu.append((i, int(lib.nvmlDeviceGetUtilizationRates(h).gpu),
+                                    int(lib.nvmlDeviceGetMemoryInfo(h).used)))
             except Exception as e:  # noqa: BLE001 - a GPU that fell off the bus raises here
                 log.warning("job=%s: GPU sample failed: %s: %s", job_id, type(e).__name__, e)
                 continue
+            self.latest[job_id] = tuple(per_gpu)
+            utils = [u for _, u, _ in per_gpu]
+            mem = sum(m for _, _, m in per_gpu)
             self.jobs.setdefault(job_id, Accumulated()).add(sum(utils) // len(utils),
                                                             mem // 1024)
 
     def take(self, job_id: Hashable) -> GpuUsage:
         """The job's mean and peak so far, forgotten here."""
         acc = self.jobs.pop(job_id, None)
+        self.latest.pop(job_id, None)
         return acc.usage() if acc is not None else GpuUsage()
 
     def peek(self, key: Hashable) -> GpuUsage:

@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from grpc_health.v1 import health_pb2
 
@@ -30,16 +31,20 @@ from lingjun import config as configmod
 from lingjun.command_server import CommandSocketServer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
+from lingjun.httpdoor import HttpDoor
 from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
                               scheduling, steps, timers, webhooks)
+from lingjund.metrics import ControllerMetrics, RpcTimer
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.api import SlurmApiServicer
 from lingjund.transport.authn import ServerAuth
 from lingjund.transport.command_socket import servicer_answer
 from lingjund.transport.server import SERVICES, build_server
+from lingjund.web.dashboard import Dashboard
+from lingjund.web.samples import Ring
 
 log = logging.getLogger("lingjund")
 
@@ -84,7 +89,8 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-async def scheduler_loop(ctl: Controller) -> None:
+async def scheduler_loop(ctl: Controller, on_pass: Callable[[float], None] | None = None) -> None:
+    """``on_pass``: told each scheduling pass's duration in seconds (metrics)."""
     wake = ctl.wake_event()
     started_at = ctl.clock()
     loop = asyncio.get_running_loop()
@@ -109,7 +115,10 @@ async def scheduler_loop(ctl: Controller) -> None:
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             steps.sweep_unfollowed(ctl, started_at)
+            t0 = time.perf_counter()
             await scheduling.run_pass_off_loop(ctl)
+            if on_pass is not None:
+                on_pass(time.perf_counter() - t0)
             not_before = loop.time() + min(time.thread_time() - began, BUSY_GAP_MAX_S)
         except StoreFull as e:
             # Said once a pass, without a traceback: the log may share the full disk.
@@ -154,15 +163,27 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     store.watch_nodes(hooks.node_changed)
     hooks.start()
     api = SlurmApiServicer(ctl)
-    server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api)
+    metrics = ControllerMetrics(ctl) if cc.metrics_address else None
+    server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api,
+                                                 RpcTimer(metrics) if metrics else None)
     creds = commands = None
     if cfg.auth.controller_serves_socket:   # users' tokens on this host, and their commands' calls
         creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
         await creds.start()
-        commands = CommandSocketServer(cfg.auth.socket, servicer_answer(api),
+        answer = servicer_answer(api)
+        commands = CommandSocketServer(cfg.auth.socket,
+                                       metrics.timed_answer(answer) if metrics else answer,
                                        cfg.authz.max_message_bytes)
         await commands.start()
     await server.start()
+    door = ring = None
+    if metrics is not None:     # /metrics and the dashboard, on this loop (lingjun/httpdoor.py)
+        ring = Ring()
+        door = HttpDoor(Dashboard(ctl, server_auth.key, metrics, ring).routes(), "the dashboard")
+        web_port = await door.start(cc.metrics_address)
+        host = cc.metrics_address.rpartition(":")[0]
+        Path(cc.state_dir, "metrics.address").write_text(f"{host}:{web_port}\n")
+        log.info("metrics and dashboard on http://%s:%d/ (metrics at /metrics)", host, web_port)
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("lingjund for cluster %s listening on %s (port %d), state in %s",
@@ -178,7 +199,8 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     loop.add_signal_handler(signal.SIGHUP, reconfigure, ctl)
     notify("READY=1")
     watchdog = sdnotify.start_watchdog()
-    sched = asyncio.create_task(scheduler_loop(ctl))
+    sched = asyncio.create_task(scheduler_loop(ctl, metrics.observe_pass if metrics else None))
+    sampler = asyncio.create_task(ring.keep(ctl)) if ring is not None else None
     purger = asyncio.create_task(accounting.purge_loop(ctl))
     await stop.wait()
     log.info("stopping")
@@ -191,6 +213,10 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
     purger.cancel()
+    if sampler is not None:
+        sampler.cancel()
+    if door is not None:
+        await door.close()
     accounting.close_readers(ctl)
     ctl.agents.close_all()
     if commands is not None:       # no new calls by either door while the last ones finish

@@ -30,6 +30,9 @@ class NetworkOwner:
         self.spec: agent_pb2.NetProfileSpec | None = None
         self.last_sent: api_pb2.NetStatusReport | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        # uplink -> times its traffic moved from primary to backup since the
+        # agent started (lingjun_agent/metrics.py)
+        self.failovers: dict[str, int] = {}
 
     def set_profile(self, spec: agent_pb2.NetProfileSpec | None) -> None:
         """Called on the agent's loop, at registration and on a push."""
@@ -80,6 +83,10 @@ class NetworkOwner:
             log.info("network: %s: %d change(s) %s", rep.state, len(rep.changes),
                      "; ".join(rep.errors))
         msg = report_msg(rep)
+        before = {u.name: u.active for u in self.last_sent.uplinks} if self.last_sent else {}
+        for u in msg.uplinks:
+            if u.active == "backup" and before.get(u.name, "primary") != "backup":
+                self.failovers[u.name] = self.failovers.get(u.name, 0) + 1
         same = self.last_sent is not None and not rep.changes and _key(msg) == _key(self.last_sent)
         if same:
             return

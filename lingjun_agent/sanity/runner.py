@@ -37,6 +37,8 @@ class SanityRunner:
         self.probes: list[Probe] = probes.build(cfg, ctx, self.nvml) if cfg.enabled else []
         self.rng = random.Random(ctx.node)
         self.last: list[Result] = []
+        # each probe's newest result, whatever phase ran it (the agent's /metrics)
+        self.latest: dict[str, Result] = {}
 
     def reconfigure(self, cfg: SanityConfig) -> None:
         """Probe settings re-read from the file (SIGHUP): the next pass uses them."""
@@ -61,6 +63,7 @@ class SanityRunner:
         t0 = time.monotonic()
         results = list(await asyncio.gather(*jobs))
         self.last = results
+        self.latest.update((r.name, r) for r in results)
         bad = [r for r in results if not r.ok]
         log.log(logging.WARNING if bad else logging.DEBUG,
                 "node=%s sanity %s pass: %d probes in %.3f s%s", self.ctx.node, phase,

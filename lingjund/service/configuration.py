@@ -29,7 +29,7 @@ from lingjund.service.context import Controller
 log = logging.getLogger("lingjund.config")
 
 # [controller] keys read once at start
-RESTART_ONLY = ("listen", "address", "state_dir", "synchronous")
+RESTART_ONLY = ("listen", "address", "state_dir", "synchronous", "metrics_address")
 
 
 def reload(ctl: Controller) -> list[str]:

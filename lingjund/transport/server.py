@@ -34,13 +34,17 @@ PENDING_CALLS = 65_536
 
 
 def build_server(ctl: Controller, listen: str, auth: ServerAuth,
-                 api: SlurmApiServicer | None = None
+                 api: SlurmApiServicer | None = None,
+                 timer: grpc.aio.ServerInterceptor | None = None
                  ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """``api``: the SlurmApi servicer to serve (one is made when None); the
-    daemon passes the one its local command socket answers through too."""
+    daemon passes the one its local command socket answers through too.
+    ``timer``: an interceptor that times calls (lingjund/metrics.py), put
+    outermost so decoding and authentication count too."""
     # DecodeGuard first: the authentication check must see decoded requests.
     authn = AuthnInterceptor(auth.key)
-    server = grpc.aio.server(interceptors=[DecodeGuard(), authn], options=[
+    chain = [DecodeGuard(), authn] if timer is None else [timer, DecodeGuard(), authn]
+    server = grpc.aio.server(interceptors=chain, options=[
         ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 20_000),
