@@ -53,11 +53,12 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from functools import lru_cache
 from heapq import merge
-from typing import Iterable, Mapping, Sequence
+from typing import Container, Iterable, Mapping, Sequence
 
 from lingjun.slurm import natural_key
 from lingjund.sched.pool import Ask, NodeFree, Share
 from lingjund.sched.snapshot import NodeView, PartitionView
+from lingjund.sched.topology import Topology
 
 
 # Node names repeat from pass to pass (and from one preemption trial to the next):
@@ -231,6 +232,11 @@ class NodeIndex:
                     return out
         return None
 
+    def fitting(self, ask: Ask) -> list[int]:
+        """Ids of the nodes with the CPUs and GPUs (an untouched node, for an
+        exclusive ask) that ``ask`` needs; memory and shared GPUs unchecked."""
+        return [i for run in self._runs(ask) for ids_ in run for i in ids_]
+
     def _runs(self, ask: Ask) -> list[list[list[int]]]:
         """The id lists that may fit ``ask``, grouped into runs walked in order;
         the lists of one run are merged (equal weight and left-over CPUs)."""
@@ -250,11 +256,16 @@ class NodeIndex:
 
 
 class FreeNodes:
-    """What a select sees of the free capacity: an index and the node ids one job may use."""
+    """What a select sees of the free capacity: an index and the node ids one job may use,
+    and where the nodes hang in the network (``topology``, ``leaf``: a node id's leaf
+    switch, -1 for none; both None without a topology)."""
 
-    def __init__(self, index: NodeIndex, only: frozenset[int] | None = None):
+    def __init__(self, index: NodeIndex, only: frozenset[int] | None = None,
+                 topology: Topology | None = None, leaf: Sequence[int] | None = None):
         self._index = index
         self._only = only
+        self.topology = topology
+        self.leaf = leaf
 
     @classmethod
     def of(cls, candidates: Sequence[NodeFree]) -> FreeNodes:
@@ -269,16 +280,47 @@ class FreeNodes:
         """At least as many as the nodes a gang could use; a gang of more never fits."""
         return self._index.size
 
-    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset()
-              ) -> tuple[Share, ...] | None:
-        return self._index.stage(ranks, required, self._only)
+    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset(),
+              within: Container[int] | None = None) -> tuple[Share, ...] | None:
+        """The ranks staged (``NodeIndex.stage``); ``within``: only among these ids."""
+        only = self._only
+        if within is not None:
+            only = within if only is None else _Both(only, within)
+        return self._index.stage(ranks, required, only)
+
+    def fitting(self, ask: Ask) -> list[int]:
+        """Ids this job may use with the CPUs and GPUs ``ask`` needs (placement order)."""
+        only = self._only
+        got = self._index.fitting(ask)
+        return got if only is None else [i for i in got if i in only]
+
+    def name_of(self, i: int) -> str:
+        return self._index._node[i].name
+
+    def ids_of(self, names: Iterable[str]) -> list[int]:
+        """The ids of node names (those the pass has)."""
+        ids = self._index._ids
+        return [ids[n] for n in names if n in ids]
+
+
+class _Both:
+    """Ids in both of two containers."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Container[int], b: Container[int]):
+        self.a, self.b = a, b
+
+    def __contains__(self, i: int) -> bool:
+        return i in self.b and i in self.a
 
 
 class FreeCapacity:
     """The pass's free resources: one ``NodeFree`` per node, changed only by
     ``commit``, and an index per partition built when a job first needs it."""
 
-    def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView]):
+    def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView],
+                 topology: Topology | None = None):
         by_name = {v.name: v for v in views}
         names = sorted(by_name, key=_natural)
         self.ids: dict[str, int] = {n: i for i, n in enumerate(names)}
@@ -292,6 +334,19 @@ class FreeCapacity:
         self._idle_nodes: list[NodeFree] = []
         self._member_set: dict[str, frozenset[int]] = {}
         self._indexes_of: dict[int, list[NodeIndex]] = {}
+        self.topology = topology
+        self._leaf: list[int] | None = None
+
+    @property
+    def leaf(self) -> list[int] | None:
+        """Each node id's leaf switch (-1: under none); None without a topology.
+        Built when a pass first places a multi-node gang."""
+        if self.topology is None:
+            return None
+        if self._leaf is None:
+            leaf_of = self.topology.leaf_of
+            self._leaf = [leaf_of.get(v.name, -1) for v in self.views]
+        return self._leaf
 
     def showing(self, nodes: list[NodeFree]) -> FreeCapacity:
         """The same nodes and partitions showing ``nodes`` (by id) instead, with indexes of
@@ -301,6 +356,7 @@ class FreeCapacity:
         other._parts, other._members, other._member_set = self._parts, self._members, {}
         other._index, other._idle_all, other._idle_nodes = {}, None, []
         other._indexes_of = {}
+        other.topology, other._leaf = self.topology, self._leaf
         return other
 
     def members(self, part: str) -> tuple[int, ...]:
@@ -323,7 +379,9 @@ class FreeCapacity:
             self._index[part] = index
             for i in live:
                 self._indexes_of.setdefault(i, []).append(index)
-        return FreeNodes(index, only)
+        if self.topology is None:
+            return FreeNodes(index, only)
+        return FreeNodes(index, only, self.topology, self.leaf)
 
     def idle(self, part: str, only: frozenset[int] | None = None) -> FreeNodes:
         """The partition's nodes as if nothing ran and all were up: "never" versus "not now".
@@ -337,7 +395,9 @@ class FreeCapacity:
             only = self._member_set.get(part)
             if only is None:
                 only = self._member_set[part] = frozenset(self.members(part))
-        return FreeNodes(self._idle_all, only)
+        if self.topology is None:
+            return FreeNodes(self._idle_all, only)
+        return FreeNodes(self._idle_all, only, self.topology, self.leaf)
 
     def candidates(self, ids: Iterable[int], schedulable: bool = True) -> list[NodeFree]:
         """The nodes of ``ids`` not kept for a blocked partition (and schedulable), as a

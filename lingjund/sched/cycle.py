@@ -107,6 +107,7 @@ the 5,000 one-GPU jobs that start looks at a handful of nodes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
@@ -122,7 +123,7 @@ from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption,
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
     """Decide one pass over ``snapshot`` at time ``now``; pure and deterministic."""
     partitions = {p.name: p for p in snapshot.partitions}
-    free = FreeCapacity(snapshot.nodes, snapshot.partitions)
+    free = FreeCapacity(snapshot.nodes, snapshot.partitions, snapshot.topology)
     views = {v.name: v for v in free.views}
     select, filters = profile.select, profile.filters
     indexed = (callable(getattr(select, "place_in", None))
@@ -169,6 +170,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
             continue
+        if job.switches and now >= job.switches_until:
+            job = replace(job, switches=0)     # waited max-wait for its switches: anywhere now
 
         # The nodes this job may use at all: computed once per partition and node-filter
         # key (jobs with the same -x/-C/GPU type share it), else once per job.
