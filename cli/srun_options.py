@@ -203,6 +203,10 @@ class RunOptions:
     mem_mb: int | None = None       # --mem (0 = all of the node's)
     mem_per_cpu_mb: int | None = None
     mem_per_gpu_mb: int | None = None
+    # network topology: --switches=N[@max-time], --segment=N (0 / None = not given)
+    switches: int = 0
+    switch_wait_s: int | None = None
+    segment: int = 0
 
 
 def _err(prog: str, text: str, rc: int = 1) -> CommandError:
