@@ -44,7 +44,8 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
     stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
-    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
+    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node),
+                             topology=ctl.config.topology.index)
     env.update(jobenv.checkpoint_env(ctl.config, job))   # checkpoint dir, heartbeat file
     return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
         job_id=job.job_id, script=spec.script, argv=list(spec.argv),
@@ -84,7 +85,8 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
     base["MASTER_ADDR"] = addr
     others = job.nodes[1:]
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=launchers.SERVICE_STEP_ID,
-                           step_nodes=others, tasks_per_node=[1] * len(others), base_env=base)
+                           step_nodes=others, tasks_per_node=[1] * len(others), base_env=base,
+                           topology=ctl.config.topology.index)
     for node in others:
         cpus = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else 1
         ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(

@@ -326,7 +326,8 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=job.next_step_id,
                            step_nodes=nodes, tasks_per_node=tasks,
                            base_env=dict(req.environment), cpus_per_task=req.cpus_per_task,
-                           step_gpus=gpus if any(job.gpus_per_node) else None)
+                           step_gpus=gpus if any(job.gpus_per_node) else None,
+                           topology=ctl.config.topology.index)
     step_id = job.next_step_id
     run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked,
                   gpus={} if req.overlap else {n: ids for n, ids in gpus.items() if ids},

@@ -16,6 +16,7 @@ import grpc
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import accounting, allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
+from lingjund.service import topology
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -236,7 +237,9 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
-            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
+            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)",
+            "TopologyPlugin": c.topology.plugin},
+            topology=topology.switches(c.topology.index))
 
     async def RunStep(self, request, context):
         try:
