@@ -552,6 +552,8 @@ class BlockConfig:
 
 
 TOPOLOGY_PLUGINS = ("topology/tree", "topology/block", "topology/default")
+# Slurm 22.05 calls no topology topology/none (later ones topology/default): both are read.
+TOPOLOGY_NONE = "topology/none"
 
 
 @dataclass(frozen=True)
@@ -655,6 +657,8 @@ def _topology(table: dict, nodes: list[NodeConfig], path: str) -> TopologyConfig
     plugin = cfg.plugin.lower()
     if not plugin.startswith("topology/"):
         plugin = "topology/" + plugin
+    if plugin == TOPOLOGY_NONE:
+        plugin = "topology/default"
     if plugin not in TOPOLOGY_PLUGINS:
         raise ConfigError(f"[topology] plugin: {cfg.plugin!r} is not one of "
                           f"{', '.join(TOPOLOGY_PLUGINS)}")

@@ -238,7 +238,9 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
             "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)",
-            "TopologyPlugin": c.topology.plugin},
+            # Slurm 22.05's name for no topology is topology/none
+            "TopologyPlugin": ("topology/none" if c.topology.plugin == "topology/default"
+                               else c.topology.plugin), "TopologyParam": "(null)"},
             topology=topology.switches(c.topology.index))
 
     async def RunStep(self, request, context):
