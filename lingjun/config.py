@@ -282,6 +282,9 @@ class AgentConfig:
     # the CUDA MPS control daemon the agent starts (with -d) for a GPU before
     # its first --gres=mps job and tells to quit after its last
     mps_control: str = "nvidia-cuda-mps-control"
+    # lldpd's client: the agent reports the leaf switch it hears over LLDP at
+    # registration ("" = do not ask; nothing is asked when it is not installed)
+    lldpctl: str = "lldpctl"
 
 
 @dataclass(frozen=True)

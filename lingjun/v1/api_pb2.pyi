@@ -543,7 +543,7 @@ class CancelJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "shards", "mps", "shards_alloc", "mps_alloc", "net_status", "sanity_results", "gpu_devices", "gpu_ids_alloc")
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "shards", "mps", "shards_alloc", "mps_alloc", "net_status", "sanity_results", "gpu_devices", "gpu_ids_alloc", "leaf_switch")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
@@ -585,6 +585,7 @@ class NodeInfo(_message.Message):
     SANITY_RESULTS_FIELD_NUMBER: _ClassVar[int]
     GPU_DEVICES_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_ALLOC_FIELD_NUMBER: _ClassVar[int]
+    LEAF_SWITCH_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     drain: bool
@@ -626,7 +627,8 @@ class NodeInfo(_message.Message):
     sanity_results: _containers.RepeatedCompositeFieldContainer[SanityResult]
     gpu_devices: _containers.RepeatedCompositeFieldContainer[GpuDevice]
     gpu_ids_alloc: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., shards: _Optional[int] = ..., mps: _Optional[int] = ..., shards_alloc: _Optional[int] = ..., mps_alloc: _Optional[int] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ..., sanity_results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ..., gpu_devices: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., gpu_ids_alloc: _Optional[_Iterable[int]] = ...) -> None: ...
+    leaf_switch: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., shards: _Optional[int] = ..., mps: _Optional[int] = ..., shards_alloc: _Optional[int] = ..., mps_alloc: _Optional[int] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ..., sanity_results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ..., gpu_devices: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., gpu_ids_alloc: _Optional[_Iterable[int]] = ..., leaf_switch: _Optional[str] = ...) -> None: ...
 
 class GpuDevice(_message.Message):
     __slots__ = ("index", "uuid", "name", "type", "memory_mb", "numa_node", "pci_bus_id", "nvlink_peers", "nic", "pcie_switch")

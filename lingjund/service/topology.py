@@ -4,6 +4,12 @@ The configuration's ``[topology]`` (``lingjun/config.py``) is checked at load
 and indexed once (``lingjund/sched/topology.py``); this answers with every
 switch (or block) of it, in configuration order, each with its level, link
 speed, nodes below it and child switches, as Slurm's topology.conf would.
+
+What an agent hears over LLDP (``lingjun_agent/lldp.py``, reported at
+registration) is compared with the configuration, which wins: a node the
+configuration puts under another leaf, or under none, is logged so that a
+site can fix topology.conf (or its cabling); ``NodeInfo.leaf_switch`` shows
+the leaf the scheduler uses, else the one reported.
 """
 from __future__ import annotations
 
@@ -20,3 +26,26 @@ def switches(topology: Topology | None) -> list[api_pb2.TopologySwitch]:
                                    nodes=slurm.compress_hostlist(list(s.nodes)),
                                    switches=slurm.compress_hostlist(list(s.children)))
             for s in topology.switches]
+
+
+def leaf_of(topology: Topology | None, node: str, reported: str = "") -> str:
+    """The node's leaf switch: the configuration's, else what its agent reported."""
+    if topology is not None:
+        leaf = topology.leaf_of.get(node)
+        if leaf is not None:
+            return topology.leaves[leaf]
+    return reported
+
+
+def discovered_note(topology: Topology | None, node: str, reported: str) -> str:
+    """Words for a disagreement between LLDP and the configuration ("" when none)."""
+    if not reported:
+        return ""
+    configured = leaf_of(topology, node)
+    if not configured:
+        return (f"LLDP hears leaf switch {reported}; [topology] places the node under no "
+                "switch (the configuration wins: add it to a switch's nodes)")
+    if configured != reported:
+        return (f"LLDP hears leaf switch {reported}; [topology] places the node under "
+                f"{configured} (the configuration wins)")
+    return ""

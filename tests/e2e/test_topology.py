@@ -1,12 +1,17 @@
 """A local cluster of two leaf switches (Slurm's topology.conf, taken unchanged):
-a gang goes under one switch, its tasks see where they hang, scontrol shows the tree."""
+a gang goes under one switch, its tasks see where they hang, scontrol shows the tree.
+The agents ask a stand-in lldpctl (a recorded `lldpctl -f json`: leaf07) for the
+switch they hear; the configuration wins and the controller says they disagree."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
+
+RECORDED = Path(__file__).resolve().parents[1] / "agent" / "data" / "lldpctl.json"
 
 TOPOLOGY_CONF = """# two leaves under one spine, as the Slurm anchor's
 SwitchName=s0 Nodes=node[1-2]
@@ -21,7 +26,11 @@ def cluster(tmp_path_factory):
     (root / "topology.conf").write_text(TOPOLOGY_CONF)
     extra = root / "extra.toml"
     extra.write_text(f'[topology]\ntopology_conf = "{root / "topology.conf"}"\n')
-    c = Cluster(root, nodes=4, cpus=2, up_args=("--extra-config", str(extra)))
+    fake = root / "lldpctl"
+    fake.write_text(f"#!/bin/sh\ncat {RECORDED}\n")
+    fake.chmod(0o755)
+    c = Cluster(root, nodes=4, cpus=2, up_args=("--extra-config", str(extra),
+                                                "--lldpctl", str(fake)))
     c.up()
     try:
         yield c
@@ -62,3 +71,10 @@ def test_a_two_node_job_with_switches_1_lands_under_one_switch(cluster):
     out = (c.work / f"topo-{jid}.out").read_text()
     assert "batch=s2.s1.node3 pattern=switch.switch.node" in out, out
     assert sorted(re.findall(r"^task=(.*)$", out, re.M)) == ["s2.s1.node3", "s2.s1.node4"], out
+
+
+def test_lldp_is_reported_and_the_configuration_wins(cluster):
+    log = cluster.state / "logs" / "lingjund.log"
+    wait_for("the disagreement logged", lambda: "node=node3: LLDP hears leaf switch leaf07; "
+             "[topology] places the node under s1 (the configuration wins)" in log.read_text(),
+             timeout=10)

@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lingjun.slurm import expand_hostlist
+from lingjund.sched.backfill import Backfill
 from lingjund.sched.cycle import schedule
+from lingjund.sched.plugins import DEFAULT_PROFILE
 from lingjund.sched.topology import Topology, TopologyError
 from tests.sched.builders import busy, cluster, job, node, outcomes
 
@@ -130,11 +132,15 @@ def clusters(draw):
     return cluster(nodes, jobs), topo
 
 
+BACKFILL = replace(DEFAULT_PROFILE, backfill=Backfill())
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), st.sampled_from([0.0, 100.0]))
-def test_never_more_leaves_than_switches_within_the_wait_and_never_a_partial_gang(c, now):
+@given(clusters(), st.sampled_from([0.0, 100.0]), st.sampled_from([DEFAULT_PROFILE, BACKFILL]))
+def test_never_more_leaves_than_switches_within_the_wait_and_never_a_partial_gang(c, now, prof):
     snap, topo = c
-    plan = schedule(replace(snap, topology=topo), now)
+    snap = replace(snap, pending=tuple(replace(j, time_limit_min=j.job_id * 7) for j in snap.pending))
+    plan = schedule(replace(snap, topology=topo), now, prof)
     want = {j.job_id: j for j in snap.pending}
     for s in plan.starts:
         j = want[s.job_id]
