@@ -78,3 +78,10 @@ def test_lldp_is_reported_and_the_configuration_wins(cluster):
     wait_for("the disagreement logged", lambda: "node=node3: LLDP hears leaf switch leaf07; "
              "[topology] places the node under s1 (the configuration wins)" in log.read_text(),
              timeout=10)
+
+
+def test_segments_that_do_not_divide_the_node_count_are_refused(cluster):
+    p = cluster.run(["sbatch", "-N", "3", "--segment=2", "--wrap", "true"])
+    assert (p.returncode, p.stderr.strip()) == (
+        1, "sbatch: error: Batch job submission failed: Requested node configuration is not "
+           "available"), p
