@@ -13,9 +13,17 @@ the leaf the scheduler uses, else the one reported.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched.topology import Topology
+from lingjund.service import devices
+
+if TYPE_CHECKING:
+    from lingjund.service.context import Controller
+
+RAIL_VAR = "NCCL_IB_HCA"
 
 
 def switches(topology: Topology | None) -> list[api_pb2.TopologySwitch]:
@@ -49,3 +57,23 @@ def discovered_note(topology: Topology | None, node: str, reported: str) -> str:
         return (f"LLDP hears leaf switch {reported}; [topology] places the node under "
                 f"{configured} (the configuration wins)")
     return ""
+
+
+def rail_hint(ctl: Controller, node: str, gpu_ids, env) -> dict[str, str]:
+    """NCCL_IB_HCA for a job's GPUs on ``node``: the RDMA NICs that share a PCIe
+    switch with them (each GPU's rail, as the agent found it or [[nodes.gpu]] nic
+    says), in GPU order, "=" first so that mlx5_1 does not match mlx5_10. Nothing
+    when none is known or the job set NCCL_IB_HCA itself (``env``)."""
+    if not gpu_ids or RAIL_VAR in env:
+        return {}
+    rec = ctl.store.live.nodes.get(node)
+    inv = rec.inventory if rec is not None else None
+    cfg = ctl.config.node(node)
+    count = max(gpu_ids) + 1
+    if inv is not None:
+        count = max(count, len(inv.gpu_devices))
+    nic = {d.index: d.nic for d in devices.node_devices(cfg, inv, count)}
+    rails = list(dict.fromkeys(nic.get(i, "") for i in gpu_ids))
+    if not rails or "" in rails:
+        return {}
+    return {RAIL_VAR: "=" + ",".join(rails)}
