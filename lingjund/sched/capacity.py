@@ -232,10 +232,14 @@ class NodeIndex:
                     return out
         return None
 
-    def fitting(self, ask: Ask) -> list[int]:
+    def fitting(self, ask: Ask, need: int = 0) -> list[int]:
         """Ids of the nodes with the CPUs and GPUs (an untouched node, for an
-        exclusive ask) that ``ask`` needs; memory and shared GPUs unchecked."""
-        return [i for run in self._runs(ask) for ids_ in run for i in ids_]
+        exclusive ask) that ``ask`` needs; memory and shared GPUs unchecked.
+        Fewer than ``need`` of them: [] without listing them."""
+        runs = self._runs(ask)
+        if need and sum(len(ids_) for run in runs for ids_ in run) < need:
+            return []
+        return [i for run in runs for ids_ in run for i in ids_]
 
     def _runs(self, ask: Ask) -> list[list[list[int]]]:
         """The id lists that may fit ``ask``, grouped into runs walked in order;
@@ -288,11 +292,40 @@ class FreeNodes:
             only = within if only is None else _Both(only, within)
         return self._index.stage(ranks, required, only)
 
-    def fitting(self, ask: Ask) -> list[int]:
-        """Ids this job may use with the CPUs and GPUs ``ask`` needs (placement order)."""
+    def fitting(self, ask: Ask, need: int = 0) -> list[int]:
+        """Ids this job may use with the CPUs and GPUs ``ask`` needs (placement order);
+        [] when fewer than ``need`` nodes have them, whichever the job may use."""
         only = self._only
-        got = self._index.fitting(ask)
+        got = self._index.fitting(ask, need)
         return got if only is None else [i for i in got if i in only]
+
+    def by_leaf(self, ask: Ask, need: int) -> dict[int, list[int]] | None:
+        """``fitting``'s ids grouped by leaf switch (those under none left out), in one
+        walk; None when fewer than ``need`` nodes have the CPUs and GPUs at all."""
+        got = self._index.fitting(ask, need)
+        if not got:
+            return None
+        leaf, only = self.leaf, self._only
+        out: dict[int, list[int]] = {}
+        if only is None:
+            for i in got:
+                lf = leaf[i]
+                if lf >= 0:
+                    ids = out.get(lf)
+                    if ids is None:
+                        out[lf] = [i]
+                    else:
+                        ids.append(i)
+        else:
+            for i in got:
+                lf = leaf[i]
+                if lf >= 0 and i in only:
+                    ids = out.get(lf)
+                    if ids is None:
+                        out[lf] = [i]
+                    else:
+                        ids.append(i)
+        return out
 
     def name_of(self, i: int) -> str:
         return self._index._node[i].name

@@ -159,15 +159,9 @@ def by_switch(ranks: tuple[Ask, ...], free: FreeNodes, required: frozenset[str],
     need = len(ranks)
     unit = segment if segment and need % segment == 0 else 1
     groups = need // unit
-    per_leaf: dict[int, list[int]] = {}
-    for i in free.fitting(min(ranks, key=lambda a: a.cpus)):
-        lf = leaf[i]
-        if lf >= 0:
-            got = per_leaf.get(lf)
-            if got is None:
-                per_leaf[lf] = [i]
-            else:
-                got.append(i)
+    per_leaf = free.by_leaf(min(ranks, key=lambda a: a.cpus), need)
+    if per_leaf is None:
+        return None                   # not enough nodes with the CPUs and GPUs anywhere
     req_leaves = set()
     for i in free.ids_of(required):
         if leaf[i] < 0:
