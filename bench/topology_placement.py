@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
                 print("  --switches broken: " + "; ".join(broken), flush=True)
             else:
-                print(f"  --switches=2 gangs within their wait: none over 2 leaves", flush=True)
+                print("  --switches=2 gangs within their wait: none over 2 leaves", flush=True)
     return 1 if failed else 0
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from functools import lru_cache
 from heapq import merge
-from typing import Container, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from lingjun.slurm import natural_key
 from lingjund.sched.pool import Ask, NodeFree, Share
@@ -284,20 +284,15 @@ class FreeNodes:
         """At least as many as the nodes a gang could use; a gang of more never fits."""
         return self._index.size
 
-    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset(),
-              within: Container[int] | None = None) -> tuple[Share, ...] | None:
-        """The ranks staged (``NodeIndex.stage``); ``within``: only among these ids."""
-        only = self._only
-        if within is not None:
-            only = within if only is None else _Both(only, within)
-        return self._index.stage(ranks, required, only)
+    def stage(self, ranks: Sequence[Ask], required: frozenset[str] = frozenset()
+              ) -> tuple[Share, ...] | None:
+        return self._index.stage(ranks, required, self._only)
 
-    def fitting(self, ask: Ask, need: int = 0) -> list[int]:
-        """Ids this job may use with the CPUs and GPUs ``ask`` needs (placement order);
-        [] when fewer than ``need`` nodes have them, whichever the job may use."""
-        only = self._only
-        got = self._index.fitting(ask, need)
-        return got if only is None else [i for i in got if i in only]
+    def stage_among(self, ranks: Sequence[Ask], required: frozenset[str],
+                    ids: frozenset[int]) -> tuple[Share, ...] | None:
+        """``stage`` among ``ids`` alone, which must be ids this job may use
+        (``by_leaf``'s): the job's own limit is not asked again."""
+        return self._index.stage(ranks, required, ids)
 
     def by_leaf(self, ask: Ask, need: int) -> dict[int, list[int]] | None:
         """``fitting``'s ids grouped by leaf switch (those under none left out), in one
@@ -305,26 +300,28 @@ class FreeNodes:
         got = self._index.fitting(ask, need)
         if not got:
             return None
-        leaf, only = self.leaf, self._only
+        only = self._only
+        if only is not None:
+            # backfill's Allowed (ids not reserved, of those the job may use): its sets
+            # asked directly, 10,000 ids a gang
+            excluded = getattr(only, "excluded", None)
+            if excluded is None:
+                got = [i for i in got if i in only]
+            elif only.only is None:
+                got = [i for i in got if i not in excluded]
+            else:
+                inner = only.only
+                got = [i for i in got if i not in excluded and i in inner]
+        leaf = self.leaf
         out: dict[int, list[int]] = {}
-        if only is None:
-            for i in got:
-                lf = leaf[i]
-                if lf >= 0:
-                    ids = out.get(lf)
-                    if ids is None:
-                        out[lf] = [i]
-                    else:
-                        ids.append(i)
-        else:
-            for i in got:
-                lf = leaf[i]
-                if lf >= 0 and i in only:
-                    ids = out.get(lf)
-                    if ids is None:
-                        out[lf] = [i]
-                    else:
-                        ids.append(i)
+        for i in got:
+            lf = leaf[i]
+            if lf >= 0:
+                ids = out.get(lf)
+                if ids is None:
+                    out[lf] = [i]
+                else:
+                    ids.append(i)
         return out
 
     def name_of(self, i: int) -> str:
@@ -334,18 +331,6 @@ class FreeNodes:
         """The ids of node names (those the pass has)."""
         ids = self._index._ids
         return [ids[n] for n in names if n in ids]
-
-
-class _Both:
-    """Ids in both of two containers."""
-
-    __slots__ = ("a", "b")
-
-    def __init__(self, a: Container[int], b: Container[int]):
-        self.a, self.b = a, b
-
-    def __contains__(self, i: int) -> bool:
-        return i in self.b and i in self.a
 
 
 class FreeCapacity:

@@ -184,11 +184,11 @@ def by_switch(ranks: tuple[Ask, ...], free: FreeNodes, required: frozenset[str],
         if unit > 1:
             shares = _by_segment(ranks, free, required, chosen, room, per_leaf, unit)
         else:
-            within = {i for lf in chosen for i in per_leaf.get(lf, ())}
-            shares = free.stage(ranks, required, within)
+            within = frozenset(i for lf in chosen for i in per_leaf.get(lf, ()))
+            shares = free.stage_among(ranks, required, within)
             if shares is None and len(chosen) < len(topo.below[s]) and not switches:
-                shares = free.stage(ranks, required,
-                                    {i for lf in topo.below[s] for i in per_leaf.get(lf, ())})
+                shares = free.stage_among(ranks, required, frozenset(
+                    i for lf in topo.below[s] for i in per_leaf.get(lf, ())))
         if shares is not None:
             return shares
     return None
@@ -228,7 +228,8 @@ def _by_segment(ranks: tuple[Ask, ...], free: FreeNodes, required: frozenset[str
             break
         take = min(room[lf] * unit, len(ranks) - at)
         names = {free.name_of(i) for i in per_leaf[lf]}
-        shares = free.stage(ranks[at:at + take], required & names, set(per_leaf[lf]))
+        shares = free.stage_among(ranks[at:at + take], required & names,
+                                  frozenset(per_leaf[lf]))
         if shares is None:
             return None
         out.extend(shares)
