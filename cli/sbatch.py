@@ -207,6 +207,9 @@ Parallel run options:
       --hang-timeout=time     restart the job when it writes no output for this
                               long (minutes, or min:sec) (Lingjun)
       --signal=[[R][B]:]num[@time] send signal when time limit within time seconds
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
       --test-only             validate the request without submitting it
   -W, --wait                  wait for completion of submitted job

@@ -122,6 +122,9 @@ Parallel run options:
       --overlap               share the step's resources with other steps
   -p, --partition=partition   partition requested
   -Q, --quiet                 quiet mode (suppress informational messages)
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
   -u, --unbuffered            do not line-buffer stdout/err
   -w, --nodelist=hosts...     request a specific list of hosts
@@ -151,6 +154,9 @@ Parallel run options:
       --ntasks-per-node=n     number of tasks to invoke on each node
   -p, --partition=partition   partition requested
   -Q, --quiet                 quiet mode (suppress informational messages)
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
 
 Help options:
