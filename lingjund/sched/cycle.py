@@ -48,6 +48,13 @@ the job may use at all (-x, -C, GPU type), and give a -w job whose
 required node is down or drained ``ReqNodeNotAvail, UnavailableNodes:...``
 before any placement; like the filters of step 1 it never blocks.
 
+Topology (``snapshot.topology``, ``topology.py``): the select places a gang
+under the lowest switch that holds it (``plugins/gang.py``). A job with
+``--switches=N`` whose wait (``switches_until``) has run out is placed as if
+it asked none: before that, a placement over more than N leaves is no
+placement and the job waits with ``Resources`` (or ``Priority``) as any job
+that does not fit.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
