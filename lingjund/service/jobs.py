@@ -478,7 +478,8 @@ def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJob
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,
                           time_limit_min=effective_time_limit(spec, part), exclusive=spec.exclusive,
-                          held=False, begin_time=now)
+                          held=False, begin_time=now,
+                          max_switch_wait_s=ctl.config.topology.max_switch_wait_s)
     found = estimate_start(build_snapshot(ctl, now), request, now)
     if found is None:
         raise errors.NodeConfigUnavailable()
