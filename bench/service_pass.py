@@ -16,6 +16,10 @@ passes after it, split into the snapshot, the core and the commit.
 and 4-7, NUMA nodes 0 and 1, a NIC per pair), so the snapshot carries each
 node's layout (built in the first pass, kept after) and the core packs by it.
 
+``--switch-tree``: [topology] topology/tree over the nodes (leaves of 32, spines
+of 8 leaves, one core); ``--gang-nodes N``: in ``fill`` the pending jobs ask N
+whole nodes each, so placement goes by switch (single-node jobs do not).
+
 Situations:
 
 - ``nothing``: every node runs a whole-node job; P pending 1-GPU jobs wait
@@ -70,8 +74,27 @@ def devices() -> list[api_pb2.GpuDevice]:
             for i in range(GPUS)]
 
 
+def switch_tree(nodes: int, leaf: int = 32, spine: int = 8) -> str:
+    """[topology]: leaves of ``leaf`` nodes, spines over ``spine`` leaves, one core."""
+    out = ['[topology]', 'plugin = "topology/tree"']
+    leaves = []
+    for k, first in enumerate(range(1, nodes + 1, leaf)):
+        last = min(first + leaf - 1, nodes)
+        leaves.append(f"leaf{k}")
+        out += ["[[topology.switch]]", f'name = "leaf{k}"',
+                f'nodes = "gpu[{first:05d}-{last:05d}]"']
+    spines = []
+    for k in range(0, len(leaves), spine):
+        spines.append(f"spine{k // spine}")
+        out += ["[[topology.switch]]", f'name = "{spines[-1]}"',
+                f'switches = "{",".join(leaves[k:k + spine])}"']
+    out += ["[[topology.switch]]", 'name = "core"', f'switches = "{",".join(spines)}"']
+    return "\n".join(out) + "\n"
+
+
 def build(tmp: str, nodes: int, pending: int, situation: str,
-          gpu_topology: bool = False, backfill: bool = True) -> tuple[Controller, list]:
+          gpu_topology: bool = False, backfill: bool = True, tree: bool = False,
+          gang_nodes: int = 1) -> tuple[Controller, list]:
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     conf = config.parse(f"""
 [controller]
@@ -87,7 +110,7 @@ nodes = "gpu[00001-{nodes:05d}]"
 default = true
 [scheduler]
 backfill = {"true" if backfill else "false"}
-""")
+{switch_tree(nodes) if tree else ""}""")
     path = os.path.join(tmp, "db.sqlite")
     store = Store(path, synchronous="OFF", now=NOW)
     inv = agent_pb2.Inventory(cpus=CPUS, real_memory_mb=MEM, gpus=GPUS)
@@ -98,6 +121,9 @@ backfill = {"true" if backfill else "false"}
     whole = api_pb2.JobSpec(name="train", user="alice", uid=1000, min_nodes=1, num_tasks=1,
                             cpus_per_task=CPUS, gpus_per_node=8, exclusive=True, batch=True,
                             script="#!/bin/sh\ntrue\n")
+    gang = api_pb2.JobSpec(name="train", user="alice", uid=1000, min_nodes=gang_nodes,
+                           ntasks_per_node=1, cpus_per_task=CPUS, gpus_per_node=8,
+                           exclusive=True, batch=True, script="#!/bin/sh\ntrue\n")
     small = api_pb2.JobSpec(name="eval", user="bob", uid=1001, min_nodes=1, num_tasks=1,
                             cpus_per_task=1, gpus_per_node=1, batch=True,
                             script="#!/bin/sh\ntrue\n")
@@ -112,7 +138,7 @@ backfill = {"true" if backfill else "false"}
                           gpus_per_node=(GPUS,), gpu_ids=(tuple(range(GPUS)),),
                           tasks_per_node=(1,), exclusive=True,
                           batch_host=names[i], launched=True, spec=whole)
-        spec = small if situation == "nothing" else whole
+        spec = small if situation == "nothing" else whole if gang_nodes == 1 else gang
         for i in range(pending):
             st.insert_job(name=spec.name, user=spec.user, uid=spec.uid, partition="batch",
                           state=slurm.PENDING, reason="None", priority=1_000_000 - i,
@@ -170,6 +196,10 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the second pass")
     ap.add_argument("--gpu-topology", action="store_true",
                     help="every node reported a GPU layout (two NVLink islands of 4)")
+    ap.add_argument("--switch-tree", action="store_true",
+                    help="[topology] topology/tree: leaves of 32 nodes, spines of 8 leaves, a core")
+    ap.add_argument("--gang-nodes", type=int, default=1,
+                    help="fill: pending jobs ask this many whole nodes each (default 1)")
     ap.add_argument("--no-backfill", action="store_true",
                     help="[scheduler] backfill = false (sched/builtin), as before backfill")
     args = ap.parse_args()
@@ -178,7 +208,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 ctl, sinks = build(tmp, args.nodes, pending, situation, args.gpu_topology,
-                                   not args.no_backfill)
+                                   not args.no_backfill, args.switch_tree, args.gang_nodes)
                 setup = time.perf_counter() - t0
                 tune_gc()           # as lingjund does once it has loaded its state
                 first = timed_pass(ctl)

@@ -1117,6 +1117,19 @@ SLURM_CONFIG_ORDER = (
 )
 
 
+def scontrol_show_topology(switches) -> str:
+    """scontrol show topology: one line per switch (Slurm 22.05's info_topo.c)."""
+    out = []
+    for s in switches:
+        line = f"SwitchName={s.name} Level={s.level} LinkSpeed={s.link_speed}"
+        if s.nodes:
+            line += f" Nodes={s.nodes}"
+        if s.switches:
+            line += f" Switches={s.switches}"
+        out.append(line + "\n")
+    return "".join(out)
+
+
 def scontrol_show_config(settings: dict[str, str], as_of: int) -> str:
     lines = [f"Configuration data as of {slurm.format_timestamp(as_of)}"]
     rank = {k: i for i, k in enumerate(SLURM_CONFIG_ORDER)}

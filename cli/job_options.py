@@ -105,6 +105,20 @@ def read_exclusive(text: str | None) -> dict:
     return {"exclusive": True}
 
 
+def read_switches(text: str) -> dict:
+    """--switches=COUNT[@MAX-TIME] (Slurm's arg_set_switches): the most leaf switches,
+    and how long to wait for them (Slurm's time forms, [[DD-]HH:]MM:SS or minutes)."""
+    count, at, wait = text.partition("@")
+    out = {"switches": _count(count, "--switches")}
+    if at:
+        try:
+            secs = slurm.parse_time_seconds(wait)
+        except ValueError:
+            return out
+        out["switch_wait_s"] = INT32_MAX if secs < 0 else min(secs, INT32_MAX)
+    return out
+
+
 def _text(field_name: str) -> Callable[[str], dict]:
     return lambda text: {field_name: text}
 
@@ -172,6 +186,8 @@ SHARED = [
     _J("gpus", "G", REQUIRED, None, _same("GPUS")),
     _J("gpus-per-node", "", REQUIRED, None, _same("GPUS_PER_NODE")),
     _J("gpus-per-task", "", REQUIRED, None, _same("GPUS_PER_TASK")),
+    _J("switches", "", REQUIRED, read_switches, _same("REQ_SWITCH")),
+    _J("segment", "", REQUIRED, _positive("segment", "--segment")),
     _J("quiet", "Q", NO),
     _J("verbose", "v", NO),
     _J("help", "h", NO),

@@ -90,6 +90,7 @@ metrics_address = "127.0.0.1:0"
 device_root = "{args.device_root}"
 sysfs_root = "{args.sysfs_root}"
 {f'mps_control = "{args.mps_control}"' if args.mps_control else ""}
+lldpctl = "{args.lldpctl}"
 
 {_nodes_text(args)}
 {_sanity_text(args)}
@@ -542,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="MPS count each node shares out (100 per GPU is Slurm's habit), for tests")
     up.add_argument("--mps-control", default="",
                     help="the MPS control daemon agents run (default nvidia-cuda-mps-control)")
+    up.add_argument("--lldpctl", default="", metavar="PATH",
+                    help="lldpd's client the agents ask for their leaf switch (default: none)")
     up.add_argument("--device-root", default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",

@@ -87,6 +87,8 @@ OPTIONS = [
     _S("mem-per-gpu"),
     _S("cpus-per-gpu"),
     _S("gpus-per-task"),
+    _S("switches"),
+    _S("segment"),
     _O("signal", ("signal",), "", REQUIRED),
     _O("mail-type", ("mail-type",), "", REQUIRED),
     _O("mail-user", ("mail-user",), "", REQUIRED),
@@ -122,7 +124,7 @@ UNSUPPORTED = [
     ("extra-node-info", "B", REQUIRED), ("gid", "", REQUIRED), ("gpus-per-socket", "", REQUIRED),
     ("licenses", "L", REQUIRED), ("nodefile", "F", REQUIRED),
     ("ntasks-per-gpu", "", REQUIRED), ("prefer", "", REQUIRED), ("reboot", "", NO),
-    ("reservation", "", REQUIRED), ("switches", "", REQUIRED), ("thread-spec", "", REQUIRED),
+    ("reservation", "", REQUIRED), ("thread-spec", "", REQUIRED),
     ("uid", "", REQUIRED),
 ]
 ALL_OPTIONS = (OPTIONS
@@ -149,7 +151,7 @@ ENV_OPTIONS = env_variables("sbatch", {
     "SBATCH_DEBUG": "verbose", "SBATCH_THREADS_PER_CORE": "threads-per-core",
     # refused as their options are
     "SBATCH_BATCH": "batch", "SBATCH_CLUSTERS": "clusters", "SBATCH_CONTAINER": "container",
-    "SBATCH_CORE_SPEC": "core-spec", "SBATCH_REQ_SWITCH": "switches",
+    "SBATCH_CORE_SPEC": "core-spec",
     "SBATCH_RESERVATION": "reservation", "SBATCH_THREAD_SPEC": "thread-spec",
 })
 
@@ -205,6 +207,9 @@ Parallel run options:
       --hang-timeout=time     restart the job when it writes no output for this
                               long (minutes, or min:sec) (Lingjun)
       --signal=[[R][B]:]num[@time] send signal when time limit within time seconds
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
       --test-only             validate the request without submitting it
   -W, --wait                  wait for completion of submitted job

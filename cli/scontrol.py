@@ -66,7 +66,8 @@ class Scontrol:
         if not args:
             raise CommandError("scontrol: error: too few arguments for keyword:show")
         what = _match(args[0], ("job", "jobs", "node", "nodes", "partition", "partitions",
-                                "config", "hostnames", "hostlist", "hostlistsorted", "daemons"))
+                                "config", "hostnames", "hostlist", "hostlistsorted", "daemons",
+                                "topology"))
         rest = args[1:]
         if what is None:
             raise CommandError(f"scontrol: error: invalid entity:{args[0]} for keyword:show")
@@ -78,6 +79,8 @@ class Scontrol:
             return self.show_partition(rest[0] if rest else None)
         if what == "config":
             return self.show_config()
+        if what == "topology":
+            return self.show_topology(rest[0] if rest else None)
         if what == "hostnames":
             expr = rest[0] if rest else os.environ.get("SLURM_JOB_NODELIST", "")
             if not expr:
@@ -170,6 +173,33 @@ class Scontrol:
             self.out.write("No partitions in the system\n")
             return 0
         self.out.write(formats.scontrol_show_partition(parts, self.oneliner))
+        return 0
+
+    def show_topology(self, name: str | None) -> int:
+        """Every switch; or the one named; or those above a node, lowest first (Slurm's
+        scontrol_print_topo). Slurm says what it cannot find and exits 0."""
+        with controller_errors("slurm_load_topo error: "):
+            conf = self.api.call("GetConfig", messages.GetConfigRequest())
+        switches = list(conf.topology)
+        if name is None:
+            if not switches:
+                print("scontrol: error: No topology information available", file=self.err)
+            self.out.write(formats.scontrol_show_topology(switches))
+            return 0
+        picked = [s for s in switches if s.name == name]
+        if not picked:
+            try:
+                names = set(slurm.expand_hostlist(name))
+            except ValueError:
+                names = {name}
+            picked = sorted((s for s in switches
+                             if names & set(slurm.expand_hostlist(s.nodes))),
+                            key=lambda s: s.level)
+        if not picked:
+            print("scontrol: error: Topology information contains no switch or node named "
+                  f"{name}", file=self.err)
+            return 0
+        self.out.write(formats.scontrol_show_topology(picked))
         return 0
 
     def show_config(self) -> int:

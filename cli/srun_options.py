@@ -122,6 +122,9 @@ Parallel run options:
       --overlap               share the step's resources with other steps
   -p, --partition=partition   partition requested
   -Q, --quiet                 quiet mode (suppress informational messages)
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
   -u, --unbuffered            do not line-buffer stdout/err
   -w, --nodelist=hosts...     request a specific list of hosts
@@ -151,6 +154,9 @@ Parallel run options:
       --ntasks-per-node=n     number of tasks to invoke on each node
   -p, --partition=partition   partition requested
   -Q, --quiet                 quiet mode (suppress informational messages)
+      --segment=N             topology/block: nodes in groups of N, each within a block
+      --switches=max-switches{@max-time-to-wait}
+                              Optimum switches and max time to wait for optimum
   -t, --time=minutes          time limit
 
 Help options:
@@ -203,6 +209,10 @@ class RunOptions:
     mem_mb: int | None = None       # --mem (0 = all of the node's)
     mem_per_cpu_mb: int | None = None
     mem_per_gpu_mb: int | None = None
+    # network topology: --switches=N[@max-time], --segment=N (0 / None = not given)
+    switches: int = 0
+    switch_wait_s: int | None = None
+    segment: int = 0
 
 
 def _err(prog: str, text: str, rc: int = 1) -> CommandError:

@@ -96,6 +96,18 @@ lingjun_agent/network/profile.py documents every key of a profile.
 
     [accounting]                    # the job history sacct reads (AccountingConfig)
     purge_job_after = "12months"    # slurmdbd's PurgeJobAfter: N hours|days|months; "" = keep forever
+
+    [topology]                      # Slurm's TopologyPlugin and topology.conf (TopologyConfig)
+    plugin = "topology/tree"        # or "topology/block"; "topology/default" (none) by default
+    max_switch_wait_s = 300         # max_switch_wait: how long --switches=N waits for N leaves
+    [[topology.switch]]             # SwitchName=s0 Nodes=node[1-32]
+    name = "s0"
+    nodes = "node[1-32]"
+    [[topology.switch]]             # SwitchName=s2 Switches=s[0-1]
+    name = "s2"
+    switches = "s[0-1]"
+                                    # or: topology_conf = "/etc/slurm/topology.conf" (Slurm's file)
+                                    # blocks: [[topology.block]] name/nodes, block_sizes = [32, 64]
 """
 from __future__ import annotations
 
@@ -111,6 +123,8 @@ from typing import Annotated
 import hostlist
 import msgspec
 from msgspec import Meta
+
+from lingjund.sched.topology import Topology, TopologyError
 
 DEFAULT_PORT = 6917
 DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"
@@ -279,6 +293,9 @@ class AgentConfig:
     # HOST:PORT of the agent's Prometheus page (/metrics); "" = none. Port 0 =
     # any free one, written to the agent's STATE_DIR/metrics.address.
     metrics_address: str = ""
+    # lldpd's client: the agent reports the leaf switch it hears over LLDP at
+    # registration ("" = do not ask; nothing is asked when it is not installed)
+    lldpctl: str = "lldpctl"
 
 
 @dataclass(frozen=True)
@@ -565,6 +582,149 @@ def _webhooks(tables: list[dict]) -> tuple[WebhookConfig, ...]:
 
 
 @dataclass(frozen=True)
+class SwitchConfig:
+    """One [[topology.switch]] (topology.conf SwitchName=): a leaf over ``nodes``
+    or a switch over ``switches``, both hostlist expressions."""
+    name: str
+    nodes: tuple[str, ...] = ()
+    switches: tuple[str, ...] = ()
+    link_speed: Annotated[int, Meta(ge=1)] = 1
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """One [[topology.block]] (topology.conf BlockName=)."""
+    name: str
+    nodes: tuple[str, ...] = ()
+
+
+TOPOLOGY_PLUGINS = ("topology/tree", "topology/block", "topology/default")
+# Slurm 22.05 calls no topology topology/none (later ones topology/default): both are read.
+TOPOLOGY_NONE = "topology/none"
+
+
+@dataclass(frozen=True)
+class TopologyConfig:
+    """[topology]: Slurm's TopologyPlugin and topology.conf, inline or read from
+    ``topology_conf`` (a Slurm topology.conf, taken unchanged), and SchedulerParameters'
+    max_switch_wait (seconds a --switches job waits for its leaves; Slurm's default 300)."""
+    plugin: str = "topology/default"
+    switch: tuple[SwitchConfig, ...] = ()
+    block: tuple[BlockConfig, ...] = ()
+    block_sizes: tuple[Annotated[int, Meta(ge=1)], ...] = ()
+    topology_conf: str = ""
+    max_switch_wait_s: Seconds = 300.0
+
+    @cached_property
+    def index(self) -> Topology | None:
+        """The scheduler's index of it (built once per configuration); None for
+        topology/default."""
+        if self.plugin == "topology/tree":
+            return Topology.tree([(s.name, s.nodes, s.switches, s.link_speed)
+                                  for s in self.switch])
+        if self.plugin == "topology/block":
+            return Topology.block([(b.name, b.nodes) for b in self.block], self.block_sizes)
+        return None
+
+
+def read_topology_conf(text: str, where: str = "topology.conf") -> dict:
+    """A Slurm topology.conf as [topology] keys: SwitchName= lines as switches,
+    BlockName= lines as blocks, BlockSizes=; '#' starts a comment; keys in any case."""
+    switches, blocks, sizes = [], [], []
+    for k, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = {}
+        for word in line.split():
+            key, eq, value = word.partition("=")
+            if not eq:
+                raise ConfigError(f"{where}:{k}: {word!r} is not Key=Value")
+            fields[key.lower()] = value
+        if "switchname" in fields:
+            entry = {"name": fields.pop("switchname")}
+            for key, to in (("nodes", "nodes"), ("switches", "switches"),
+                            ("linkspeed", "link_speed")):
+                if key in fields:
+                    v = fields.pop(key)
+                    entry[to] = int(v) if to == "link_speed" and v.isdigit() else v
+            switches.append(entry)
+        elif "blockname" in fields:
+            entry = {"name": fields.pop("blockname")}
+            if "nodes" in fields:
+                entry["nodes"] = fields.pop("nodes")
+            blocks.append(entry)
+        elif "blocksizes" in fields:
+            try:
+                sizes = [int(x) for x in fields.pop("blocksizes").split(",")]
+            except ValueError:
+                raise ConfigError(f"{where}:{k}: BlockSizes is not a list of counts") from None
+        if fields:
+            raise ConfigError(f"{where}:{k}: unknown key(s) {', '.join(sorted(fields))}")
+    out: dict = {"switch": switches, "block": blocks}
+    if sizes:
+        out["block_sizes"] = sizes
+    out["plugin"] = "topology/block" if blocks and not switches else "topology/tree"
+    return out
+
+
+def _topology(table: dict, nodes: list[NodeConfig], path: str) -> TopologyConfig:
+    table = dict(table)
+    conf = table.get("topology_conf", "")
+    if conf:
+        p = Path(conf) if Path(conf).is_absolute() or not path else Path(path).parent / conf
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise ConfigError(f"[topology] topology_conf: cannot read {p}: {e.strerror}") from None
+        from_file = read_topology_conf(text, str(p))
+        if table.get("switch") or table.get("block"):
+            raise ConfigError("[topology]: switches or blocks both inline and in topology_conf")
+        for key, value in from_file.items():
+            if key != "plugin" or "plugin" not in table:
+                table[key] = value
+
+    def entries(kind: str, cls):
+        def convert(value):
+            if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+                raise ConfigError(f"[topology] {kind} = {value!r}: expected an array of "
+                                  f"tables [[topology.{kind}]]")
+            out = []
+            for k, t in enumerate(value):
+                t = dict(t)
+                for key in ("nodes", "switches"):
+                    if key in t:
+                        t[key] = list(_expand(str(t[key])))
+                out.append(dataclasses.asdict(_take(t, cls, f"[[topology.{kind}]] #{k + 1}")))
+            return kind, out
+        return convert
+
+    cfg = _take(table, TopologyConfig, "[topology]", switch=entries("switch", SwitchConfig),
+                block=entries("block", BlockConfig))
+    plugin = cfg.plugin.lower()
+    if not plugin.startswith("topology/"):
+        plugin = "topology/" + plugin
+    if plugin == TOPOLOGY_NONE:
+        plugin = "topology/default"
+    if plugin not in TOPOLOGY_PLUGINS:
+        raise ConfigError(f"[topology] plugin: {cfg.plugin!r} is not one of "
+                          f"{', '.join(TOPOLOGY_PLUGINS)}")
+    cfg = replace(cfg, plugin=plugin)
+    known = {n.name for n in nodes} or None
+    try:
+        if plugin == "topology/tree":
+            if not cfg.switch:
+                raise TopologyError("topology/tree: no switches ([[topology.switch]])")
+            Topology.tree([(s.name, s.nodes, s.switches, s.link_speed) for s in cfg.switch],
+                          known)
+        elif plugin == "topology/block":
+            Topology.block([(b.name, b.nodes) for b in cfg.block], cfg.block_sizes, known)
+    except TopologyError as e:
+        raise ConfigError(f"[topology] {e}") from None
+    return cfg
+
+
+@dataclass(frozen=True)
 class Config:
     cluster_name: str = "lingjun"
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -581,6 +741,7 @@ class Config:
     sanity: SanityConfig = field(default_factory=SanityConfig)
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
     webhooks: tuple[WebhookConfig, ...] = ()
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
 
     def node(self, name: str) -> NodeConfig | None:
         """The node named ``name``, or None: a dict lookup, since the service asks
@@ -792,6 +953,7 @@ def parse(text: str, path: str = "") -> Config:
     sanity = _sanity(_table(data, "sanity"))
     accounting = _accounting(_table(data, "accounting"))
     webhooks = _webhooks(_tables(data, "webhooks"))
+    topology = _topology(_table(data, "topology"), nodes, path)
     cluster_name = data.pop("cluster_name", "lingjun")
     if not isinstance(cluster_name, str) or not cluster_name:
         raise ConfigError(f"cluster_name = {cluster_name!r}: expected a non-empty string")
@@ -801,11 +963,12 @@ def parse(text: str, path: str = "") -> Config:
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
                   auth=auth_conf, preempt=preempt, scheduler=scheduler, authz=authz,
                   faulttol=faulttol,
-                  sanity=sanity, accounting=accounting, webhooks=webhooks)
+                  sanity=sanity, accounting=accounting, webhooks=webhooks, topology=topology)
 
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
-                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting", "webhooks")
+                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting", "webhooks",
+                  "topology")
 
 
 def _check_address(where: str, text: str) -> None:

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                   rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
                   job_env=job_env, sanity=cfg.sanity, configured=_configured(cfg, args.node),
                   device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root,
-                  mps_control=cfg.agent.mps_control)
+                  mps_control=cfg.agent.mps_control, lldpctl=cfg.agent.lldpctl)
     try:
         asyncio.run(_main(agent, creds, commands, relay,
                           reloader(agent, args.config, args.node, cfg), cfg.agent.metrics_address))

@@ -13,7 +13,8 @@ from lingjun_agent.gpus import Discovery
 
 
 def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0,
-            gpu_type: str = "", found: Discovery | None = None) -> agent_pb2.Inventory:
+            gpu_type: str = "", found: Discovery | None = None,
+            leaf_switch: str = "") -> agent_pb2.Inventory:
     """Inventory of this host; non-zero arguments stand in for what it has
     (the local cluster's nodes share one host).
 
@@ -44,6 +45,7 @@ def collect(cpus: int = 0, memory_mb: int = 0, gpus: int = 0,
         address="127.0.0.1",
         gpu_devices=found.devices if found is not None else (),
         gpus_discovered=bool(found is not None and found.nvml),
+        leaf_switch=leaf_switch,
     )
 
 

@@ -50,7 +50,7 @@ import grpc
 
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjun_agent import gpus, gpuusage, inventory
+from lingjun_agent import gpus, gpuusage, inventory, lldp
 from lingjun_agent.launcher import (
     batch,
     cgroups,
@@ -122,7 +122,7 @@ class Agent:
                  job_env: dict[str, str] | None = None,
                  sanity=None, configured: tuple[int, int, int] = (0, 0, 0),
                  device_root: str = "/dev", sysfs_root: str = "/sys",
-                 mps_control: str = "nvidia-cuda-mps-control"):
+                 mps_control: str = "nvidia-cuda-mps-control", lldpctl: str = ""):
         self.node = node
         self.controller = controller
         # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
@@ -148,6 +148,7 @@ class Agent:
         # where GPU topology is read (PCI tree, NUMA nodes, RDMA NICs): a test's fake sysfs
         self.sysfs_root = sysfs_root
         self.gpus_seen = None       # the last GPU discovery logged (gpus.Discovery)
+        self.lldpctl = lldpctl      # lldpd's client: the leaf switch heard (lldp.py); "" = off
         # --gres=mps jobs: each GPU's MPS control daemon while they run (launcher/mps.py)
         self.mps = mps.MpsDaemons(mps_control, self.state_dir / "mps")
         self.reconnect = (reconnect_min_s, reconnect_max_s)
@@ -295,7 +296,8 @@ class Agent:
             found = await asyncio.to_thread(gpus.discover, self.sanity.cfg.nvml_module,
                                             self.sysfs_root)
             self._log_gpus(found)
-            inv = inventory.collect(*self.inv_args, found=found)
+            leaf = await asyncio.to_thread(lldp.discover, self.lldpctl)
+            inv = inventory.collect(*self.inv_args, found=found, leaf_switch=leaf)
             if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
                 if self.reach.server is None:
                     await self.reach.start(inv.address or "127.0.0.1")

@@ -22,6 +22,7 @@ Keys (only ``name`` is required):
     cancel    seconds after its own submission when it is cancelled (default never)
     requeue   --requeue (default: the cluster's JobRequeue)
     time      -t in minutes (default: twice the run time, rounded up, plus one)
+    switches  --switches as given, "N" or "N@max-time" (default none)
 
 Lines are replayed in order of ``submit`` (ties in file order), so a job
 named in ``after`` must come earlier. ``generate`` draws a workload with
@@ -51,6 +52,7 @@ class TraceJob:
     cancel: float | None = None
     requeue: bool | None = None
     time: int = 0
+    switches: str = ""
 
     def script(self) -> str:
         return SCRIPT.format(run=self.run, exit=self.exit)
@@ -72,6 +74,8 @@ class TraceJob:
             argv.append("--requeue")
         elif self.requeue is False:
             argv.append("--no-requeue")
+        if self.switches:
+            argv.append(f"--switches={self.switches}")
         return argv
 
     def to_json(self) -> str:

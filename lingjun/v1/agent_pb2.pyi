@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type", "sanity_port", "gpu_devices", "gpus_discovered")
+    __slots__ = ("hostname", "cpus", "real_memory_mb", "free_memory_mb", "gpus", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "boot_time", "cpu_load", "address", "tmp_disk_mb", "gpu_type", "sanity_port", "gpu_devices", "gpus_discovered", "leaf_switch")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     REAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class Inventory(_message.Message):
     SANITY_PORT_FIELD_NUMBER: _ClassVar[int]
     GPU_DEVICES_FIELD_NUMBER: _ClassVar[int]
     GPUS_DISCOVERED_FIELD_NUMBER: _ClassVar[int]
+    LEAF_SWITCH_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     cpus: int
     real_memory_mb: int
@@ -45,7 +46,8 @@ class Inventory(_message.Message):
     sanity_port: int
     gpu_devices: _containers.RepeatedCompositeFieldContainer[_api_pb2.GpuDevice]
     gpus_discovered: bool
-    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ..., gpu_devices: _Optional[_Iterable[_Union[_api_pb2.GpuDevice, _Mapping]]] = ..., gpus_discovered: _Optional[bool] = ...) -> None: ...
+    leaf_switch: str
+    def __init__(self, hostname: _Optional[str] = ..., cpus: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., boot_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., address: _Optional[str] = ..., tmp_disk_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., sanity_port: _Optional[int] = ..., gpu_devices: _Optional[_Iterable[_Union[_api_pb2.GpuDevice, _Mapping]]] = ..., gpus_discovered: _Optional[bool] = ..., leaf_switch: _Optional[str] = ...) -> None: ...
 
 class BatchFinished(_message.Message):
     __slots__ = ("job_id", "exit_code", "signal", "start_time", "end_time", "max_rss_kb", "error", "ave_rss_kb", "user_cpu_ms", "system_cpu_ms", "out_of_memory", "gpu_util_ave", "gpu_util_max", "gpu_mem_ave_kb", "gpu_mem_max_kb")

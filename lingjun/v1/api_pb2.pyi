@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user", "dependency", "kill_on_invalid_dep", "begin_time", "deadline", "max_restarts", "hang_timeout_s", "gpus_per_task", "cpus_per_gpu", "mem_per_gpu_mb", "shards_per_node", "mps_per_node", "gpu_mem_limit_mb", "cron_spec")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "partition", "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "mem_per_node_mb", "gpus_per_node", "gpus", "time_limit_min", "exclusive", "environment", "export_spec", "hold", "requeue", "comment", "account", "qos", "nice", "submit_host", "submit_dir", "user", "uid", "gid", "group", "command", "batch", "open_mode", "array", "launcher", "req_nodes", "exc_nodes", "constraint", "mem_per_cpu_mb", "gpu_type", "signal", "signal_time_s", "signal_flags", "mail_type", "mail_user", "dependency", "kill_on_invalid_dep", "begin_time", "deadline", "max_restarts", "hang_timeout_s", "gpus_per_task", "cpus_per_gpu", "mem_per_gpu_mb", "shards_per_node", "mps_per_node", "gpu_mem_limit_mb", "cron_spec", "switches", "switch_wait_s", "segment")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,9 @@ class JobSpec(_message.Message):
     MPS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     GPU_MEM_LIMIT_MB_FIELD_NUMBER: _ClassVar[int]
     CRON_SPEC_FIELD_NUMBER: _ClassVar[int]
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -136,7 +139,10 @@ class JobSpec(_message.Message):
     mps_per_node: int
     gpu_mem_limit_mb: int
     cron_spec: str
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., dependency: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ..., gpus_per_task: _Optional[int] = ..., cpus_per_gpu: _Optional[int] = ..., mem_per_gpu_mb: _Optional[int] = ..., shards_per_node: _Optional[int] = ..., mps_per_node: _Optional[int] = ..., gpu_mem_limit_mb: _Optional[int] = ..., cron_spec: _Optional[str] = ...) -> None: ...
+    switches: int
+    switch_wait_s: int
+    segment: int
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gpus: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., exclusive: _Optional[bool] = ..., environment: _Optional[_Mapping[str, str]] = ..., export_spec: _Optional[str] = ..., hold: _Optional[bool] = ..., requeue: _Optional[bool] = ..., comment: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., nice: _Optional[int] = ..., submit_host: _Optional[str] = ..., submit_dir: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., group: _Optional[str] = ..., command: _Optional[str] = ..., batch: _Optional[bool] = ..., open_mode: _Optional[str] = ..., array: _Optional[str] = ..., launcher: _Optional[str] = ..., req_nodes: _Optional[str] = ..., exc_nodes: _Optional[str] = ..., constraint: _Optional[str] = ..., mem_per_cpu_mb: _Optional[int] = ..., gpu_type: _Optional[str] = ..., signal: _Optional[int] = ..., signal_time_s: _Optional[int] = ..., signal_flags: _Optional[str] = ..., mail_type: _Optional[str] = ..., mail_user: _Optional[str] = ..., dependency: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., max_restarts: _Optional[int] = ..., hang_timeout_s: _Optional[int] = ..., gpus_per_task: _Optional[int] = ..., cpus_per_gpu: _Optional[int] = ..., mem_per_gpu_mb: _Optional[int] = ..., shards_per_node: _Optional[int] = ..., mps_per_node: _Optional[int] = ..., gpu_mem_limit_mb: _Optional[int] = ..., cron_spec: _Optional[str] = ..., switches: _Optional[int] = ..., switch_wait_s: _Optional[int] = ..., segment: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "client_token", "test_only")
@@ -539,7 +545,7 @@ class CancelJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "shards", "mps", "shards_alloc", "mps_alloc", "net_status", "sanity_results", "gpu_devices", "gpu_ids_alloc")
+    __slots__ = ("name", "state", "drain", "not_responding", "reason", "reason_user", "reason_time", "cpus", "cpus_alloc", "real_memory_mb", "alloc_memory_mb", "free_memory_mb", "gpus", "gpus_alloc", "partitions", "address", "hostname", "boot_time", "agent_start_time", "cpu_load", "os", "arch", "sockets", "cores_per_socket", "threads_per_core", "last_busy_time", "version", "job_ids", "weight", "features", "tmp_disk_mb", "completing", "gpu_type", "shards", "mps", "shards_alloc", "mps_alloc", "net_status", "sanity_results", "gpu_devices", "gpu_ids_alloc", "leaf_switch")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
@@ -581,6 +587,7 @@ class NodeInfo(_message.Message):
     SANITY_RESULTS_FIELD_NUMBER: _ClassVar[int]
     GPU_DEVICES_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_ALLOC_FIELD_NUMBER: _ClassVar[int]
+    LEAF_SWITCH_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     drain: bool
@@ -622,7 +629,8 @@ class NodeInfo(_message.Message):
     sanity_results: _containers.RepeatedCompositeFieldContainer[SanityResult]
     gpu_devices: _containers.RepeatedCompositeFieldContainer[GpuDevice]
     gpu_ids_alloc: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., shards: _Optional[int] = ..., mps: _Optional[int] = ..., shards_alloc: _Optional[int] = ..., mps_alloc: _Optional[int] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ..., sanity_results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ..., gpu_devices: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., gpu_ids_alloc: _Optional[_Iterable[int]] = ...) -> None: ...
+    leaf_switch: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., drain: _Optional[bool] = ..., not_responding: _Optional[bool] = ..., reason: _Optional[str] = ..., reason_user: _Optional[str] = ..., reason_time: _Optional[int] = ..., cpus: _Optional[int] = ..., cpus_alloc: _Optional[int] = ..., real_memory_mb: _Optional[int] = ..., alloc_memory_mb: _Optional[int] = ..., free_memory_mb: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_alloc: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., boot_time: _Optional[int] = ..., agent_start_time: _Optional[int] = ..., cpu_load: _Optional[float] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., last_busy_time: _Optional[int] = ..., version: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., weight: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., tmp_disk_mb: _Optional[int] = ..., completing: _Optional[bool] = ..., gpu_type: _Optional[str] = ..., shards: _Optional[int] = ..., mps: _Optional[int] = ..., shards_alloc: _Optional[int] = ..., mps_alloc: _Optional[int] = ..., net_status: _Optional[_Union[NetStatusReport, _Mapping]] = ..., sanity_results: _Optional[_Iterable[_Union[SanityResult, _Mapping]]] = ..., gpu_devices: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., gpu_ids_alloc: _Optional[_Iterable[int]] = ..., leaf_switch: _Optional[str] = ...) -> None: ...
 
 class GpuDevice(_message.Message):
     __slots__ = ("index", "uuid", "name", "type", "memory_mb", "numa_node", "pci_bus_id", "nvlink_peers", "nic", "pcie_switch")
@@ -1013,7 +1021,7 @@ class GetConfigRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetConfigResponse(_message.Message):
-    __slots__ = ("settings",)
+    __slots__ = ("settings", "topology")
     class SettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1022,8 +1030,24 @@ class GetConfigResponse(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     settings: _containers.ScalarMap[str, str]
-    def __init__(self, settings: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    topology: _containers.RepeatedCompositeFieldContainer[TopologySwitch]
+    def __init__(self, settings: _Optional[_Mapping[str, str]] = ..., topology: _Optional[_Iterable[_Union[TopologySwitch, _Mapping]]] = ...) -> None: ...
+
+class TopologySwitch(_message.Message):
+    __slots__ = ("name", "level", "link_speed", "nodes", "switches")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    LINK_SPEED_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    level: int
+    link_speed: int
+    nodes: str
+    switches: str
+    def __init__(self, name: _Optional[str] = ..., level: _Optional[int] = ..., link_speed: _Optional[int] = ..., nodes: _Optional[str] = ..., switches: _Optional[str] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
     __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid")

@@ -58,6 +58,7 @@ from typing import Iterable, Mapping, Sequence
 from lingjun.slurm import natural_key
 from lingjund.sched.pool import Ask, NodeFree, Share
 from lingjund.sched.snapshot import NodeView, PartitionView
+from lingjund.sched.topology import Topology
 
 
 # Node names repeat from pass to pass (and from one preemption trial to the next):
@@ -231,6 +232,15 @@ class NodeIndex:
                     return out
         return None
 
+    def fitting(self, ask: Ask, need: int = 0) -> list[int]:
+        """Ids of the nodes with the CPUs and GPUs (an untouched node, for an
+        exclusive ask) that ``ask`` needs; memory and shared GPUs unchecked.
+        Fewer than ``need`` of them: [] without listing them."""
+        runs = self._runs(ask)
+        if need and sum(len(ids_) for run in runs for ids_ in run) < need:
+            return []
+        return [i for run in runs for ids_ in run for i in ids_]
+
     def _runs(self, ask: Ask) -> list[list[list[int]]]:
         """The id lists that may fit ``ask``, grouped into runs walked in order;
         the lists of one run are merged (equal weight and left-over CPUs)."""
@@ -250,11 +260,16 @@ class NodeIndex:
 
 
 class FreeNodes:
-    """What a select sees of the free capacity: an index and the node ids one job may use."""
+    """What a select sees of the free capacity: an index and the node ids one job may use,
+    and where the nodes hang in the network (``topology``, ``leaf``: a node id's leaf
+    switch, -1 for none; both None without a topology)."""
 
-    def __init__(self, index: NodeIndex, only: frozenset[int] | None = None):
+    def __init__(self, index: NodeIndex, only: frozenset[int] | None = None,
+                 topology: Topology | None = None, leaf: Sequence[int] | None = None):
         self._index = index
         self._only = only
+        self.topology = topology
+        self.leaf = leaf
 
     @classmethod
     def of(cls, candidates: Sequence[NodeFree]) -> FreeNodes:
@@ -273,12 +288,57 @@ class FreeNodes:
               ) -> tuple[Share, ...] | None:
         return self._index.stage(ranks, required, self._only)
 
+    def stage_among(self, ranks: Sequence[Ask], required: frozenset[str],
+                    ids: frozenset[int]) -> tuple[Share, ...] | None:
+        """``stage`` among ``ids`` alone, which must be ids this job may use
+        (``by_leaf``'s): the job's own limit is not asked again."""
+        return self._index.stage(ranks, required, ids)
+
+    def by_leaf(self, ask: Ask, need: int) -> dict[int, list[int]] | None:
+        """``fitting``'s ids grouped by leaf switch (those under none left out), in one
+        walk; None when fewer than ``need`` nodes have the CPUs and GPUs at all."""
+        got = self._index.fitting(ask, need)
+        if not got:
+            return None
+        only = self._only
+        if only is not None:
+            # backfill's Allowed (ids not reserved, of those the job may use): its sets
+            # asked directly, 10,000 ids a gang
+            excluded = getattr(only, "excluded", None)
+            if excluded is None:
+                got = [i for i in got if i in only]
+            elif only.only is None:
+                got = [i for i in got if i not in excluded]
+            else:
+                inner = only.only
+                got = [i for i in got if i not in excluded and i in inner]
+        leaf = self.leaf
+        out: dict[int, list[int]] = {}
+        for i in got:
+            lf = leaf[i]
+            if lf >= 0:
+                ids = out.get(lf)
+                if ids is None:
+                    out[lf] = [i]
+                else:
+                    ids.append(i)
+        return out
+
+    def name_of(self, i: int) -> str:
+        return self._index._node[i].name
+
+    def ids_of(self, names: Iterable[str]) -> list[int]:
+        """The ids of node names (those the pass has)."""
+        ids = self._index._ids
+        return [ids[n] for n in names if n in ids]
+
 
 class FreeCapacity:
     """The pass's free resources: one ``NodeFree`` per node, changed only by
     ``commit``, and an index per partition built when a job first needs it."""
 
-    def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView]):
+    def __init__(self, views: Sequence[NodeView], partitions: Sequence[PartitionView],
+                 topology: Topology | None = None):
         by_name = {v.name: v for v in views}
         names = sorted(by_name, key=_natural)
         self.ids: dict[str, int] = {n: i for i, n in enumerate(names)}
@@ -292,6 +352,19 @@ class FreeCapacity:
         self._idle_nodes: list[NodeFree] = []
         self._member_set: dict[str, frozenset[int]] = {}
         self._indexes_of: dict[int, list[NodeIndex]] = {}
+        self.topology = topology
+        self._leaf: list[int] | None = None
+
+    @property
+    def leaf(self) -> list[int] | None:
+        """Each node id's leaf switch (-1: under none); None without a topology.
+        Built when a pass first places a multi-node gang."""
+        if self.topology is None:
+            return None
+        if self._leaf is None:
+            leaf_of = self.topology.leaf_of
+            self._leaf = [leaf_of.get(v.name, -1) for v in self.views]
+        return self._leaf
 
     def showing(self, nodes: list[NodeFree]) -> FreeCapacity:
         """The same nodes and partitions showing ``nodes`` (by id) instead, with indexes of
@@ -301,6 +374,7 @@ class FreeCapacity:
         other._parts, other._members, other._member_set = self._parts, self._members, {}
         other._index, other._idle_all, other._idle_nodes = {}, None, []
         other._indexes_of = {}
+        other.topology, other._leaf = self.topology, self._leaf
         return other
 
     def members(self, part: str) -> tuple[int, ...]:
@@ -323,7 +397,9 @@ class FreeCapacity:
             self._index[part] = index
             for i in live:
                 self._indexes_of.setdefault(i, []).append(index)
-        return FreeNodes(index, only)
+        if self.topology is None:
+            return FreeNodes(index, only)
+        return FreeNodes(index, only, self.topology, self.leaf)
 
     def idle(self, part: str, only: frozenset[int] | None = None) -> FreeNodes:
         """The partition's nodes as if nothing ran and all were up: "never" versus "not now".
@@ -337,7 +413,9 @@ class FreeCapacity:
             only = self._member_set.get(part)
             if only is None:
                 only = self._member_set[part] = frozenset(self.members(part))
-        return FreeNodes(self._idle_all, only)
+        if self.topology is None:
+            return FreeNodes(self._idle_all, only)
+        return FreeNodes(self._idle_all, only, self.topology, self.leaf)
 
     def candidates(self, ids: Iterable[int], schedulable: bool = True) -> list[NodeFree]:
         """The nodes of ``ids`` not kept for a blocked partition (and schedulable), as a

@@ -48,6 +48,13 @@ the job may use at all (-x, -C, GPU type), and give a -w job whose
 required node is down or drained ``ReqNodeNotAvail, UnavailableNodes:...``
 before any placement; like the filters of step 1 it never blocks.
 
+Topology (``snapshot.topology``, ``topology.py``): the select places a gang
+under the lowest switch that holds it (``plugins/gang.py``). A job with
+``--switches=N`` whose wait (``switches_until``) has run out is placed as if
+it asked none: before that, a placement over more than N leaves is no
+placement and the job waits with ``Resources`` (or ``Priority``) as any job
+that does not fit.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
@@ -107,6 +114,7 @@ the 5,000 one-GPU jobs that start looks at a handful of nodes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
@@ -122,7 +130,7 @@ from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption,
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
     """Decide one pass over ``snapshot`` at time ``now``; pure and deterministic."""
     partitions = {p.name: p for p in snapshot.partitions}
-    free = FreeCapacity(snapshot.nodes, snapshot.partitions)
+    free = FreeCapacity(snapshot.nodes, snapshot.partitions, snapshot.topology)
     views = {v.name: v for v in free.views}
     select, filters = profile.select, profile.filters
     indexed = (callable(getattr(select, "place_in", None))
@@ -169,6 +177,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
             continue
+        if job.switches and now >= job.switches_until:
+            job = replace(job, switches=0)     # waited max-wait for its switches: anywhere now
 
         # The nodes this job may use at all: computed once per partition and node-filter
         # key (jobs with the same -x/-C/GPU type share it), else once per job.

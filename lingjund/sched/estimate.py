@@ -36,7 +36,7 @@ def estimate_start(snapshot: Snapshot, job: JobRequest, now: float,
         # Held or begin-time jobs would still run some day; partition refusals never.
         if f.name.startswith("partition/") and f.check(job, part, now) is not None:
             return None
-    free = FreeCapacity(snapshot.nodes, snapshot.partitions)
+    free = FreeCapacity(snapshot.nodes, snapshot.partitions, snapshot.topology)
     ids = tuple(i for i in free.members(part.name)
                 if all(nf.check_node(job, free.views[i]) is None for nf in profile.node_filters))
     only = None if len(ids) == len(free.members(part.name)) else frozenset(ids)

@@ -10,11 +10,13 @@ are minutes with ``UNLIMITED`` (-1) for none.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping
 
 from lingjund.sched.gpu_topology import GpuTopology
+from lingjund.sched.topology import Topology
 
 UNLIMITED = -1
 # The kinds of shared GPU (NodeView.alloc_shared), named as Slurm's gres are.
@@ -132,6 +134,12 @@ class JobRequest:
     # The dependency verdict's reason ("Dependency", "DependencyNeverSatisfied"),
     # "" when it has none (lingjund.sched.dependency decides it).
     dependency: str = ""
+    # --switches=N@max-wait: at most N leaf switches until ``switches_until``
+    # (Unix seconds), then anywhere; 0 = no limit. --segment=N (topology/block):
+    # every N consecutive ranks within one block; 0 = none.
+    switches: int = 0
+    switches_until: float = math.inf
+    segment: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,8 @@ class Snapshot:
     running: tuple[RunningJob, ...] = ()
     # Slurm's PreemptExemptTime: a job runs this long before it may be preempted.
     preempt_exempt_s: float = 0.0
+    # The network's switches (topology/tree, topology/block); None: topology/default.
+    topology: Topology | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from lingjun import launchers, slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
-from lingjund.service import confine, jobenv, restarts
+from lingjund.service import confine, jobenv, restarts, topology
 from lingjund.service.context import Controller
 from lingjund.service.views import node_mps_per_gpu
 from lingjund.store.store import JobRecord, StepRecord
@@ -44,8 +44,11 @@ def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessa
     stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
-    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node))
+    env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node),
+                             topology=ctl.config.topology.index)
     env.update(jobenv.checkpoint_env(ctl.config, job))   # checkpoint dir, heartbeat file
+    if job.gpu_ids and node in job.nodes:   # the rail NICs beside its GPUs there, for NCCL
+        env.update(topology.rail_hint(ctl, node, job.gpu_ids[job.nodes.index(node)], env))
     return agent_pb2.ControllerMessage(launch_batch=agent_pb2.LaunchBatch(
         job_id=job.job_id, script=spec.script, argv=list(spec.argv),
         environment=env,
@@ -84,7 +87,8 @@ def start_launcher_workers(ctl: Controller, job: JobRecord, port: int) -> None:
     base["MASTER_ADDR"] = addr
     others = job.nodes[1:]
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=launchers.SERVICE_STEP_ID,
-                           step_nodes=others, tasks_per_node=[1] * len(others), base_env=base)
+                           step_nodes=others, tasks_per_node=[1] * len(others), base_env=base,
+                           topology=ctl.config.topology.index)
     for node in others:
         cpus = job.cpus_per_node[job.nodes.index(node)] if job.cpus_per_node else 1
         ctl.agents.send(node, agent_pb2.ControllerMessage(launch_tasks=agent_pb2.LaunchTasks(

@@ -11,6 +11,7 @@ import os
 
 from lingjun import launchers, slurm
 from lingjun.config import Config
+from lingjund.sched.topology import Topology
 from lingjund.store.store import JobRecord
 
 CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
@@ -57,7 +58,6 @@ def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
         "SLURM_SUBMIT_HOST": spec.submit_host,
         "SLURM_CLUSTER_NAME": cluster,
         "SLURM_PRIO_PROCESS": "0",
-        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
     }
     if spec.ntasks_per_node:
         env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
@@ -99,13 +99,18 @@ def _array_part(job: JobRecord) -> dict[str, str]:
     }
 
 
-def _node_part(job: JobRecord, index: int) -> dict[str, str]:
+def _node_part(job: JobRecord, index: int, topology: Topology | None = None) -> dict[str, str]:
+    """The node's own variables. SLURM_TOPOLOGY_ADDR is the node's place in the
+    network, its switches from the top down ("s2.s0.node1", pattern
+    "switch.switch.node"), just the node's name without a topology."""
     node = job.nodes[index]
+    addr, pattern = topology.address(node) if topology is not None else (node, "node")
     env = {
         "SLURMD_NODENAME": node,
         "SLURM_NODEID": str(index),
         "SLURM_CPUS_ON_NODE": str(job.cpus_per_node[index]),
-        "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_TOPOLOGY_ADDR": addr,
+        "SLURM_TOPOLOGY_ADDR_PATTERN": pattern,
     }
     if job.gpus_per_node and job.gpus_per_node[index]:
         env.update(gpu_env(job, index))
@@ -233,7 +238,7 @@ def task_gpus(step_ids: tuple[int, ...], ntasks: int, gpus_per_task: int,
 
 
 def batch_env(job: JobRecord, cluster: str, controller: str,
-              master_addr: str = "") -> dict[str, str]:
+              master_addr: str = "", topology: Topology | None = None) -> dict[str, str]:
     """The complete environment of the batch script on the first node.
 
     ``master_addr`` is the first node's registered address, for --launcher;
@@ -241,7 +246,7 @@ def batch_env(job: JobRecord, cluster: str, controller: str,
     """
     env = dict(job.spec.environment)
     env.update(_job_common(job, cluster))
-    env.update(_node_part(job, 0))
+    env.update(_node_part(job, 0, topology))
     env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0",
                 "ENVIRONMENT": "BATCH", "SLURM_NODE_ALIASES": "(null)", "LINGJUN_CONTROLLER": controller})
     # A job submitted from inside a launcher job inherits LINGJUN_LAUNCHER with
@@ -261,8 +266,7 @@ def allocation_env(job: JobRecord, cluster: str, controller: str) -> dict[str, s
     (salloc.1 OUTPUT ENVIRONMENT VARIABLES): the job's variables, no node's or
     task's (the command runs on the submit host, not on a node of the job)."""
     env = _job_common(job, cluster)
-    for per_job_only in ("SLURM_JOB_USER", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_PRIO_PROCESS",
-                         "SLURM_TOPOLOGY_ADDR_PATTERN"):
+    for per_job_only in ("SLURM_JOB_USER", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_PRIO_PROCESS"):
         env.pop(per_job_only, None)
     if not job.spec.num_tasks:  # salloc sets SLURM_NTASKS only when -n was given
         env.pop("SLURM_NTASKS", None)
@@ -281,7 +285,8 @@ def step_layout(nodes: tuple[str, ...], num_tasks: int) -> list[int]:
 def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
              step_nodes: tuple[str, ...], tasks_per_node: list[int],
              base_env: dict[str, str], cpus_per_task: int = 0,
-             step_gpus: dict[str, tuple[int, ...]] | None = None) -> dict[str, dict[str, str]]:
+             step_gpus: dict[str, tuple[int, ...]] | None = None,
+             topology: Topology | None = None) -> dict[str, dict[str, str]]:
     """Environment common to a step's tasks, per node (keyed by node name).
 
     ``cpus_per_task`` is the step's own -c (22.05: srun does not inherit the
@@ -295,7 +300,7 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
         env = dict(base_env)
         env.update(_job_common(job, cluster))
         job_index = job.nodes.index(node)
-        env.update(_node_part(job, job_index))
+        env.update(_node_part(job, job_index, topology))
         if step_gpus is not None:
             env.update(step_gpu_env(step_gpus.get(node, ())))
         elif "SLURM_JOB_GPUS" in env:

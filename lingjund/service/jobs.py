@@ -101,11 +101,14 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
                          ("gpus_per_task", spec.gpus_per_task), ("cpus_per_gpu", spec.cpus_per_gpu),
                          ("shards_per_node", spec.shards_per_node),
                          ("mps_per_node", spec.mps_per_node),
-                         ("gpu_mem_limit_mb", spec.gpu_mem_limit_mb)):
+                         ("gpu_mem_limit_mb", spec.gpu_mem_limit_mb),
+                         ("switches", spec.switches), ("segment", spec.segment)):
         if value < 0 or value > 1_000_000:
             raise errors.InvalidRequest(f"Invalid {field} value {value}")
     if spec.time_limit_min < -1:
         raise errors.InvalidTimeLimit()
+    if spec.switch_wait_s < 0:
+        raise errors.InvalidRequest(f"Invalid switch_wait_s value {spec.switch_wait_s}")
     _check_shared_gpus(spec)
     nodes = _placement_nodes(ctl, spec, part)
     # -w nodes count toward -N, as in Slurm.
@@ -114,6 +117,8 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         min_nodes = max(min_nodes, math.ceil(spec.num_tasks / spec.ntasks_per_node))
     if spec.max_nodes and spec.max_nodes < min_nodes:
         raise errors.NodeConfigUnavailable()
+    if spec.segment and (min_nodes % spec.segment or (spec.max_nodes or min_nodes) != min_nodes):
+        raise errors.NodeConfigUnavailable()   # --segment: whole segments of a fixed node count
     over = _over_partition_limits(spec, part, min_nodes, nodes)
     if over is not None and ctl.config.controller.enforce_part_limits != "NO":
         raise over
@@ -473,7 +478,8 @@ def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJob
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,
                           time_limit_min=effective_time_limit(spec, part), exclusive=spec.exclusive,
-                          held=False, begin_time=now)
+                          held=False, begin_time=now,
+                          max_switch_wait_s=ctl.config.topology.max_switch_wait_s)
     found = estimate_start(build_snapshot(ctl, now), request, now)
     if found is None:
         raise errors.NodeConfigUnavailable()

@@ -14,6 +14,7 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.service import authz, batch, devices, errors, faulttol, health, steps, timers
+from lingjund.service import topology
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
@@ -52,6 +53,9 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
     if rec is None or rec.inventory != reg.inventory:
         ctl.nodes_changed()     # a new node, or new capacity: submissions check against it
         for note in gres_notes:
+            log.warning("node=%s: %s", name, note)
+        note = topology.discovered_note(ctl.config.topology.index, name, reg.inventory.leaf_switch)
+        if note:
             log.warning("node=%s: %s", name, note)
     conn.last_heartbeat = now
     conn.echoed_at = now                # the accepted Register renews the agent's lease
@@ -366,7 +370,8 @@ def node_infos(ctl: Controller, req: api_pb2.GetNodesRequest) -> api_pb2.GetNode
             shards=shared[0], mps=shared[1],
             shards_alloc=sum(n for _, k, n in a.get("shared", ()) if k == SHARD),
             mps_alloc=sum(n for _, k, n in a.get("shared", ()) if k == MPS),
-            net_status=rec.net_status if rec else None, sanity_results=[health.probe_msg(r) for r in probed.get(name, [])]))
+            net_status=rec.net_status if rec else None, sanity_results=[health.probe_msg(r) for r in probed.get(name, [])],
+            leaf_switch=topology.leaf_of(ctl.config.topology.index, name, inv.leaf_switch)))
     return api_pb2.GetNodesResponse(nodes=out, now=int(now))
 
 

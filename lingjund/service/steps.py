@@ -63,7 +63,7 @@ from typing import AsyncIterator
 from lingjun import slurm
 from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
-from lingjund.service import authz, confine, errors, jobenv
+from lingjund.service import authz, confine, errors, jobenv, topology
 from lingjund.service.context import Controller
 from lingjund.service.views import node_mps_per_gpu
 from lingjund.store.store import RunningStepRecord, StepRecord
@@ -331,7 +331,11 @@ async def run_step(ctl: Controller, req: api_pb2.RunStepRequest):
     envs = jobenv.step_env(job, ctl.cluster, ctl.address, step_id=job.next_step_id,
                            step_nodes=nodes, tasks_per_node=tasks,
                            base_env=dict(req.environment), cpus_per_task=req.cpus_per_task,
-                           step_gpus=gpus if any(job.gpus_per_node) else None)
+                           step_gpus=gpus if any(job.gpus_per_node) else None,
+                           topology=ctl.config.topology.index)
+    if any(job.gpus_per_node):     # the rail NICs beside the step's GPUs, per node, for NCCL
+        for node in nodes:
+            envs[node].update(topology.rail_hint(ctl, node, gpus.get(node, ()), envs[node]))
     step_id = job.next_step_id
     run = StepRun(job.job_id, step_id, nodes, {}, cpus=asked,
                   gpus={} if req.overlap else {n: ids for n, ids in gpus.items() if ids},

@@ -34,9 +34,16 @@ if TYPE_CHECKING:
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
                 time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
                 hold_admin: bool = False, dependency: str = "",
-                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
-    """What the scheduling core needs of one job (pending, or a --test-only probe)."""
+                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED,
+                max_switch_wait_s: float = 300.0) -> JobRequest:
+    """What the scheduling core needs of one job (pending, or a --test-only probe).
+    A --switches job waits for its leaves from when it is eligible, for its own
+    @max-time or else the cluster's ``max_switch_wait_s``."""
     min_nodes = spec.min_nodes or 1
+    switches_until = math.inf
+    if spec.switches:
+        wait = spec.switch_wait_s if spec.HasField("switch_wait_s") else max_switch_wait_s
+        switches_until = max(submit_time, begin_time) + wait
     return JobRequest(
         job_id=job_id, priority=priority, submit_time=submit_time,
         partition=partition, min_nodes=min_nodes,
@@ -55,7 +62,8 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         cpus_per_gpu=spec.cpus_per_gpu,
         mem_per_gpu_mb=spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else None,
         hold_admin=hold_admin, dependency=dependency,
-        array_tasks=array_tasks, array_slots=array_slots)
+        array_tasks=array_tasks, array_slots=array_slots,
+        switches=spec.switches, switches_until=switches_until, segment=spec.segment)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
@@ -178,7 +186,8 @@ class Views:
             job.job_id, job.spec, job.partition, priority=job.priority,
             submit_time=job.submit_time, time_limit_min=job.time_limit_min,
             exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
-            hold_admin=job.hold_admin)
+            hold_admin=job.hold_admin,
+            max_switch_wait_s=self._config.topology.max_switch_wait_s if self._config else 300.0)
         self._pending[job.job_id] = (job, req)
         return req
 
@@ -398,4 +407,5 @@ def build_snapshot(ctl: Controller, now: float,
     views.prune_running({j.job_id for j in holding})
     return Snapshot(nodes=tuple(node_views), partitions=part_views,
                     pending=pending, running=running,
-                    preempt_exempt_s=ctl.config.preempt.exempt_time_s)
+                    preempt_exempt_s=ctl.config.preempt.exempt_time_s,
+                    topology=ctl.config.topology.index)

@@ -16,7 +16,7 @@ import grpc
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
-                              jobs, network, nodes, steps, watch)
+                              jobs, network, nodes, steps, topology, watch)
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -250,7 +250,11 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
-            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
+            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)",
+            # Slurm 22.05's name for no topology is topology/none
+            "TopologyPlugin": ("topology/none" if c.topology.plugin == "topology/default"
+                               else c.topology.plugin), "TopologyParam": "(null)"},
+            topology=topology.switches(c.topology.index))
 
     async def _stream(self, name: str, request, context, gen):
         """A server stream: validated, then ``gen``'s messages; a SlurmError

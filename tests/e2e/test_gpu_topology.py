@@ -88,3 +88,18 @@ def test_a_node_whose_nvml_shows_fewer_gpus_than_configured_is_drained(cluster):
     assert "   Reason=gres/gpu count reported lower than configured (2 < 4) [slurm@" in node, node
     sinfo = cluster.run(["sinfo", "-R", "-h", "-o", "%E|%u|%N"], check=True).stdout
     assert sinfo == "gres/gpu count reported lower than configured (2 < 4)|slurm|node2\n", sinfo
+
+
+def test_a_gpu_job_is_told_the_rail_nics_beside_its_gpus(cluster):
+    # GPUs 0 and 2 (an NVLink pair) sit beside mlx5_0 and mlx5_2 in the fake sysfs;
+    # a job that names its own NCCL_IB_HCA keeps it.
+    c = cluster
+    script = "#!/bin/bash\necho \"cuda=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA\"\n"
+    mine = c.sbatch("--gres=gpu:2", "-w", "node1", "-o", str(c.work / "rail.out"), input=script)
+    c.wait_state(mine, "COMPLETED")
+    assert (c.work / "rail.out").read_text() == "cuda=0,2 hca==mlx5_0,mlx5_2\n"
+    env = dict(c.env, NCCL_IB_HCA="mlx5_3")
+    p = c.run(["sbatch", "--parsable", "--gres=gpu:2", "-w", "node1", "-o",
+               str(c.work / "own.out")], input=script, env=env, check=True)
+    c.wait_state(int(p.stdout.strip()), "COMPLETED")
+    assert (c.work / "own.out").read_text() == "cuda=0,2 hca=mlx5_3\n"

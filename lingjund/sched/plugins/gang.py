@@ -32,6 +32,27 @@ looking at those short of CPUs or GPUs; ``tests/sched/reference.py`` keeps
 the plain scan it must agree with. Required nodes count toward the node
 count, as in Slurm (-w node[1-2] alone asks for two nodes).
 
+Topology (``sched/topology.py``; Slurm's topology/tree select). With a
+topology, a gang of two or more nodes goes under the lowest-level switch
+that can hold all of it (fewest free nodes first among switches of one
+level: best fit), and within it onto leaves chosen one by one: a leaf
+that can take all the ranks still unplaced, the one with the fewest free
+nodes that suffice; else the leaf with the most. The ranks are then staged
+as above among those leaves' nodes (and, should memory or a larger rank
+not fit there, among all the switch's nodes). "Free" counts the nodes with
+the CPUs and GPUs of the smallest rank. Example: leaves s0 (node[1-4], 3
+free) and s1 (node[5-8], all 4 free) under s2: a 3-node gang takes s0's
+three, leaving s1 whole for a 4-node gang; without a topology it would
+take node[1-3] or wherever weight and best fit lead.
+
+``--switches=N`` (``JobRequest.switches``): a placement over more than N
+leaves is no placement; a switch whose fewest leaves for the gang exceed N
+is passed over. The pass drops the limit once ``switches_until`` is
+reached (Slurm's max-wait): the job then starts anywhere.
+``--segment=N`` (topology/block): the ranks go in groups of N, each
+group within one block. A single-node job is placed as without topology
+(one node is one leaf).
+
 Memory per rank: ``mem_per_cpu_mb`` times the rank's CPUs when given.
 
 Shared GPUs: ``shards_per_node`` / ``mps_per_node`` ride on every rank's
@@ -47,7 +68,7 @@ from math import ceil
 from typing import Hashable, Sequence
 
 from lingjund.sched.capacity import FreeNodes
-from lingjund.sched.pool import ALL_MEMORY, Ask, NodeFree, Placement
+from lingjund.sched.pool import ALL_MEMORY, Ask, NodeFree, Placement, Share
 from lingjund.sched.snapshot import JobRequest
 
 
@@ -101,7 +122,8 @@ class GangPlacement:
         return (job.min_nodes, job.max_nodes, job.num_tasks, job.ntasks_per_node,
                 job.cpus_per_task, job.mem_per_node_mb, job.mem_per_cpu_mb, job.gpus_per_node,
                 job.cpus_per_gpu, job.mem_per_gpu_mb,
-                job.exclusive, job.req_nodes, job.shards_per_node, job.mps_per_node)
+                job.exclusive, job.req_nodes, job.shards_per_node, job.mps_per_node,
+                job.switches, job.segment)
 
     def place_in(self, job: JobRequest, free: FreeNodes, most_nodes: int) -> Placement | None:
         """Stage all of ``job`` on distinct nodes of ``free``, or return None.
@@ -115,7 +137,11 @@ class GangPlacement:
         for count in node_counts(job, most_nodes):
             if count > free.size:
                 break
-            shares = free.stage(asks(job, count), required)
+            if free.topology is not None and count > 1:
+                shares = by_switch(asks(job, count), free, required, job.switches,
+                                   job.segment)
+            else:
+                shares = free.stage(asks(job, count), required)
             if shares is not None:
                 return Placement(shares=shares)
         return None
@@ -124,3 +150,90 @@ class GangPlacement:
                    most_nodes: int) -> Placement | None:
         """``place_in`` over a plain list of nodes (preemption, start estimates)."""
         return self.place_in(job, FreeNodes.of(candidates), most_nodes)
+
+
+def by_switch(ranks: tuple[Ask, ...], free: FreeNodes, required: frozenset[str],
+              switches: int = 0, segment: int = 0) -> tuple[Share, ...] | None:
+    """Stage ``ranks`` under one switch, on as few leaves as it takes (module doc)."""
+    topo, leaf = free.topology, free.leaf
+    need = len(ranks)
+    unit = segment if segment and need % segment == 0 else 1
+    groups = need // unit
+    per_leaf = free.by_leaf(min(ranks, key=lambda a: a.cpus), need)
+    if per_leaf is None:
+        return None                   # not enough nodes with the CPUs and GPUs anywhere
+    req_leaves = set()
+    for i in free.ids_of(required):
+        if leaf[i] < 0:
+            return None               # a node under no switch never joins a gang
+        req_leaves.add(leaf[i])
+    room = {lf: len(ids) // unit for lf, ids in per_leaf.items() if len(ids) >= unit}
+    tops = []
+    for s in topo.order:
+        below = topo.below[s]
+        total = 0
+        for lf in below:
+            total += room.get(lf, 0)
+        if total >= groups and req_leaves.issubset(below):
+            tops.append((topo.switches[s].level, total, s))
+    tops.sort()
+    for _, _, s in tops:
+        chosen = _leaves(topo.below[s], room, groups, req_leaves)
+        if chosen is None or (switches and len(chosen) > switches):
+            continue
+        if unit > 1:
+            shares = _by_segment(ranks, free, required, chosen, room, per_leaf, unit)
+        else:
+            within = frozenset(i for lf in chosen for i in per_leaf.get(lf, ()))
+            shares = free.stage_among(ranks, required, within)
+            if shares is None and len(chosen) < len(topo.below[s]) and not switches:
+                shares = free.stage_among(ranks, required, frozenset(
+                    i for lf in topo.below[s] for i in per_leaf.get(lf, ())))
+        if shares is not None:
+            return shares
+    return None
+
+
+def _leaves(below: tuple[int, ...], room: dict[int, int], need: int,
+            first: set[int]) -> list[int] | None:
+    """Leaves under a switch for ``need`` units: ``first`` (required nodes'), then one
+    by one the best-fitting leaf for what is left, else the roomiest."""
+    chosen = sorted(first)
+    got = sum(room.get(lf, 0) for lf in chosen)
+    rest = [lf for lf in below if lf not in first and room.get(lf, 0) > 0]
+    while got < need:
+        if not rest:
+            return None
+        left = need - got
+        fits = [lf for lf in rest if room[lf] >= left]
+        if fits:
+            pick = min(fits, key=lambda lf: (room[lf], lf))
+        else:
+            pick = min(rest, key=lambda lf: (-room[lf], lf))
+        rest.remove(pick)
+        chosen.append(pick)
+        got += room[pick]
+    return chosen
+
+
+def _by_segment(ranks: tuple[Ask, ...], free: FreeNodes, required: frozenset[str],
+                chosen: list[int], room: dict[int, int], per_leaf: dict[int, list[int]],
+                unit: int) -> tuple[Share, ...] | None:
+    """Groups of ``unit`` ranks, in rank order, each group within one of the
+    ``chosen`` blocks (a block holds as many whole groups as it has room for)."""
+    out: list[Share] = []
+    at = 0
+    for lf in chosen:
+        if at >= len(ranks):
+            break
+        take = min(room[lf] * unit, len(ranks) - at)
+        names = {free.name_of(i) for i in per_leaf[lf]}
+        shares = free.stage_among(ranks[at:at + take], required & names,
+                                  frozenset(per_leaf[lf]))
+        if shares is None:
+            return None
+        out.extend(shares)
+        at += take
+    if at < len(ranks) or not required <= {s.node for s in out}:
+        return None
+    return tuple(out)
