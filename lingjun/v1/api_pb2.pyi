@@ -1024,7 +1024,7 @@ class GetConfigResponse(_message.Message):
     def __init__(self, settings: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
-    __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid")
+    __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid", "priority")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -1037,6 +1037,7 @@ class UpdateJobRequest(_message.Message):
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     time_limit_min: int
     partition: str
@@ -1049,11 +1050,79 @@ class UpdateJobRequest(_message.Message):
     begin_time: int
     deadline: int
     requester_uid: int
-    def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class UpdateJobResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TopJobsRequest(_message.Message):
+    __slots__ = ("job_ids", "requester_uid")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    requester_uid: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class PriorityFactorsRequest(_message.Message):
+    __slots__ = ("job_ids", "users", "partitions")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobPriorityFactors(_message.Message):
+    __slots__ = ("job_id", "partition", "user", "account", "qos", "priority", "site", "age", "assoc", "fairshare", "job_size", "partition_factor", "qos_factor", "nice")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    ASSOC_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    JOB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    QOS_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    partition: str
+    user: str
+    account: str
+    qos: str
+    priority: int
+    site: int
+    age: float
+    assoc: float
+    fairshare: float
+    job_size: float
+    partition_factor: float
+    qos_factor: float
+    nice: int
+    def __init__(self, job_id: _Optional[int] = ..., partition: _Optional[str] = ..., user: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., site: _Optional[int] = ..., age: _Optional[float] = ..., assoc: _Optional[float] = ..., fairshare: _Optional[float] = ..., job_size: _Optional[float] = ..., partition_factor: _Optional[float] = ..., qos_factor: _Optional[float] = ..., nice: _Optional[int] = ...) -> None: ...
+
+class PriorityFactorsResponse(_message.Message):
+    __slots__ = ("priority_type", "weights", "jobs")
+    class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    PRIORITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    priority_type: str
+    weights: _containers.ScalarMap[str, int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobPriorityFactors]
+    def __init__(self, priority_type: _Optional[str] = ..., weights: _Optional[_Mapping[str, int]] = ..., jobs: _Optional[_Iterable[_Union[JobPriorityFactors, _Mapping]]] = ...) -> None: ...
 
 class HoldJobsRequest(_message.Message):
     __slots__ = ("job_ids", "action", "requester_uid")

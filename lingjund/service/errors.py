@@ -92,6 +92,14 @@ class Disabled(SlurmError):
     message = "Requested operation is presently disabled"
 
 
+class JobHeld(SlurmError):
+    message = "Job is in held state, pending admin release"
+
+
+class PriorityResetFail(SlurmError):
+    message = "Changes to job priority are not persistent, change nice instead"
+
+
 class BatchOnly(SlurmError):
     message = "Only batch jobs are accepted or processed"
 

@@ -24,7 +24,7 @@ from lingjun import slurm
 from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import (MPS, SHARD, UNLIMITED, JobRequest, NodeView, PartitionView,
                                      RunningJob, Snapshot)
-from lingjund.service import devices
+from lingjund.service import devices, priority
 from lingjund.store.records import JobRecord, NodeRecord
 
 if TYPE_CHECKING:
@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
                 time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
                 hold_admin: bool = False, dependency: str = "",
-                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
+                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED,
+                priority_set: bool = False, user: str = "", fairshare: float = 1.0,
+                qos_factor: float = 0.0, assoc_factor: float = 0.0) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe)."""
+    user = user or spec.user or str(spec.uid)
     min_nodes = spec.min_nodes or 1
     return JobRequest(
         job_id=job_id, priority=priority, submit_time=submit_time,
@@ -55,7 +58,10 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         cpus_per_gpu=spec.cpus_per_gpu,
         mem_per_gpu_mb=spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else None,
         hold_admin=hold_admin, dependency=dependency,
-        array_tasks=array_tasks, array_slots=array_slots)
+        array_tasks=array_tasks, array_slots=array_slots,
+        nice=spec.nice, priority_set=priority_set, user=user, account=spec.account or user,
+        qos=spec.qos or "normal", fairshare=fairshare, qos_factor=qos_factor,
+        assoc_factor=assoc_factor)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
@@ -150,6 +156,7 @@ class Views:
         # per reported inventory (the object, kept here so its id stays its own)
         self._topology: dict[str, tuple[object, int, GpuTopology | None]] = {}
         self._config = None
+        self._ctl = None                          # the controller whose records these are
         self._live = None
         self._order: list[int] | None = None   # pending job ids, ascending
         self._pos: dict[int, int] = {}          # job id -> its place in _order
@@ -174,11 +181,7 @@ class Views:
             if _same_request(was, job):       # only its reason (or the like) changed
                 self._pending[job.job_id] = (job, kept[1])
                 return kept[1]
-        req = job_request(
-            job.job_id, job.spec, job.partition, priority=job.priority,
-            submit_time=job.submit_time, time_limit_min=job.time_limit_min,
-            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
-            hold_admin=job.hold_admin)
+        req = priority.request(self._ctl, job)
         self._pending[job.job_id] = (job, req)
         return req
 
@@ -289,6 +292,7 @@ def _same_request(a: JobRecord, b: JobRecord) -> bool:
     with a new reason keeps its spec object: only what is asked of the store
     is replaced.)"""
     return (a.spec is b.spec and a.priority == b.priority and a.partition == b.partition
+            and a.priority_set == b.priority_set
             and a.time_limit_min == b.time_limit_min and a.exclusive == b.exclusive
             and a.held == b.held and a.hold_admin == b.hold_admin
             and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time)
@@ -346,6 +350,7 @@ def build_snapshot(ctl: Controller, now: float,
     the last pass are reused (``Views``)."""
     views: Views = ctl.views
     views.forget_config(ctl.config)
+    views._ctl = ctl
     st = ctl.store
     holding = st.holding_jobs()
     alloc = allocations(holding)
@@ -387,7 +392,7 @@ def build_snapshot(ctl: Controller, now: float,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
         total_cpus=sum(cpus_of.get(n, 0) for n in layout.nodes_of[p.name]),
-        preempt_mode=ctl.config.preempt_mode(p))
+        preempt_mode=ctl.config.preempt_mode(p), priority_job_factor=p.priority_job_factor)
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:

@@ -253,4 +253,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN sched_start REAL NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN sched_nodes TEXT NOT NULL DEFAULT '[]'
     """,
+    # 16
+    """
+    -- an operator set this job's priority (scontrol update Priority=N): it is
+    -- kept as it is, not computed again (Slurm's direct_set_prio)
+    ALTER TABLE jobs ADD COLUMN priority_set INTEGER NOT NULL DEFAULT 0
+    """,
 ]

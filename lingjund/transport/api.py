@@ -15,7 +15,8 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import accounting, allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
+from lingjund.service import (accounting, allocations, authz, errors, faulttol, health, jobctl, jobs,
+                              network, nodes, priority, steps)
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -173,6 +174,17 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             raise errors.InvalidRequest("Request too large")
         jobctl.update_job(self.ctl, request)
         return api_pb2.UpdateJobResponse()
+
+    @unary
+    def TopJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        jobctl.top_jobs(self.ctl, request)
+        return api_pb2.UpdateJobResponse()
+
+    @unary
+    def GetPriorityFactors(self, request, context):
+        return priority.factors_reply(self.ctl, request)
 
     @unary
     def HoldJobs(self, request, context):
