@@ -741,7 +741,7 @@ class UpdateNodeResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionInfo(_message.Message):
-    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb", "preempt_mode", "grace_time_s")
+    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb", "preempt_mode", "grace_time_s", "priority_job_factor")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +756,7 @@ class PartitionInfo(_message.Message):
     TOTAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_MODE_FIELD_NUMBER: _ClassVar[int]
     GRACE_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_JOB_FACTOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     default: bool
     state: str
@@ -770,7 +771,8 @@ class PartitionInfo(_message.Message):
     total_memory_mb: int
     preempt_mode: str
     grace_time_s: int
-    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ..., preempt_mode: _Optional[str] = ..., grace_time_s: _Optional[int] = ...) -> None: ...
+    priority_job_factor: int
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ..., preempt_mode: _Optional[str] = ..., grace_time_s: _Optional[int] = ..., priority_job_factor: _Optional[int] = ...) -> None: ...
 
 class GetPartitionsRequest(_message.Message):
     __slots__ = ("names",)

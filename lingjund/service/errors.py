@@ -93,7 +93,7 @@ class Disabled(SlurmError):
 
 
 class JobHeld(SlurmError):
-    message = "Job is in held state, pending admin release"
+    message = "Job is in held state, pending scheduler release"
 
 
 class PriorityResetFail(SlurmError):

@@ -175,3 +175,24 @@ def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
                        job_size=f.job_size, partition_factor=f.partition, qos_factor=f.qos,
                        nice=f.nice)
     return reply
+
+
+def config_settings(ctl: Controller) -> dict[str, str]:
+    """scontrol show config's Priority* lines, as Slurm prints them (the weights only
+    under priority/multifactor)."""
+    c = ctl.config.priority
+    out = {"PriorityType": c.type}
+    if c.multifactor:
+        out.update({
+            "PriorityFavorSmall": "Yes" if c.favor_small else "No",
+            "PriorityFlags": "",
+            "PriorityMaxAge": slurm.format_duration(c.max_age_min * 60),
+            "PriorityWeightAge": str(c.weight_age),
+            "PriorityWeightAssoc": str(c.weight_assoc),
+            "PriorityWeightFairShare": str(c.weight_fairshare),
+            "PriorityWeightJobSize": str(c.weight_job_size),
+            "PriorityWeightPartition": str(c.weight_partition),
+            "PriorityWeightQOS": str(c.weight_qos),
+            "PriorityWeightTRES": "(null)",
+        })
+    return out

@@ -244,7 +244,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "JobRequeue": str(int(cc.job_requeue)), "EnforcePartLimits": cc.enforce_part_limits,
             "MinJobAge": f"{int(cc.min_job_age_s)} sec",
             "MaxArraySize": str(cc.max_array_size),
-            "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
+            "SchedulerType": "sched/builtin", **priority.config_settings(self.ctl),
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
