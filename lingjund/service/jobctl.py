@@ -201,8 +201,9 @@ def top_jobs(ctl: Controller, req: api_pb2.TopJobsRequest) -> None:
     """These pending jobs first among their owner's pending jobs of the same
     partition, account and QOS, as job_mgr.c's _set_top: the group's priorities,
     highest first, go to the listed jobs in the order given, then to the rest in
-    their order; each job's nice moves by what its priority moved, so the plugin
-    keeps the new order and the owner's jobs together gain nothing. Operators only,
+    their order, each at least one below the one before; each job's nice moves by
+    what its priority moved, so the plugin keeps the new order, and the owner's
+    jobs together gain nothing (they may lose a little, as Slurm's man page warns). Operators only,
     unless [scheduler] enable_user_top (then owners, for their own jobs)."""
     operator = _operator(ctl, req.requester_uid)
     if not operator and not ctl.config.scheduler.enable_user_top:
@@ -237,8 +238,8 @@ def top_jobs(ctl: Controller, req: api_pb2.TopJobsRequest) -> None:
         last = None
         for k, job in enumerate((*top, *others)):
             new = prios[k]
-            if k < len(top) and last is not None and new >= last and last > 2:
-                new = last - 1                # listed jobs strictly in the order given
+            if last is not None and new >= last and last > 2:
+                new = last - 1                # strictly in the new order (never below 2)
             last = new
             if new == job.priority:
                 continue

@@ -1,0 +1,113 @@
+"""Priority over the real SlurmApi: nice, Priority=, scontrol top, and the
+sprio RPC, with who may do what (the rules a root-run e2e cluster cannot show).
+Refusals change nothing."""
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from lingjun.v1 import api_pb2
+from tests.lingjund.test_api import api, spec  # noqa: F401 - the fixture
+
+ALICE, BOB = 1000, 1001
+Update = api_pb2.UpdateJobRequest
+
+
+def submit(stub, uid: int = ALICE, **kw) -> int:
+    kw.setdefault("begin_time", 4_000_000_000)      # pending for good, eligible later
+    s = spec(user=f"u{uid}", uid=uid, time_limit_min=10, **kw)
+    return stub.SubmitJob(api_pb2.SubmitJobRequest(spec=s)).job_id
+
+
+def refused(call, words: str, store) -> None:
+    before = store.dump()
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert e.value.details() == words
+    assert store.dump() == before
+
+
+def test_nice_at_submission_and_update_move_the_priority(api):  # noqa: F811
+    stub, store = api
+    plain, nice = submit(stub), submit(stub, nice=1000)
+    assert store.job(plain).priority - store.job(nice).priority == 1000
+    stub.UpdateJob(Update(job_id=plain, requester_uid=ALICE, nice=1500))
+    assert store.job(nice).priority - store.job(plain).priority == 500
+    refused(lambda: stub.UpdateJob(Update(job_id=plain, requester_uid=ALICE, nice=-1)),
+            "Access/permission denied", store)
+    stub.UpdateJob(Update(job_id=plain, requester_uid=0, nice=-1))    # an operator may
+    assert store.job(plain).spec.nice == -1
+
+
+def test_priority_set_by_an_operator_stays_and_resets_nice(api):  # noqa: F811
+    stub, store = api
+    jid = submit(stub, nice=50)
+    stub.UpdateJob(Update(job_id=jid, requester_uid=0, priority=123))
+    job = store.job(jid)
+    assert (job.priority, job.priority_set, job.spec.nice) == (123, True, 0)
+    stub.UpdateJob(Update(job_id=jid, requester_uid=0, nice=10))       # nice: no move
+    assert store.job(jid).priority == 123
+    info = stub.GetJobs(api_pb2.GetJobsRequest(job_ids=[jid])).jobs[0]
+    assert (info.priority, info.nice) == (123, 10)
+
+
+def test_an_owner_may_neither_raise_nor_durably_lower_the_priority(api):  # noqa: F811
+    stub, store = api
+    jid = submit(stub)
+    prio = store.job(jid).priority
+    refused(lambda: stub.UpdateJob(Update(job_id=jid, requester_uid=ALICE, priority=prio + 1)),
+            "Access/permission denied", store)
+    refused(lambda: stub.UpdateJob(Update(job_id=jid, requester_uid=ALICE, priority=prio - 1)),
+            "Changes to job priority are not persistent, change nice instead", store)
+    refused(lambda: stub.UpdateJob(Update(job_id=jid, requester_uid=BOB, priority=1)),
+            "Access/permission denied", store)
+
+
+def test_priority_zero_holds_and_release_computes_it_again(api):  # noqa: F811
+    stub, store = api
+    jid = submit(stub)
+    prio = store.job(jid).priority
+    stub.UpdateJob(Update(job_id=jid, requester_uid=0, priority=0))
+    job = store.job(jid)
+    assert (job.held, job.hold_admin, job.reason) == (True, True, "JobHeldAdmin")
+    assert stub.GetJobs(api_pb2.GetJobsRequest(job_ids=[jid])).jobs[0].priority == 0
+    refused(lambda: stub.UpdateJob(Update(job_id=jid, requester_uid=0, priority=5)),
+            "Job is in held state, pending scheduler release", store)
+    H = api_pb2.HoldJobsRequest
+    stub.HoldJobs(H(job_ids=[jid], action=H.RELEASE, requester_uid=0))
+    job = store.job(jid)
+    assert (job.held, job.priority_set, job.priority) == (False, False, prio)
+
+
+def test_top_puts_the_listed_jobs_first_among_the_owners_by_nice(api):  # noqa: F811
+    stub, store = api
+    a, b, c = submit(stub), submit(stub), submit(stub)
+    other = submit(stub, uid=BOB)
+    before = {j: store.job(j).priority for j in (a, b, c, other)}
+    refused(lambda: stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[c], requester_uid=ALICE)),
+            "Access/permission denied", store)        # operators only by default
+    stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[c, b], requester_uid=0))
+    after = {j: store.job(j).priority for j in (a, b, c, other)}
+    assert after[c] > after[b] > after[a]
+    assert sum(after[j] for j in (a, b, c)) <= sum(before[j] for j in (a, b, c))
+    assert after[other] == before[other]              # another user's job is not touched
+    for j in (a, b, c):                               # the nice values carry the new order
+        assert store.job(j).spec.nice == before[j] - after[j]
+    refused(lambda: stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[a, other], requester_uid=0)),
+            "Invalid job id specified", store)        # two owners at once
+
+
+def test_priority_factors_list_the_eligible_pending_jobs(api):  # noqa: F811
+    stub, store = api
+    now_job = submit(stub, begin_time=0)
+    submit(stub)                                       # begins later: not listed
+    submit(stub, begin_time=0, hold=True)              # held: not listed
+    r = stub.GetPriorityFactors(api_pb2.PriorityFactorsRequest())
+    assert r.priority_type == "priority/multifactor"
+    assert dict(r.weights) == {"age": 1000, "assoc": 0, "fairshare": 10000, "jobsize": 0,
+                               "partition": 1000, "qos": 1000}
+    assert [j.job_id for j in r.jobs] == [now_job]
+    j = r.jobs[0]
+    assert (j.fairshare, j.partition_factor, j.qos_factor, j.nice) == (1.0, 1.0, 0.0, 0)
+    assert j.priority == store.job(now_job).priority
+    assert stub.GetPriorityFactors(api_pb2.PriorityFactorsRequest(users=["nobody"])).jobs == []
