@@ -75,7 +75,7 @@ def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str
         command=" ".join(o.command) if o.command else prog, batch=False,
         gpus=o.gpus, gpus_per_node=o.gpus_per_node, gpus_per_task=o.gpus_per_task,
         gpu_type=o.gpu_type, cpus_per_gpu=o.cpus_per_gpu, shards_per_node=o.shards_per_node,
-        mps_per_node=o.mps_per_node, gpu_mem_limit_mb=o.gpu_mem_mb)
+        mps_per_node=o.mps_per_node, gpu_mem_limit_mb=o.gpu_mem_mb, nice=o.nice)
     if o.mem_mb is not None:
         spec.mem_per_node_mb = o.mem_mb
     if o.mem_per_cpu_mb is not None:

@@ -1,7 +1,9 @@
 """One scheduling pass: which pending jobs start now, where, and why the rest wait.
 
 ``schedule(snapshot, now)`` walks the pending queue once, highest priority
-first (Slurm 22.05's main scheduler with priority/basic), and returns a
+first (Slurm 22.05's main scheduler; the profile's queue sort says what the
+priority is: priority/basic's stored one, or priority/multifactor's weighted
+factors at ``now``, whose new values the plan carries), and returns a
 ``Plan``: the jobs to start with their per-node shares, and a Slurm
 pending-reason word for every other pending job. With backfill in the
 profile (Slurm's sched/backfill, ``backfill.py``) a job that does not fit
