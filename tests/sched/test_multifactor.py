@@ -151,7 +151,9 @@ def test_an_older_job_is_never_lower(j, w, older):
        later=st.floats(0, 10 * DAY))
 def test_the_vectorised_pass_equals_the_one_job_function(js, w, later):
     sort = MultifactorPriority(w)
-    for now in (NOW, NOW + later):             # the second pass reuses what the first kept
+    # the second pass reuses what the first kept; the third has some jobs replaced
+    changed = [replace(j, nice=j.nice + 7) if k % 5 == 0 else j for k, j in enumerate(js)]
+    for now, js in ((NOW, js), (NOW + later, js), (NOW + later, changed)):
         got = sort.priorities(js, now, SNAP).tolist()
         assert got == [prio(j, w, now) for j in js]
         queue = sort.order(js, now, SNAP)

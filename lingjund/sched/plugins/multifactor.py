@@ -175,8 +175,9 @@ def job_priority(job: JobRequest, part: PartitionView | None, cluster: Cluster, 
 
 
 # The per-job columns kept between passes: the weighted factors but age, in the
-# order Slurm adds them, and what age needs.
-_SITE, _ACCRUE, _ASSOC, _FS, _JS, _PART, _QOS, _NICE, _FIXED = range(9)
+# order Slurm adds them, what age needs, a set priority (-1: none), and what the
+# queue order and the plan read (submit time, job id, the priority the job holds).
+_SITE, _ACCRUE, _ASSOC, _FS, _JS, _PART, _QOS, _NICE, _FIXED, _SUBMIT, _ID, _HELD = range(12)
 
 
 class MultifactorPriority:
@@ -189,6 +190,8 @@ class MultifactorPriority:
         # job id -> (the request the row was made from, its row); valid for one context
         self._rows: dict[int, tuple[JobRequest, tuple]] = {}
         self._context: tuple | None = None
+        # the last pass's requests and table (``_table``)
+        self._last: tuple[list[JobRequest], np.ndarray] | None = None
 
     def order(self, pending: Sequence[JobRequest], now: float = 0.0,
               snapshot: Snapshot | None = None) -> list[JobRequest]:
@@ -201,46 +204,31 @@ class MultifactorPriority:
         not the one it holds (``JobRequest.priority``)."""
         if not pending:
             return [], {}
-        n = len(pending)
-        prio = self.priorities(pending, now, snapshot)
-        submit = np.fromiter((j.submit_time for j in pending), dtype=np.float64, count=n)
-        ids = np.fromiter((j.job_id for j in pending), dtype=np.int64, count=n)
-        held = np.fromiter((j.priority for j in pending), dtype=np.int64, count=n)
-        idx = np.lexsort((ids, submit, -prio))
+        t = self._table(pending, snapshot)
+        prio = self._sum(t, now)
+        ids = t[:, _ID].astype(np.int64)
+        idx = np.lexsort((ids, t[:, _SUBMIT], -prio))
         queue = [pending[i] for i in idx.tolist()]
-        moved = np.flatnonzero(prio != held)
+        moved = np.flatnonzero(prio != t[:, _HELD].astype(np.int64))
         return queue, dict(zip(ids[moved].tolist(), prio[moved].tolist()))
 
     def priorities(self, pending: Sequence[JobRequest], now: float,
                    snapshot: Snapshot | None) -> np.ndarray:
         """Every pending job's priority at ``now`` (int64, in ``pending``'s order)."""
+        if not pending:
+            return np.zeros(0, dtype=np.int64)
+        return self._sum(self._table(pending, snapshot), now)
+
+    def _sum(self, t: np.ndarray, now: float) -> np.ndarray:
+        """Slurm's sum over the table's rows at ``now``, in Slurm's order of terms."""
         w = self.weights
-        parts = {p.name: p for p in snapshot.partitions} if snapshot is not None else {}
-        cluster = Cluster.of(snapshot) if snapshot is not None else Cluster()
-        context = (w, cluster, tuple((p.name, p.priority_job_factor) for p in parts.values()))
-        if context != self._context:
-            self._context = context
-            self._rows = {}
-        rows = self._rows
-        table = []
-        append = table.append
-        for job in pending:
-            kept = rows.get(job.job_id)
-            if kept is None or kept[0] is not job:
-                kept = (job, self._row(job, parts.get(job.partition), cluster))
-                rows[job.job_id] = kept
-            append(kept[1])
-        if len(rows) > 2 * len(pending) + 1024:      # forget jobs that left the queue
-            live = {j.job_id for j in pending}
-            self._rows = {k: v for k, v in rows.items() if k in live}
-        t = np.array(table, dtype=np.float64)
         accrue = t[:, _ACCRUE]
         if w.age:
             diff = np.maximum(0.0, np.floor(now) - accrue)
             age = np.where(diff < w.max_age_s, diff / w.max_age_s, 1.0) * w.age
             age[accrue <= 0] = 0.0
         else:
-            age = np.zeros(len(table))
+            age = np.zeros(len(t))
         p = t[:, _SITE] + age
         for col in (_ASSOC, _FS, _JS, _PART, _QOS):
             p = p + t[:, col]
@@ -253,11 +241,50 @@ class MultifactorPriority:
             out[set_] = fixed[set_].astype(np.int64)
         return out
 
+    def _table(self, pending: Sequence[JobRequest], snapshot: Snapshot | None) -> np.ndarray:
+        """One row per job (``_row``), in ``pending``'s order. The last pass's table is
+        patched where its requests were replaced, when the queue kept its length (most
+        passes: a few jobs' priorities or reasons changed); otherwise built anew from
+        the rows kept per request."""
+        w = self.weights
+        parts = {p.name: p for p in snapshot.partitions} if snapshot is not None else {}
+        cluster = Cluster.of(snapshot) if snapshot is not None else Cluster()
+        context = (w, cluster, tuple((p.name, p.priority_job_factor) for p in parts.values()))
+        if context != self._context:
+            self._context = context
+            self._rows = {}
+            self._last = None
+        rows = self._rows
+
+        def row(job: JobRequest) -> tuple:
+            kept = rows.get(job.job_id)
+            if kept is None or kept[0] is not job:
+                kept = (job, self._row(job, parts.get(job.partition), cluster))
+                rows[job.job_id] = kept
+            return kept[1]
+
+        last = self._last
+        if last is not None and len(last[0]) == len(pending):
+            changed = [i for i, (a, b) in enumerate(zip(pending, last[0])) if a is not b]
+            if len(changed) * 4 < len(pending):
+                t = last[1]
+                for i in changed:
+                    t[i] = row(pending[i])
+                self._last = (list(pending), t)
+                return t
+        t = np.array([row(j) for j in pending], dtype=np.float64)
+        self._last = (list(pending), t)
+        if len(rows) > 2 * len(pending) + 1024:      # forget jobs that left the queue
+            live = {j.job_id for j in pending}
+            self._rows = {k: v for k, v in rows.items() if k in live}
+        return t
+
     def _row(self, job: JobRequest, part: PartitionView | None, cluster: Cluster) -> tuple:
         w = self.weights
+        tail = (job.submit_time, float(job.job_id), float(job.priority))
         if job.priority_set:
-            return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(job.priority))
+            return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(job.priority), *tail)
         f = factors(job, part, cluster, w, 0.0)
         _, assoc, fs, js, pt, qos = f.weighted(w)
         accrue = float(int(job.begin_time)) if job.begin_time > 0 and not job.held else 0.0
-        return (float(f.site), accrue, assoc, fs, js, pt, qos, float(f.nice), -1.0)
+        return (float(f.site), accrue, assoc, fs, js, pt, qos, float(f.nice), -1.0, *tail)
