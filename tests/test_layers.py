@@ -91,6 +91,8 @@ STATUSES = [
     (errors.JobPending, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.JobNotPending, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.Disabled, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.JobHeld, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.PriorityResetFail, grpc.StatusCode.PERMISSION_DENIED),
     (errors.BatchOnly, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.InvalidTimeValue, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NoSpace, grpc.StatusCode.RESOURCE_EXHAUSTED),
