@@ -199,12 +199,20 @@ def hold_jobs(ctl: Controller, req: api_pb2.HoldJobsRequest) -> api_pb2.JobContr
 # -- scontrol top JOBID[,JOBID...] --------------------------------------------------
 def top_jobs(ctl: Controller, req: api_pb2.TopJobsRequest) -> None:
     """These pending jobs first among their owner's pending jobs of the same
-    partition, account and QOS, as job_mgr.c's _set_top: the group's priorities,
-    highest first, go to the listed jobs in the order given, then to the rest in
-    their order, each at least one below the one before; each job's nice moves by
-    what its priority moved, so the plugin keeps the new order, and the owner's
-    jobs together gain nothing (they may lose a little, as Slurm's man page warns). Operators only,
-    unless [scheduler] enable_user_top (then owners, for their own jobs)."""
+    partition, account and QOS, as Slurm 22.05's scontrol top does it: the listed
+    jobs take the highest priorities of the listed jobs and of the group's jobs
+    above them, in the order given (each at least one below the one before); what
+    they gained is taken evenly from those jobs above (integer shares, the
+    remainder from the last), and each ends below the listed ones (with equal
+    priorities it loses a point more); every move is made through the job's nice,
+    so the plugin keeps the order and the owner's jobs together gain nothing. Jobs below
+    the listed ones and jobs whose priority an operator set are not touched (Slurm
+    22.05 also raises the jobs below to just under the listed ones, even a set one:
+    not done here). Operators only, unless [scheduler] enable_user_top.
+
+    Example (observed on Slurm 22.05): priorities 11562, 11437, 11275, 11175;
+    top of the last two, in that order, gives them 11562 and 11437 (+387, +162),
+    and the two jobs that were above lose 549 between them: 274 and 275."""
     operator = _operator(ctl, req.requester_uid)
     if not operator and not ctl.config.scheduler.enable_user_top:
         raise errors.AccessDenied()
@@ -229,18 +237,29 @@ def top_jobs(ctl: Controller, req: api_pb2.TopJobsRequest) -> None:
             top.append(job)
         listed = {j.job_id for j in top}
         group = _group(top[0])
-        others = sorted((j for j in st.live.jobs.values()
-                         if j.state == slurm.PENDING and j.job_id not in listed
-                         and not j.held and not j.priority_set and j.priority > 1
-                         and _group(j) == group),
-                        key=lambda j: (-j.priority, j.submit_time, j.job_id))
-        prios = sorted((j.priority for j in (*top, *others)), reverse=True)
+        low = min(j.priority for j in top)
+        above = sorted((j for j in st.live.jobs.values()
+                        if j.state == slurm.PENDING and j.job_id not in listed
+                        and not j.held and not j.priority_set and j.priority >= low
+                        and _group(j) == group),
+                       key=lambda j: (-j.priority, j.submit_time, j.job_id))
+        prios = sorted((j.priority for j in (*top, *above)), reverse=True)
+        moves: list[tuple[JobRecord, int]] = []
+        gained = 0
         last = None
-        for k, job in enumerate((*top, *others)):
-            new = prios[k]
+        for job, new in zip(top, prios):
             if last is not None and new >= last and last > 2:
-                new = last - 1                # strictly in the new order (never below 2)
+                new = last - 1
             last = new
+            gained += new - job.priority
+            moves.append((job, new))
+        gained = max(0, gained)
+        for k, job in enumerate(above):
+            share = gained // (len(above) - k)
+            gained -= share
+            # and below the listed ones whatever the shares (ties: they lose a point)
+            moves.append((job, max(1, min(job.priority - share, last - 1))))
+        for job, new in moves:
             if new == job.priority:
                 continue
             spec = api_pb2.JobSpec()

@@ -144,8 +144,8 @@ def factors(ctl: Controller, job: JobRecord, now: float, clu: Cluster | None = N
 
 
 def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
-    """sprio: the factors of every pending job that accrues priority (eligible, not
-    held, its priority not set by an operator), as Slurm's sprio lists them."""
+    """sprio: the factors of every eligible pending job that is not held, as Slurm's
+    sprio lists them (a job whose priority an operator set: that priority, no factors)."""
     from lingjun.v1 import api_pb2
     c = ctl.config.priority
     reply = api_pb2.PriorityFactorsResponse(priority_type=c.type, weights={
@@ -159,7 +159,7 @@ def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
     clu, w = cluster(ctl), weights(ctl)
     for job_id in sorted(live.by_state.get(slurm.PENDING, ())):
         job = live.jobs.get(job_id)
-        if job is None or job.held or job.priority_set or job.completing:
+        if job is None or job.held or job.completing:
             continue
         if not job.eligible_time or job.eligible_time > now:
             continue
@@ -168,9 +168,14 @@ def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
         if (users and job.user not in users) or (parts and job.partition not in parts):
             continue
         req_ = request(ctl, job)
-        f = multifactor.factors(req_, partition_view(ctl, job.partition), clu, w, now)
+        if job.priority_set:            # an operator's priority: no factors (Slurm zeroes them)
+            f = multifactor.Factors(job_id=job.job_id)
+            prio = job.priority
+        else:
+            f = multifactor.factors(req_, partition_view(ctl, job.partition), clu, w, now)
+            prio = multifactor.combine(f, w)
         reply.jobs.add(job_id=job.job_id, partition=job.partition, user=job.user,
-                       account=req_.account, qos=req_.qos, priority=multifactor.combine(f, w),
+                       account=req_.account, qos=req_.qos, priority=prio,
                        site=f.site, age=f.age, assoc=f.assoc, fairshare=f.fairshare,
                        job_size=f.job_size, partition_factor=f.partition, qos_factor=f.qos,
                        nice=f.nice)

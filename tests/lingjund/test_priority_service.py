@@ -79,20 +79,41 @@ def test_priority_zero_holds_and_release_computes_it_again(api):  # noqa: F811
     assert (job.held, job.priority_set, job.priority) == (False, False, prio)
 
 
-def test_top_puts_the_listed_jobs_first_among_the_owners_by_nice(api):  # noqa: F811
+def prios(store, *jobs) -> list[int]:
+    return [store.job(j).priority for j in jobs]
+
+
+def test_top_as_slurm_22_05_does_it(api):  # noqa: F811
+    """The two cases observed on the anchor's Slurm 22.05 (multifactor, fair share
+    10000 + partition 1000 = 11000 for each of these jobs, less their nice)."""
+    stub, store = api
+    a, b, c, d = (submit(stub, uid=0, nice=n) for n in (-562, -400, -300, -187))
+    assert prios(store, a, b, c, d) == [11562, 11400, 11300, 11187]
+    stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[d], requester_uid=0))
+    # d takes the top; the 375 it gained comes evenly from the three above it
+    assert prios(store, d, a, b, c) == [11562, 11437, 11275, 11175]
+    # every move is made through nice: priority + nice stays 11000
+    assert {store.job(j).priority + store.job(j).spec.nice for j in (a, b, c, d)} == {11000}
+    stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[c, b], requester_uid=0))
+    # c and b take the two highest, in the order given (+387, +162); the 549 comes
+    # from the two above them: 274 and 275 (the remainder from the last)
+    assert prios(store, c, b, d, a) == [11562, 11437, 11288, 11162]
+    assert {store.job(j).priority + store.job(j).spec.nice for j in (a, b, c, d)} == {11000}
+
+
+def test_top_touches_nobody_else_and_is_for_operators(api):  # noqa: F811
     stub, store = api
     a, b, c = submit(stub), submit(stub), submit(stub)
     other = submit(stub, uid=BOB)
-    before = {j: store.job(j).priority for j in (a, b, c, other)}
+    below = submit(stub, nice=100)
+    before = dict(zip((a, b, c, other, below), prios(store, a, b, c, other, below)))
     refused(lambda: stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[c], requester_uid=ALICE)),
             "Access/permission denied", store)        # operators only by default
     stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[c, b], requester_uid=0))
-    after = {j: store.job(j).priority for j in (a, b, c, other)}
-    assert after[c] > after[b] > after[a]
+    after = dict(zip((a, b, c, other, below), prios(store, a, b, c, other, below)))
+    assert after[c] > after[b] > after[a]             # equal before: ties cost a point
     assert sum(after[j] for j in (a, b, c)) <= sum(before[j] for j in (a, b, c))
-    assert after[other] == before[other]              # another user's job is not touched
-    for j in (a, b, c):                               # the nice values carry the new order
-        assert store.job(j).spec.nice == before[j] - after[j]
+    assert (after[other], after[below]) == (before[other], before[below])
     refused(lambda: stub.TopJobs(api_pb2.TopJobsRequest(job_ids=[a, other], requester_uid=0)),
             "Invalid job id specified", store)        # two owners at once
 
@@ -111,3 +132,7 @@ def test_priority_factors_list_the_eligible_pending_jobs(api):  # noqa: F811
     assert (j.fairshare, j.partition_factor, j.qos_factor, j.nice) == (1.0, 1.0, 0.0, 0)
     assert j.priority == store.job(now_job).priority
     assert stub.GetPriorityFactors(api_pb2.PriorityFactorsRequest(users=["nobody"])).jobs == []
+    # a priority an operator set: listed with it, and no factors (as Slurm's sprio)
+    stub.UpdateJob(Update(job_id=now_job, requester_uid=0, priority=77))
+    j = stub.GetPriorityFactors(api_pb2.PriorityFactorsRequest()).jobs[0]
+    assert (j.job_id, j.priority, j.fairshare, j.partition_factor, j.nice) == (now_job, 77, 0, 0, 0)
