@@ -82,16 +82,16 @@ def default_format(weights: dict[str, int], long: bool, norm: bool, users: bool)
     out = ["%.15i", "%9r"]
     if long or users:
         out.append("%.8u")
-    out.append("%-10y" if norm else "%.10Y")
+    out.append("%10y" if norm else "%.10Y")
     if not norm:
         out.append("%.10S")
     for big, small, weight in _FACTORS:
         if long or weights.get(weight, 0):
-            out.append(f"%-10{small}" if norm else f"%.10{big}")
+            out.append(f"%10{small}" if norm else f"%.10{big}")
     if long and not norm:
         out.append("%.11N")
     if long or weights.get("tres", 0):
-        out.append("%-20t" if norm else ("%.20T" if long else "%20T"))
+        out.append("%20t" if norm else ("%.20T" if long else "%20T"))
     return " ".join(out)
 
 

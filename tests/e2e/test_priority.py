@@ -105,7 +105,7 @@ def test_sprio_shows_every_factor_and_the_weights(one_cpu):
     out = c.run(["sprio", "-l", f"-j{job}"], check=True).stdout.splitlines()
     head, row = out[0].split(), out[1].split()
     assert head == ["JOBID", "PARTITION", "USER", "PRIORITY", "SITE", "AGE", "ASSOC",
-                    "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE"], out
+                    "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "TRES"], out
     got = dict(zip(["JOBID", "PARTITION", "USER", "PRIORITY", "SITE", "AGE", "ASSOC",
                     "FAIRSHARE", "JOBSIZE", "PARTITION_F", "QOS", "NICE"], row))
     # one node of one CPU: a 1-CPU job is the whole cluster, (1/1 + 1/1) / 2 = 1.0;
@@ -117,9 +117,9 @@ def test_sprio_shows_every_factor_and_the_weights(one_cpu):
     w = c.run(["sprio", "-w"], check=True).stdout.splitlines()
     assert w[1].split() == ["Weights", "1", "1000", "100", "10000", "500", "1000", "1000"], w
     norm = c.run(["sprio", "-n", "-h", f"-j{job}"], check=True).stdout.split()
-    # JOBID PARTITION PRIORITY SITE AGE ASSOC FAIRSHARE JOBSIZE PARTITION QOS
-    assert norm[5:] == ["0.0000000", "1.0000000", "1.0000000", "1.0000000", "0.0000000"], norm
-    assert re.fullmatch(r"0\.\d{7}", norm[4]), norm            # age: seconds of 7 days
+    # JOBID PARTITION PRIORITY AGE ASSOC FAIRSHARE JOBSIZE PARTITION QOS (no SITE, as Slurm's)
+    assert norm[4:] == ["0.0000000", "1.0000000", "1.0000000", "1.0000000", "0.0000000"], norm
+    assert re.fullmatch(r"0\.\d{7}", norm[3]), norm            # age: seconds of 7 days
     p = c.run(["sprio", "-j999999"])
     assert (p.returncode, p.stderr.strip()) == (0, "Unable to find jobs matching user/id(s) specified")
     go.touch()
