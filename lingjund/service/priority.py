@@ -12,6 +12,10 @@ A priority an operator set (``scontrol update Priority=N``) is kept by both
 (``priority_set``). The inputs that come from accounts (QOS priority, the
 association's priority and fair share) are asked of the three hooks below;
 until accounts are kept by the controller they answer the neutral values.
+They are asked when a job's request is built (``views.Views``: again only when
+its record changes), so whoever changes their answers for jobs whose records
+stay the same (a new decayed usage, a QOS's Priority) calls
+``ctl.views.forget_requests()``, and the next pass asks them again for all.
 """
 from __future__ import annotations
 

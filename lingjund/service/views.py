@@ -172,6 +172,13 @@ class Views:
             self._pending.clear()
             self._order = None
 
+    def forget_requests(self) -> None:
+        """Build every pending request again at the next pass: what a request takes
+        from outside its record changed for many jobs at once (the fair-share,
+        QOS or association factors of service/priority.py)."""
+        self._pending.clear()
+        self._order = None
+
     def pending(self, job: JobRecord) -> JobRequest:
         kept = self._pending.get(job.job_id)
         if kept is not None:

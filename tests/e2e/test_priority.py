@@ -121,5 +121,5 @@ def test_sprio_shows_every_factor_and_the_weights(one_cpu):
     assert norm[4:] == ["0.0000000", "1.0000000", "1.0000000", "1.0000000", "0.0000000"], norm
     assert re.fullmatch(r"0\.\d{7}", norm[3]), norm            # age: seconds of 7 days
     p = c.run(["sprio", "-j999999"])
-    assert (p.returncode, p.stderr.strip()) == (0, "Unable to find jobs matching user/id(s) specified")
+    assert (p.returncode, p.stdout.strip()) == (0, "Unable to find jobs matching user/id(s) specified")
     go.touch()
