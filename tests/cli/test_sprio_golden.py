@@ -96,3 +96,24 @@ def test_sprio_prints_what_slurm_printed(path):
 def test_the_arithmetic_gives_slurms_integers():
     got = {j.job_id: combine(factors(j, DEBUG, CLUSTER, WEIGHTS, NOW), WEIGHTS) for j in JOBS}
     assert got == {6151: 11187, 6152: 11400, 6153: 11300, 6154: 11562}
+
+
+def test_scontrol_show_config_priority_lines_are_slurms():
+    """Ours with the anchor's [priority] settings: every Priority* line we print
+    is the anchor's (PriorityDecayHalfLife and PriorityUsageResetPeriod belong to
+    fair share, PriorityCalcPeriod to a plugin that recomputes on a timer: ours
+    recomputes every pass)."""
+    from types import SimpleNamespace
+
+    from cli.formats import scontrol_show_config
+    from lingjun import config
+    from lingjund.service.priority import config_settings
+    conf = config.parse('[priority]\nweight_age = 1000\nweight_fairshare = 10000\n'
+                        'weight_job_size = 1000\nweight_partition = 1000\nweight_qos = 2000\n'
+                        'max_age = "7-0"\n')
+    ours = scontrol_show_config(config_settings(SimpleNamespace(config=conf)), 0)
+    ours = ours.splitlines()[1:]
+    theirs = [line for line in (GOLDEN / "scontrol_show_config_priority.txt").read_text()
+              .splitlines() if line.split()[0] in {o.split()[0] for o in ours}]
+    assert ours == theirs
+    assert len(ours) == 11
