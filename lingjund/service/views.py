@@ -188,7 +188,14 @@ class Views:
             if _same_request(was, job):       # only its reason (or the like) changed
                 self._pending[job.job_id] = (job, kept[1])
                 return kept[1]
-        req = priority.request(self._ctl, job)
+        if self._ctl is not None:
+            req = priority.request(self._ctl, job)
+        else:                                     # no controller: the neutral factors
+            req = job_request(
+                job.job_id, job.spec, job.partition, priority=job.priority,
+                submit_time=job.submit_time, time_limit_min=job.time_limit_min,
+                exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
+                hold_admin=job.hold_admin, priority_set=job.priority_set, user=job.user)
         self._pending[job.job_id] = (job, req)
         return req
 

@@ -120,6 +120,33 @@ def test_the_pass_walks_the_multifactor_queue_and_backfill_keeps_it():
     assert [s.job_id for s in basic.starts] == [1]
 
 
+def test_backfill_reserves_for_the_job_multifactor_puts_first():
+    # node[1-2] busy until +600. Two equal 2-node gangs: the one submitted first has
+    # nice 1000, so the later one is first in the queue and gets the reservation when
+    # node[1-2] come free; the niced one's can only follow it. A 1-node job starts at
+    # once on node3, which the reservation does not need.
+    from lingjund.sched.backfill import Backfill
+    from lingjund.sched.snapshot import RunningJob
+    from tests.sched.builders import cluster
+    nodes = [busy("node1", 2), busy("node2", 2), node("node3", 2)]
+    running = (RunningJob(job_id=7, nodes=("node1", "node2"), end_time=NOW + 600,
+                          cpus_per_node=(2, 2), mem_per_node_mb=(0, 0)),)
+    niced = job(10, nodes=2, cpus=2, time_limit_min=10, begin_time=NOW - 60, nice=1000)
+    later = job(11, nodes=2, cpus=2, time_limit_min=10, begin_time=NOW - 30)
+    small = job(12, cpus=2, time_limit_min=60, begin_time=NOW - 10)
+    snap = replace(cluster(nodes, [niced, later, small]), running=running)
+    profile = replace(DEFAULT_PROFILE, queue_sort=MultifactorPriority(W), backfill=Backfill())
+    plan = schedule(snap, NOW, profile)
+    # priority/basic (stored priority 100 each): FIFO, the niced job reserves first
+    basic = schedule(snap, NOW, replace(DEFAULT_PROFILE, backfill=Backfill()))
+    free_at = basic.expected[10][0]
+    assert NOW + 600 <= free_at < NOW + 660 < basic.expected[11][0]
+    # multifactor: the later job first, the niced one after it
+    assert plan.expected[11] == (free_at, ("node1", "node2"))
+    assert plan.expected[10][0] == basic.expected[11][0]
+    assert [s.job_id for s in plan.starts] == [12] == [s.job_id for s in basic.starts]
+
+
 jobs_ = st.builds(
     lambda i, age, nice, nodes, cpus, fs, part: job(
         i, nodes=nodes, cpus=cpus, begin_time=NOW - age if age >= 0 else 0.0, nice=nice,
