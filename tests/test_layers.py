@@ -92,6 +92,7 @@ STATUSES = [
     (errors.JobNotPending, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.Disabled, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.JobHeld, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.InvalidNice, grpc.StatusCode.PERMISSION_DENIED),
     (errors.PriorityResetFail, grpc.StatusCode.PERMISSION_DENIED),
     (errors.BatchOnly, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.InvalidTimeValue, grpc.StatusCode.INVALID_ARGUMENT),

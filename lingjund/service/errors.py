@@ -92,6 +92,10 @@ class Disabled(SlurmError):
     message = "Requested operation is presently disabled"
 
 
+class InvalidNice(SlurmError):
+    message = "Invalid --nice value"
+
+
 class JobHeld(SlurmError):
     message = "Job is in held state, pending scheduler release"
 

@@ -297,7 +297,7 @@ def prepare(ctl: Controller, request: api_pb2.SubmitJobRequest) -> Submission | 
         earlier = ctl.store.job_by_token(token)
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
-    authz.require_nice(spec.uid, spec.nice, ctl.config.authz)   # spec.uid: the caller's, by authn
+    authz.require_nice(spec.uid, spec.nice, ctl.config.authz, submit=True)  # spec.uid: by authn
     part, min_nodes = _validate(ctl, spec)
     array = _array_spec(ctl, spec)
     dep_text = validate_dependency(spec.dependency)

@@ -39,6 +39,14 @@ def test_nice_at_submission_and_update_move_the_priority(api):  # noqa: F811
     assert store.job(plain).spec.nice == -1
 
 
+def test_a_user_may_not_submit_a_negative_nice(api):  # noqa: F811
+    """The anchor's Slurm 22.05, sbatch --nice=-5 by a user: "Batch job submission
+    failed: Invalid --nice value"."""
+    stub, store = api
+    refused(lambda: submit(stub, nice=-5), "Invalid --nice value", store)
+    assert store.job(submit(stub, uid=0, nice=-5)).spec.nice == -5     # an operator may
+
+
 def test_priority_set_by_an_operator_stays_and_resets_nice(api):  # noqa: F811
     stub, store = api
     jid = submit(stub, nice=50)
