@@ -1052,7 +1052,7 @@ def scontrol_show_partition(parts: Sequence[api_pb2.PartitionInfo], oneliner: bo
             f"MaxNodes={_limit(p.max_nodes)} MaxTime={max_time} MinNodes={p.min_nodes} "
             "LLN=NO MaxCPUsPerNode=UNLIMITED",
             f"Nodes={slurm.compress_hostlist(p.node_names) or '(null)'}",
-            f"PriorityJobFactor=1 PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
+            f"PriorityJobFactor={_job_factor(p)} PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
             "OverSubscribe=NO",
             f"OverTimeLimit=NONE PreemptMode={p.preempt_mode or 'OFF'}",
             f"State={p.state or 'UP'} TotalCPUs={p.total_cpus} TotalNodes={p.total_nodes} "
@@ -1095,7 +1095,11 @@ SLURM_CONFIG_ORDER = (
     "NodeFeaturesPlugins", "OverTimeLimit", "PluginDir", "PlugStackConfig", "PowerParameters",
     "PowerPlugin", "PreemptMode", "PreemptType", "PreemptExemptTime", "PrEpParameters",
     "PrEpPlugins", "PriorityParameters", "PrioritySiteFactorParameters",
-    "PrioritySiteFactorPlugin", "PriorityType", "PrivateData", "ProctrackType", "Prolog",
+    "PrioritySiteFactorPlugin", "PriorityDecayHalfLife", "PriorityCalcPeriod",
+    "PriorityFavorSmall", "PriorityFlags", "PriorityMaxAge", "PriorityUsageResetPeriod",
+    "PriorityType", "PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairShare",
+    "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS",
+    "PriorityWeightTRES", "PrivateData", "ProctrackType", "Prolog",
     "PrologEpilogTimeout", "PrologSlurmctld", "PrologFlags", "PropagatePrioProcess",
     "PropagateResourceLimits", "PropagateResourceLimitsExcept", "RebootProgram",
     "ReconfigFlags", "RequeueExit", "RequeueExitHold", "ResumeFailProgram", "ResumeProgram",
@@ -1128,6 +1132,9 @@ def scontrol_show_topology(switches) -> str:
             line += f" Switches={s.switches}"
         out.append(line + "\n")
     return "".join(out)
+def _job_factor(part) -> int:
+    """A partition's PriorityJobFactor (1 when the controller did not say)."""
+    return part.priority_job_factor if part.HasField("priority_job_factor") else 1
 
 
 def scontrol_show_config(settings: dict[str, str], as_of: int) -> str:
@@ -1244,7 +1251,7 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
         "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
-        "I": "1", "M": (part.preempt_mode or "OFF") if part else "OFF", "v": n.version or SLURM_VERSION,
+        "I": str(_job_factor(part)) if part else "1", "M": (part.preempt_mode or "OFF") if part else "OFF", "v": n.version or SLURM_VERSION,
         "allocmem": str(n.alloc_memory_mb), "port": node_port(n)[1], "comment": "(null)",
         "gresused": f"gpu:{n.gpus_alloc}" if n.gpus else "gpu:0",
         "statecomplete": slurm.node_state_long(n.state, n.drain, n.not_responding,

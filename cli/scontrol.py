@@ -5,9 +5,10 @@
     scontrol ping
     scontrol update NodeName=X State=DRAIN|RESUME|UNDRAIN|DOWN|IDLE [Reason=...]
     scontrol update JobId=N TimeLimit=|Partition=|NumNodes=|Name=|Comment=|
-                            Dependency=|Nice=|StartTime=|Deadline=...
+                            Dependency=|Nice=|Priority=|StartTime=|Deadline=...
     scontrol hold|uhold|release|requeue|requeuehold ID[,ID...] [ID...]
     scontrol token [lifespan=SECONDS]
+    scontrol top ID[,ID...]
 """
 from __future__ import annotations
 
@@ -316,6 +317,10 @@ class Scontrol:
                     raise CommandError(f"scontrol: error: Nice value out of range (+/- {NICE_MAX})."
                                        " Value ignored")
                 req.nice = nice
+            elif key == "priority":
+                if not val.isdigit() or int(val) > 0xFFFFFFFF:     # parse_uint32
+                    raise CommandError(f"scontrol: error: Invalid Priority value: {val}")
+                req.priority = int(val)
             elif key in ("starttime", "deadline"):
                 try:
                     when = slurm.parse_time(val, time.time())
@@ -402,6 +407,25 @@ class Scontrol:
             raise CommandError("\n".join(lines))
         return 0
 
+    def top(self, args: list[str]) -> int:
+        """scontrol top JOBID[,JOBID...]: one argument, a comma list; any failure
+        reads "<error> for job <the argument>", as scontrol_top_job prints it."""
+        if not args:
+            raise CommandError("too few arguments for keyword:top")
+        if len(args) > 1:
+            raise CommandError("too many arguments for keyword:top")
+        words = args[0].split(",")
+        if not all(slurm.is_job_id(w) for w in words):
+            raise CommandError(f"Invalid job id specified for job {args[0]}")
+        req = messages.TopJobsRequest(job_ids=[int(w) for w in words], requester_uid=os.getuid())
+        try:
+            self.api.call("TopJobs", req)
+        except ControllerUnreachable:
+            raise CommandError("slurm_top_job error: " + CONNECT_FAILURE) from None
+        except refusals() as e:
+            raise CommandError(f"{details(e)} for job {args[0]}") from None
+        return 0
+
     # -- scontrol write batch_script JOB [FILE] ---------------------------
     def write(self, args: list[str]) -> int:
         """Write a job's batch script to FILE (default slurm-JOB.sh; "-" is
@@ -440,7 +464,8 @@ _JOB_KEYS = (("jobid", "JobId", 3), ("comment", "Comment", 3), ("timelimit", "Ti
              ("nice", "Nice", 2), ("numnodes", "NumNodes", 8), ("numnodes", "ReqNodes", 8),
              ("partition", "Partition", 2), ("name", "Name", 2), ("name", "JobName", 4),
              ("dependency", "Dependency", 1), ("starttime", "EligibleTime", 2),
-             ("starttime", "StartTime", 2), ("deadline", "Deadline", 3))
+             ("starttime", "StartTime", 2), ("deadline", "Deadline", 3),
+             ("priority", "Priority", 2))
 NICE_MAX = 2**31 - 3          # NICE_OFFSET - 3
 
 
@@ -521,6 +546,8 @@ def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         return 0
     if cmd in ("hold", "uhold", "release", "requeue"):
         return tool.job_control(cmd, words[1:])
+    if cmd == "top":
+        return tool.top(words[1:])
     if cmd == "write":
         return tool.write(words[1:])
     if cmd == "token":

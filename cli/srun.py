@@ -76,7 +76,7 @@ def allocation_spec(o: RunOptions, env: dict[str, str], work_dir: str, prog: str
         gpus=o.gpus, gpus_per_node=o.gpus_per_node, gpus_per_task=o.gpus_per_task,
         gpu_type=o.gpu_type, cpus_per_gpu=o.cpus_per_gpu, shards_per_node=o.shards_per_node,
         mps_per_node=o.mps_per_node, gpu_mem_limit_mb=o.gpu_mem_mb,
-        switches=o.switches, segment=o.segment)
+        switches=o.switches, segment=o.segment, nice=o.nice)
     if o.switch_wait_s is not None:
         spec.switch_wait_s = o.switch_wait_s
     if o.mem_mb is not None:

@@ -40,8 +40,9 @@ _COMMON = [o.opt() for o in SHARED] + [
     # would change what runs, not modelled yet: refused rather than dropped
     _O("unsupported", ("constraint", "dependency", "distribution", "exclude",
                        "het-group", "pty", "x11", "signal", "no-kill", "reservation", "begin",
-                       "hold", "nice", "requeue"), "", OPTIONAL),
+                       "hold", "requeue"), "", OPTIONAL),
     _O("unsupported", (), "CdmWx", REQUIRED),
+    _O("nice", ("nice",), "", OPTIONAL),
 ]
 
 SRUN_OPTIONS = _COMMON + [
@@ -115,6 +116,7 @@ Parallel run options:
       --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
       --mem-per-gpu=MB        real memory required per allocated GPU
       --mpi=type              type of MPI being used (none, pmi2)
+      --nice[=value]          decrease scheduling priority by value
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
   -n, --ntasks=ntasks         number of tasks to run
       --ntasks-per-node=n     number of tasks to invoke on each node
@@ -149,6 +151,7 @@ Parallel run options:
       --mem=MB                minimum amount of real memory
       --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
       --mem-per-gpu=MB        real memory required per allocated GPU
+      --nice[=value]          decrease scheduling priority by value
   -N, --nodes=N               number of nodes on which to run (N = min[-max])
   -n, --ntasks=N              number of processors required
       --ntasks-per-node=n     number of tasks to invoke on each node
@@ -194,6 +197,7 @@ class RunOptions:
     jobid: int = 0
     overlap: bool = False
     mpi: str = ""
+    nice: int = 0                   # --nice[=N] (a bare --nice is 100); a new allocation's
     ignored: tuple[str, ...] = ()
     # GPUs and memory (0 / "" / None = not given)
     gpus_given: bool = False        # any GPU option, --gres=none included
@@ -292,6 +296,11 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str,
             v["gpus_given"] = True
         elif key == "gpu-bind":
             v["gpu_bind"] = parse_gpu_bind(prog, value)
+        elif key == "nice":
+            try:
+                v["nice"] = int(value) if value not in (None, "") else 100
+            except ValueError:
+                raise _err(prog, "Invalid --nice value") from None
         elif key in ("label", "unbuffered", "overlap", "quiet"):
             v[key] = True
         elif key == "verbose":

@@ -68,6 +68,15 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     bf_window_min = 1440            # bf_window: how far ahead a reservation may be (minutes)
     bf_max_job_test = 500           # bf_max_job_test: jobs given a reservation per pass
     bf_resolution_s = 60            # bf_resolution: expected ends rounded up to this (seconds)
+    [priority]                      # optional: Slurm's PriorityType and PriorityWeight*
+    type = "priority/multifactor"   # (default) or "priority/basic": submission order less nice
+    weight_age = 1000               # PriorityWeightAge (defaults: these five)
+    weight_fairshare = 10000        # PriorityWeightFairshare
+    weight_partition = 1000         # PriorityWeightPartition (of [[partitions]] priority_job_factor)
+    weight_qos = 1000               # PriorityWeightQOS
+    weight_job_size = 0             # PriorityWeightJobSize; weight_assoc: PriorityWeightAssoc
+    max_age = "7-0"                 # PriorityMaxAge: age factor 1.0 from here on
+    favor_small = false             # PriorityFavorSmall
     [preempt]                       # optional: preemptible work (Slurm's PreemptType...)
     type = "partition_prio"         # or "none" (the default): no job preempts another
     mode = "REQUEUE"                # PreemptMode of partitions that name none: OFF|CANCEL|REQUEUE
@@ -208,6 +217,8 @@ class PartitionConfig:
     max_nodes: Annotated[int, Meta(ge=-1)] = -1
     min_nodes: Count = 0
     priority_tier: Count = 1
+    # PriorityJobFactor: the partition factor of its jobs' priority (priority/multifactor)
+    priority_job_factor: Annotated[int, Meta(ge=0, le=65533)] = 1
     # PreemptMode of this partition's jobs ("" = [preempt] mode) and
     # GraceTime, seconds between the victim's signal and its end.
     preempt_mode: str = ""
@@ -355,6 +366,48 @@ class SchedulerConfig:
     bf_window_min: Annotated[int, Meta(ge=1, le=43200)] = 1440
     bf_max_job_test: Annotated[int, Meta(ge=1, le=1_000_000)] = 500
     bf_resolution_s: Annotated[int, Meta(ge=1, le=3600)] = 60
+    enable_user_top: bool = False                           # owners may scontrol top their jobs
+
+
+PRIORITY_TYPES = ("priority/multifactor", "priority/basic")
+
+
+@dataclass(frozen=True)
+class PriorityConfig:
+    """[priority]: Slurm's PriorityType and its PriorityWeight*, PriorityMaxAge,
+    PriorityFavorSmall.
+
+    The default is priority/multifactor (Slurm's is priority/basic) so that a
+    cluster made with ``lingjun up`` honours nice, age and the partition and QOS
+    factors out of the box; the weights default to a site's usual choice rather
+    than Slurm's zeros (with all weights 0 every job's priority is 1 and only
+    nice would count). Job size and association are off (0) as in Slurm: whether
+    big or small jobs go first is a site's choice. ``type = "priority/basic"``
+    gives submission order, less nice."""
+    type: str = "priority/multifactor"
+    weight_age: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 1000
+    weight_assoc: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 0
+    weight_fairshare: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 10000
+    weight_job_size: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 0
+    weight_partition: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 1000
+    weight_qos: Annotated[int, Meta(ge=0, le=0xFFFFFFFF)] = 1000
+    max_age_min: Annotated[int, Meta(ge=1)] = 7 * 24 * 60   # PriorityMaxAge ("max_age" = "7-0")
+    favor_small: bool = False                                # PriorityFavorSmall
+
+    @property
+    def multifactor(self) -> bool:
+        return self.type == "priority/multifactor"
+
+
+def _priority(table: dict) -> PriorityConfig:
+    cfg = _take(dict(table), PriorityConfig, "[priority]",
+                max_age=lambda v: ("max_age_min", _minutes(v, "[priority] max_age")))
+    kind = cfg.type.lower()
+    if "/" not in kind:
+        kind = "priority/" + kind
+    if kind not in PRIORITY_TYPES:
+        raise ConfigError(f"[priority] type: {cfg.type!r} is not one of {', '.join(PRIORITY_TYPES)}")
+    return replace(cfg, type=kind)
 
 
 PREEMPT_TYPES = ("none", "partition_prio")
@@ -736,6 +789,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     preempt: PreemptConfig = field(default_factory=PreemptConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    priority: PriorityConfig = field(default_factory=PriorityConfig)
     authz: AuthzConfig = field(default_factory=AuthzConfig)
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
     sanity: SanityConfig = field(default_factory=SanityConfig)
@@ -948,6 +1002,7 @@ def parse(text: str, path: str = "") -> Config:
     auth_conf = _auth(_table(data, "auth"))
     preempt = _preempt(_table(data, "preempt"))
     scheduler = _take(_table(data, "scheduler"), SchedulerConfig, "[scheduler]")
+    priority = _priority(_table(data, "priority"))
     authz = _authz(_table(data, "authz"))
     faulttol = _take(_table(data, "faulttol"), FaulttolConfig, "[faulttol]")
     sanity = _sanity(_table(data, "sanity"))
@@ -961,14 +1016,14 @@ def parse(text: str, path: str = "") -> Config:
         raise _unknown(path or "config", data, TOP_LEVEL_KEYS)
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
-                  auth=auth_conf, preempt=preempt, scheduler=scheduler, authz=authz,
+                  auth=auth_conf, preempt=preempt, scheduler=scheduler, priority=priority, authz=authz,
                   faulttol=faulttol,
                   sanity=sanity, accounting=accounting, webhooks=webhooks, topology=topology)
 
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
-                  "preempt", "scheduler", "authz", "faulttol", "sanity", "accounting", "webhooks",
-                  "topology")
+                  "preempt", "scheduler", "priority", "authz", "faulttol", "sanity", "accounting",
+                  "webhooks", "topology")
 
 
 def _check_address(where: str, text: str) -> None:

@@ -751,7 +751,7 @@ class UpdateNodeResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionInfo(_message.Message):
-    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb", "preempt_mode", "grace_time_s")
+    __slots__ = ("name", "default", "state", "max_time_min", "default_time_min", "max_nodes", "min_nodes", "node_names", "total_cpus", "total_nodes", "priority_tier", "total_memory_mb", "preempt_mode", "grace_time_s", "priority_job_factor")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -766,6 +766,7 @@ class PartitionInfo(_message.Message):
     TOTAL_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_MODE_FIELD_NUMBER: _ClassVar[int]
     GRACE_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_JOB_FACTOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     default: bool
     state: str
@@ -780,7 +781,8 @@ class PartitionInfo(_message.Message):
     total_memory_mb: int
     preempt_mode: str
     grace_time_s: int
-    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ..., preempt_mode: _Optional[str] = ..., grace_time_s: _Optional[int] = ...) -> None: ...
+    priority_job_factor: int
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., state: _Optional[str] = ..., max_time_min: _Optional[int] = ..., default_time_min: _Optional[int] = ..., max_nodes: _Optional[int] = ..., min_nodes: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ..., total_cpus: _Optional[int] = ..., total_nodes: _Optional[int] = ..., priority_tier: _Optional[int] = ..., total_memory_mb: _Optional[int] = ..., preempt_mode: _Optional[str] = ..., grace_time_s: _Optional[int] = ..., priority_job_factor: _Optional[int] = ...) -> None: ...
 
 class GetPartitionsRequest(_message.Message):
     __slots__ = ("names",)
@@ -1050,7 +1052,7 @@ class TopologySwitch(_message.Message):
     def __init__(self, name: _Optional[str] = ..., level: _Optional[int] = ..., link_speed: _Optional[int] = ..., nodes: _Optional[str] = ..., switches: _Optional[str] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
-    __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid")
+    __slots__ = ("job_id", "time_limit_min", "partition", "min_nodes", "max_nodes", "name", "comment", "dependency", "nice", "begin_time", "deadline", "requester_uid", "priority")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_MIN_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -1063,6 +1065,7 @@ class UpdateJobRequest(_message.Message):
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     time_limit_min: int
     partition: str
@@ -1075,11 +1078,79 @@ class UpdateJobRequest(_message.Message):
     begin_time: int
     deadline: int
     requester_uid: int
-    def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, job_id: _Optional[int] = ..., time_limit_min: _Optional[int] = ..., partition: _Optional[str] = ..., min_nodes: _Optional[int] = ..., max_nodes: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., dependency: _Optional[str] = ..., nice: _Optional[int] = ..., begin_time: _Optional[int] = ..., deadline: _Optional[int] = ..., requester_uid: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class UpdateJobResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TopJobsRequest(_message.Message):
+    __slots__ = ("job_ids", "requester_uid")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    requester_uid: int
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class PriorityFactorsRequest(_message.Message):
+    __slots__ = ("job_ids", "users", "partitions")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., users: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobPriorityFactors(_message.Message):
+    __slots__ = ("job_id", "partition", "user", "account", "qos", "priority", "site", "age", "assoc", "fairshare", "job_size", "partition_factor", "qos_factor", "nice")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    ASSOC_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    JOB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    QOS_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    partition: str
+    user: str
+    account: str
+    qos: str
+    priority: int
+    site: int
+    age: float
+    assoc: float
+    fairshare: float
+    job_size: float
+    partition_factor: float
+    qos_factor: float
+    nice: int
+    def __init__(self, job_id: _Optional[int] = ..., partition: _Optional[str] = ..., user: _Optional[str] = ..., account: _Optional[str] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., site: _Optional[int] = ..., age: _Optional[float] = ..., assoc: _Optional[float] = ..., fairshare: _Optional[float] = ..., job_size: _Optional[float] = ..., partition_factor: _Optional[float] = ..., qos_factor: _Optional[float] = ..., nice: _Optional[int] = ...) -> None: ...
+
+class PriorityFactorsResponse(_message.Message):
+    __slots__ = ("priority_type", "weights", "jobs")
+    class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    PRIORITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    priority_type: str
+    weights: _containers.ScalarMap[str, int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobPriorityFactors]
+    def __init__(self, priority_type: _Optional[str] = ..., weights: _Optional[_Mapping[str, int]] = ..., jobs: _Optional[_Iterable[_Union[JobPriorityFactors, _Mapping]]] = ...) -> None: ...
 
 class HoldJobsRequest(_message.Message):
     __slots__ = ("job_ids", "action", "requester_uid")

@@ -104,6 +104,16 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
                 _registered_method=True)
+        self.TopJobs = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/TopJobs',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.TopJobsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.FromString,
+                _registered_method=True)
+        self.GetPriorityFactors = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetPriorityFactors',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.PriorityFactorsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.PriorityFactorsResponse.FromString,
+                _registered_method=True)
         self.Allocate = channel.stream_stream(
                 '/lingjun.v1.SlurmApi/Allocate',
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AllocationRequest.SerializeToString,
@@ -244,6 +254,18 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TopJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPriorityFactors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Allocate(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -376,6 +398,16 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.RequeueJobs,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.JobControlResponse.SerializeToString,
+            ),
+            'TopJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.TopJobs,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.TopJobsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.SerializeToString,
+            ),
+            'GetPriorityFactors': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPriorityFactors,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.PriorityFactorsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.PriorityFactorsResponse.SerializeToString,
             ),
             'Allocate': grpc.stream_stream_rpc_method_handler(
                     servicer.Allocate,
@@ -806,6 +838,60 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/RequeueJobs',
             lingjun_dot_v1_dot_api__pb2.RequeueJobsRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.JobControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TopJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/TopJobs',
+            lingjun_dot_v1_dot_api__pb2.TopJobsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.UpdateJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPriorityFactors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/GetPriorityFactors',
+            lingjun_dot_v1_dot_api__pb2.PriorityFactorsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.PriorityFactorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

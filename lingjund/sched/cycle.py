@@ -1,7 +1,9 @@
 """One scheduling pass: which pending jobs start now, where, and why the rest wait.
 
 ``schedule(snapshot, now)`` walks the pending queue once, highest priority
-first (Slurm 22.05's main scheduler with priority/basic), and returns a
+first (Slurm 22.05's main scheduler; the profile's queue sort says what the
+priority is: priority/basic's stored one, or priority/multifactor's weighted
+factors at ``now``, whose new values the plan carries), and returns a
 ``Plan``: the jobs to start with their per-node shares, and a Slurm
 pending-reason word for every other pending job. With backfill in the
 profile (Slurm's sched/backfill, ``backfill.py``) a job that does not fit
@@ -153,7 +155,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
     no_resv: set[tuple] = set()            # key that found no time within the window
 
-    for job in _queue(profile, snapshot.pending, partitions):
+    queue, priorities = _queue(profile, snapshot, partitions, now)
+    for job in queue:
         part = partitions.get(job.partition)
         if part is None:
             reasons[job.job_id] = REASON_PARTITION_CONFIG
@@ -289,7 +292,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         free.block(part)
 
     return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions),
-                expected=expected)
+                expected=expected, priorities=priorities)
 
 
 def _fits(select, indexed: bool, job: JobRequest, free: FreeCapacity, part: str,
@@ -301,9 +304,17 @@ def _fits(select, indexed: bool, job: JobRequest, free: FreeCapacity, part: str,
         return select.place_gang(job, free.candidates(ids), most) is not None
 
 
-def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> list[JobRequest]:
-    with _blame(profile.queue_sort):
-        queue = profile.queue_sort.order(pending)
+def _queue(profile: Profile, snapshot: Snapshot, partitions: dict[str, PartitionView],
+           now: float) -> tuple[list[JobRequest], dict[int, int]]:
+    """The queue the pass walks, and the priorities the sort computed (if it does)."""
+    sort, pending = profile.queue_sort, snapshot.pending
+    priorities: dict[int, int] = {}
+    with _blame(sort):
+        rank = getattr(sort, "rank", None)
+        if rank is not None:
+            queue, priorities = rank(pending, now, snapshot)
+        else:
+            queue = sort.order(pending, now, snapshot)
     tiers = {p.priority_tier for p in partitions.values()}
     if len(tiers) > 1:
         # Higher PriorityTier first; sorted() is stable, so the plugin's order holds within
@@ -311,7 +322,7 @@ def _queue(profile: Profile, pending, partitions: dict[str, PartitionView]) -> l
         # they start nothing and block nothing, so the sort is skipped.
         tier = {name: p.priority_tier for name, p in partitions.items()}
         queue = sorted(queue, key=lambda j: -tier.get(j.partition, 0))
-    return queue
+    return queue, priorities
 
 
 def _required_refusal(profile: Profile, job: JobRequest, views) -> str | None:

@@ -74,6 +74,9 @@ class PartitionView:
     total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
     # PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
     preempt_mode: str = "OFF"
+    # PriorityJobFactor: its jobs' partition factor (priority/multifactor) is this
+    # over the highest of all partitions'
+    priority_job_factor: int = 1
 
     @cached_property
     def node_count(self) -> int:
@@ -140,6 +143,20 @@ class JobRequest:
     switches: int = 0
     switches_until: float = math.inf
     segment: int = 0
+    # What priority/multifactor weighs (plugins/multifactor.py). ``priority`` is
+    # the stored one (priority/basic's order); with ``priority_set`` an operator
+    # set it (scontrol update Priority=) and every plugin keeps it.
+    nice: int = 0
+    priority_set: bool = False
+    user: str = ""
+    account: str = ""
+    qos: str = ""
+    site_factor: int = 0
+    # normalised to [0, 1] by the service: the QOS's Priority over the highest QOS
+    # Priority, the association's over the highest, its fair-share factor
+    qos_factor: float = 0.0
+    assoc_factor: float = 0.0
+    fairshare: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -215,3 +232,6 @@ class Plan:
     # Backfill's reservations: for a pending job that waits, when it is expected to
     # start and on which nodes (natural order); only jobs given a reservation.
     expected: Mapping[int, tuple[float, tuple[str, ...]]] = field(default_factory=dict)
+    # Pending jobs whose priority in this pass is not the one they hold, when the
+    # queue sort computes priorities (priority/multifactor): job id -> priority.
+    priorities: Mapping[int, int] = field(default_factory=dict)

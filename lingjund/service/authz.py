@@ -9,7 +9,8 @@ caller's uid:
     scontrol write batch_script (read script)    yes       yes           no: Access/permission denied
     scontrol update NodeName=... (node state)    -         yes           no: Invalid user id
     scontrol reconfigure                         -         yes           no: Invalid user id
-    sbatch/srun/salloc --nice=-N, update Nice=-N  no        yes           no: Access/permission denied
+    sbatch/srun/salloc --nice=-N                  no        yes           no: Invalid --nice value
+    scontrol update Nice=-N                       no        yes           no: Access/permission denied
 
 Operators are root (uid 0) and the users named in ``[authz] operators``
 (by name or uid), like Slurm's AdminLevel=Operator. The requester's uid
@@ -18,8 +19,9 @@ trustworthy (peer credentials), not this module. A refusal raises before
 anything is written, so a refused request changes nothing.
 
 A negative nice raises a job above everyone else's, so only operators may
-set one, at submission as on update (slurmctld's job update refuses it with
-ESLURM_ACCESS_DENIED; the submission says the same). Slurm lets only its
+set one, at submission as on update (slurmctld refuses a submission with
+ESLURM_INVALID_NICE, "Invalid --nice value", as the anchor's Slurm 22.05 answers
+a user's sbatch --nice=-5, and a job update with ESLURM_ACCESS_DENIED). Slurm lets only its
 administrators reconfigure; here the operators are the administrators.
 
 Slurm itself is not uniform in its words: a job update by a non-owner is
@@ -88,10 +90,10 @@ def require_operator(requester_uid: int, cfg: AuthzConfig) -> None:
         raise InvalidUserId()
 
 
-def require_nice(requester_uid: int, nice: int, cfg: AuthzConfig) -> None:
+def require_nice(requester_uid: int, nice: int, cfg: AuthzConfig, submit: bool = False) -> None:
     """A negative nice (a raise above other users' jobs) is an operator's to give."""
     if nice < 0 and not is_operator(requester_uid, cfg):
-        raise errors.AccessDenied()
+        raise errors.InvalidNice() if submit else errors.AccessDenied()
 
 
 # -- scontrol write batch_script JOB ------------------------------------------------

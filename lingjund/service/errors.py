@@ -92,6 +92,18 @@ class Disabled(SlurmError):
     message = "Requested operation is presently disabled"
 
 
+class InvalidNice(SlurmError):
+    message = "Invalid --nice value"
+
+
+class JobHeld(SlurmError):
+    message = "Job is in held state, pending scheduler release"
+
+
+class PriorityResetFail(SlurmError):
+    message = "Changes to job priority are not persistent, change nice instead"
+
+
 class BatchOnly(SlurmError):
     message = "Only batch jobs are accepted or processed"
 

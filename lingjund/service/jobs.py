@@ -21,17 +21,14 @@ from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.sched import dependency
-from lingjund.service import authz, batch, catalog, errors, mail, preemption
+from lingjund.service import authz, batch, catalog, errors, mail, preemption, priority
 from lingjund.service.context import Controller
+from lingjund.service.priority import PRIORITY_BASE  # noqa: F401  (benches import it from here)
 from lingjund.service.views import (build_snapshot, gpus_per_node, job_request, node_shared_gpus,  # noqa: F401
                                     node_capacity, node_features, node_gpu_type)
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobs")
-
-# priority/basic: the first job gets the highest priority, each later one one less
-# (Slurm prints 4294901759 for job 1).
-PRIORITY_BASE = 4294901760
 
 
 def _hostlist(expr: str) -> list[str]:
@@ -305,7 +302,7 @@ def prepare(ctl: Controller, request: api_pb2.SubmitJobRequest) -> Submission | 
         earlier = ctl.store.job_by_token(token)
         if earlier is not None:
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
-    authz.require_nice(spec.uid, spec.nice, ctl.config.authz)   # spec.uid: the caller's, by authn
+    authz.require_nice(spec.uid, spec.nice, ctl.config.authz, submit=True)  # spec.uid: by authn
     part, min_nodes = _validate(ctl, spec)
     array = _array_spec(ctl, spec)
     dep_text = validate_dependency(spec.dependency)
@@ -343,7 +340,7 @@ def _write(ctl: Controller, st, sub: Submission, now: float) -> api_pb2.SubmitJo
             array_job_id=job_id, array_task_id=array.indices[0] if lone else -1,
             array_task_str="" if lone else slurm.fold_indices(array.indices),
             array_max_running=array.max_running)
-    st.update_job(job_id, priority=max(PRIORITY_BASE - job_id, 1),
+    st.update_job(job_id, priority=priority.at_submit(ctl, st.job(job_id), now),
                   reason=slurm.REASON_HELD_USER if spec.hold else slurm.REASON_NONE,
                   **output_paths(spec, job_id, name, array_fields.get("array_job_id", 0),
                                  array_fields.get("array_task_id", -1)),

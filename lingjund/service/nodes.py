@@ -386,6 +386,7 @@ def partition_infos(ctl: Controller, req: api_pb2.GetPartitionsRequest) -> api_p
             name=p.name, default=p.default, state=p.state, max_time_min=p.max_time_min,
             default_time_min=p.default_time_min, max_nodes=p.max_nodes, min_nodes=p.min_nodes,
             node_names=nodes, total_cpus=sum(c[0] for c in caps), total_nodes=len(nodes),
-            priority_tier=p.priority_tier, total_memory_mb=sum(c[1] for c in caps),
+            priority_tier=p.priority_tier, priority_job_factor=p.priority_job_factor,
+            total_memory_mb=sum(c[1] for c in caps),
             preempt_mode=ctl.config.preempt_mode(p), grace_time_s=int(p.grace_time_s)))
     return api_pb2.GetPartitionsResponse(partitions=out)

@@ -19,7 +19,7 @@ from lingjund.sched.backfill import Backfill
 from lingjund.sched.cycle import schedule
 from lingjund.sched.plugins import Profile
 from lingjund.sched.snapshot import Plan, Snapshot, Start
-from lingjund.service import batch, dependencies, faulttol, health, preemption, timers
+from lingjund.service import batch, dependencies, faulttol, health, preemption, priority, timers
 from lingjund.service.context import Controller
 from lingjund.service.jobs import split_task
 from lingjund.service.views import build_snapshot
@@ -29,9 +29,12 @@ log = logging.getLogger("lingjund.sched")
 
 
 def profile(ctl: Controller) -> Profile:
-    """The core's profile: the configured PreemptType, and sched/backfill unless
-    [scheduler] backfill = false."""
+    """The core's profile: the configured PreemptType and PriorityType, and
+    sched/backfill unless [scheduler] backfill = false."""
     base = preemption.profile(ctl)
+    sort = priority.queue_sort(ctl)
+    if sort is not None:
+        base = replace(base, queue_sort=sort)
     conf = ctl.config.scheduler
     if not conf.backfill:
         return base
@@ -74,6 +77,13 @@ def apply_plan(ctl: Controller, plan: Plan, now: float,
     """Commit the plan's starts (but those of ``stale``) and pending reasons."""
     started: list[JobRecord] = []
     with ctl.store.transaction() as st:
+        # priority/multifactor: the priorities that moved since the last pass (first,
+        # so that a job starting now keeps the one it started with)
+        pending = st.live.jobs
+        st.set_priorities({job_id: p for job_id, p in plan.priorities.items()
+                           if (job := pending.get(job_id)) is not None
+                           and job.state == slurm.PENDING and not job.priority_set
+                           and job.priority != p})
         for s in plan.starts:
             job = st.job(s.job_id)
             if job is None or job.state != slurm.PENDING or s.job_id in stale:

@@ -24,7 +24,7 @@ from lingjun import slurm
 from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import (MPS, SHARD, UNLIMITED, JobRequest, NodeView, PartitionView,
                                      RunningJob, Snapshot)
-from lingjund.service import devices
+from lingjund.service import devices, priority
 from lingjund.store.records import JobRecord, NodeRecord
 
 if TYPE_CHECKING:
@@ -35,10 +35,13 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
                 time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
                 hold_admin: bool = False, dependency: str = "",
                 array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED,
-                max_switch_wait_s: float = 300.0) -> JobRequest:
+                max_switch_wait_s: float = 300.0,
+                priority_set: bool = False, user: str = "", fairshare: float = 1.0,
+                qos_factor: float = 0.0, assoc_factor: float = 0.0) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe).
     A --switches job waits for its leaves from when it is eligible, for its own
     @max-time or else the cluster's ``max_switch_wait_s``."""
+    user = user or spec.user or str(spec.uid)
     min_nodes = spec.min_nodes or 1
     switches_until = math.inf
     if spec.switches:
@@ -63,7 +66,10 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         mem_per_gpu_mb=spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else None,
         hold_admin=hold_admin, dependency=dependency,
         array_tasks=array_tasks, array_slots=array_slots,
-        switches=spec.switches, switches_until=switches_until, segment=spec.segment)
+        switches=spec.switches, switches_until=switches_until, segment=spec.segment,
+        nice=spec.nice, priority_set=priority_set, user=user, account=spec.account or user,
+        qos=spec.qos or "normal", fairshare=fairshare, qos_factor=qos_factor,
+        assoc_factor=assoc_factor)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
@@ -158,6 +164,7 @@ class Views:
         # per reported inventory (the object, kept here so its id stays its own)
         self._topology: dict[str, tuple[object, int, GpuTopology | None]] = {}
         self._config = None
+        self._ctl = None                          # the controller whose records these are
         self._live = None
         self._order: list[int] | None = None   # pending job ids, ascending
         self._pos: dict[int, int] = {}          # job id -> its place in _order
@@ -173,6 +180,13 @@ class Views:
             self._pending.clear()
             self._order = None
 
+    def forget_requests(self) -> None:
+        """Build every pending request again at the next pass: what a request takes
+        from outside its record changed for many jobs at once (the fair-share,
+        QOS or association factors of service/priority.py)."""
+        self._pending.clear()
+        self._order = None
+
     def pending(self, job: JobRecord) -> JobRequest:
         kept = self._pending.get(job.job_id)
         if kept is not None:
@@ -182,12 +196,15 @@ class Views:
             if _same_request(was, job):       # only its reason (or the like) changed
                 self._pending[job.job_id] = (job, kept[1])
                 return kept[1]
-        req = job_request(
-            job.job_id, job.spec, job.partition, priority=job.priority,
-            submit_time=job.submit_time, time_limit_min=job.time_limit_min,
-            exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
-            hold_admin=job.hold_admin,
-            max_switch_wait_s=self._config.topology.max_switch_wait_s if self._config else 300.0)
+        if self._ctl is not None:
+            req = priority.request(self._ctl, job)
+        else:                                     # no controller: the neutral factors
+            req = job_request(
+                job.job_id, job.spec, job.partition, priority=job.priority,
+                submit_time=job.submit_time, time_limit_min=job.time_limit_min,
+                exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
+                hold_admin=job.hold_admin, priority_set=job.priority_set, user=job.user,
+                max_switch_wait_s=self._config.topology.max_switch_wait_s if self._config else 300.0)
         self._pending[job.job_id] = (job, req)
         return req
 
@@ -298,6 +315,7 @@ def _same_request(a: JobRecord, b: JobRecord) -> bool:
     with a new reason keeps its spec object: only what is asked of the store
     is replaced.)"""
     return (a.spec is b.spec and a.priority == b.priority and a.partition == b.partition
+            and a.priority_set == b.priority_set
             and a.time_limit_min == b.time_limit_min and a.exclusive == b.exclusive
             and a.held == b.held and a.hold_admin == b.hold_admin
             and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time)
@@ -355,6 +373,7 @@ def build_snapshot(ctl: Controller, now: float,
     the last pass are reused (``Views``)."""
     views: Views = ctl.views
     views.forget_config(ctl.config)
+    views._ctl = ctl
     st = ctl.store
     holding = st.holding_jobs()
     alloc = allocations(holding)
@@ -396,7 +415,7 @@ def build_snapshot(ctl: Controller, now: float,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
         total_cpus=sum(cpus_of.get(n, 0) for n in layout.nodes_of[p.name]),
-        preempt_mode=ctl.config.preempt_mode(p))
+        preempt_mode=ctl.config.preempt_mode(p), priority_job_factor=p.priority_job_factor)
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:

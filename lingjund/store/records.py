@@ -79,6 +79,8 @@ class JobRecord:
     # its expected start (0 = none) and the nodes it would take then.
     sched_start: float = 0.0
     sched_nodes: tuple[str, ...] = ()
+    # An operator set ``priority`` (scontrol update Priority=N): no plugin recomputes it.
+    priority_set: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ def _job_from_row(row: dict) -> JobRecord:
     for c in _JSON_COLUMNS:
         row[c] = _json_tuple(c, row[c])
     for c in ("exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
-              "preempt_killed", "preempt_requeue"):
+              "preempt_killed", "preempt_requeue", "priority_set"):
         row[c] = bool(row[c])
     return JobRecord(spec=spec, **row)
 

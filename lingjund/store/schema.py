@@ -283,4 +283,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX watch_events_job ON watch_events(job_id)
     """,
+    # 18
+    """
+    -- an operator set this job's priority (scontrol update Priority=N): it is
+    -- kept as it is, not computed again (Slurm's direct_set_prio)
+    ALTER TABLE jobs ADD COLUMN priority_set INTEGER NOT NULL DEFAULT 0
+    """,
 ]

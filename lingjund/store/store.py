@@ -73,7 +73,7 @@ def is_full(e: BaseException) -> bool:
 
 _BOOL_FIELDS = frozenset({"exclusive", "launched", "held", "warn_signal_sent", "hold_admin",
                           "preempt_killed", "preempt_requeue", "registered", "drain", "down",
-                          "drain_by_probe"})
+                          "drain_by_probe", "priority_set"})
 
 
 def _record_fields(fields: dict) -> dict:
@@ -423,6 +423,18 @@ class Store:
             old = jobs.get(job_id)
             self._set_live_job(job_id, dataclasses.replace(old, sched_start=t, sched_nodes=nodes)
                                if old is not None else self._job_sql(job_id))
+
+    def set_priorities(self, priorities: dict[int, int]) -> None:
+        """Many pending jobs' priorities at once (a pass computes them: priority/multifactor)."""
+        if not priorities:
+            return
+        self.db.conn.executemany("UPDATE jobs SET priority = ? WHERE job_id = ?",
+                                 [(p, i) for i, p in priorities.items()])
+        jobs = self.live.jobs
+        for job_id, prio in priorities.items():
+            old = jobs.get(job_id)
+            self._set_live_job(job_id, dataclasses.replace(old, priority=prio) if old is not None
+                               else self._job_sql(job_id))
 
     def job(self, job_id: int) -> JobRecord | None:
         job = self.live.jobs.get(job_id)

@@ -16,7 +16,7 @@ import grpc
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
-                              jobs, network, nodes, steps, topology, watch)
+                              jobs, network, nodes, priority, steps, topology, watch)
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -179,6 +179,17 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         return api_pb2.UpdateJobResponse()
 
     @unary
+    def TopJobs(self, request, context):
+        if len(request.job_ids) > MAX_IDS:
+            raise errors.InvalidRequest("Too many job ids")
+        jobctl.top_jobs(self.ctl, request)
+        return api_pb2.UpdateJobResponse()
+
+    @unary
+    def GetPriorityFactors(self, request, context):
+        return priority.factors_reply(self.ctl, request)
+
+    @unary
     def HoldJobs(self, request, context):
         if len(request.job_ids) > MAX_IDS:
             raise errors.InvalidRequest("Too many job ids")
@@ -246,7 +257,7 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "JobRequeue": str(int(cc.job_requeue)), "EnforcePartLimits": cc.enforce_part_limits,
             "MinJobAge": f"{int(cc.min_job_age_s)} sec",
             "MaxArraySize": str(cc.max_array_size),
-            "SchedulerType": "sched/builtin", "PriorityType": "priority/basic",
+            "SchedulerType": "sched/builtin", **priority.config_settings(self.ctl),
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",

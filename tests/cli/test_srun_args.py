@@ -36,13 +36,15 @@ from cli.step_output import StepOutput
     (["--mem=0", "true"], dict(mem_mb=0, mem_per_cpu_mb=None)),
     (["--gres=shard:3", "true"], dict(shards_per_node=3, gpus_per_node=0)),
     (["--gres=mps:25", "true"], dict(mps_per_node=25, gpus_per_node=0)),
+    (["--nice=50", "true"], dict(nice=50)),
+    (["--nice", "true"], dict(nice=100, command=("true",))),
 ], ids=["a bare command", "-N2 -l", "a node range", "task shape", "-K alone means 1", "-K=0 turns it off",
         "step sharing flags", "output patterns and input none", "export", "job name, time (rounded up), partition",
         "a hostlist for -w", "pmi2 is accepted", "cpu binding is a hint we accept",
         "an explicit job", "options after the command belong to the command",
         "GPUs per node by --gres, with a type", "GPUs in all by -G", "no GPUs at all",
         "GPUs per task and their binding", "a GPU map", "CPUs and memory per GPU", "all memory",
-        "shards of one GPU", "MPS of one GPU"])
+        "shards of one GPU", "MPS of one GPU", "--nice=N", "a bare --nice is 100"])
 def test_srun_options(argv, want):
     got = parse_srun(argv)
     assert {k: getattr(got, k) for k in want} == want

@@ -309,13 +309,18 @@ def differences(want: Capture, got: Capture, limit: int = 6) -> list[str]:
 # --- the run -----------------------------------------------------------------------
 
 class AnchorLikeCluster(Cluster):
-    """The anchor's shape: cluster ``anchor``, partition ``debug``, node[1-4], 2 CPUs, 2000 MB."""
+    """The anchor's shape: cluster ``anchor``, partition ``debug``, node[1-4], 2 CPUs, 2000 MB,
+    priority/basic."""
 
     def up(self) -> None:
+        # The golden files were captured under PriorityType=priority/basic.
+        basic = self.root / "priority-basic.toml"
+        basic.write_text('[priority]\ntype = "priority/basic"\n')
         self.run(["lingjun", "up", "--nodes", "4", "--cpus", "2", "--memory-mb", "2000",
                   "--cluster-name", "anchor", "--partition-name", "debug",
                   "--state-dir", str(self.state), "--port", str(self.port), "--kill-wait", "2",
-                  "--heartbeat-timeout", str(self.heartbeat_timeout)], check=True, timeout=90)
+                  "--heartbeat-timeout", str(self.heartbeat_timeout),
+                  "--extra-config", str(basic)], check=True, timeout=90)
 
 
 @dataclass

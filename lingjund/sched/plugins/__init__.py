@@ -3,7 +3,9 @@
 Three kinds of hook, each a ``typing.Protocol`` so a type checker confirms a
 plugin fits:
 
-- ``QueueSort.order``   the pending queue in the order the pass walks it.
+- ``QueueSort.order``   the pending queue in the order the pass walks it
+                        (priority/basic: the stored priority; priority/multifactor:
+                        weighted factors computed per pass).
 - ``JobFilter.check``   a reason this job will not start in this pass that
                         waiting for resources does not cure, or None.
 - ``GangSelect.place_gang``  a whole placement for a job, or None
@@ -31,19 +33,27 @@ from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.plugins.nodes import NodeRequest
 from lingjund.sched.plugins.partition import PartitionLimits
 from lingjund.sched.plugins.preempt import PartitionPrioPreempt
+from lingjund.sched.plugins.multifactor import MultifactorPriority
 from lingjund.sched.plugins.priority import BasicPriority
 from lingjund.sched.pool import NodeFree, Placement
-from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView, RunningJob
+from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView, RunningJob, Snapshot
 
 
 @runtime_checkable
 class QueueSort(Protocol):
     name: str
 
-    def order(self, pending: Sequence[JobRequest]) -> list[JobRequest]:
+    def order(self, pending: Sequence[JobRequest], now: float = 0.0,
+              snapshot: Snapshot | None = None) -> list[JobRequest]:
         """Every pending job exactly once, first to consider first. Must be a
-        total order (ties broken by job id) so a pass is deterministic."""
+        total order (ties broken by job id) so a pass is deterministic. ``now``
+        and ``snapshot`` are the pass's (a sort that computes priorities reads
+        them; priority/basic does not)."""
         ...
+
+    # Optional: ``rank(pending, now, snapshot) -> (queue, {job_id: priority})``, the
+    # same queue and the priority of every job in it, for a sort that computes
+    # priorities each pass (the plan carries them, so commands show them).
 
 
 @runtime_checkable
@@ -126,8 +136,8 @@ class PluginError(RuntimeError):
 
 
 REGISTRY: dict[str, QueueSort | JobFilter | GangSelect | NodeFilter | Preemptor] = {
-    p.name: p for p in (BasicPriority(), JobEligibility(), PartitionLimits(), GangPlacement(),
-                        NodeRequest(), PartitionPrioPreempt())
+    p.name: p for p in (BasicPriority(), MultifactorPriority(), JobEligibility(), PartitionLimits(),
+                        GangPlacement(), NodeRequest(), PartitionPrioPreempt())
 }
 
 

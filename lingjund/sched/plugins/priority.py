@@ -1,6 +1,7 @@
 """priority/basic: the queue in Slurm's order for priority/basic.
 
-Highest priority first; among equals the earlier submission; among those
+The stored priority is the job's (the service gives each submission one
+less than the one before, less its nice; an operator may set it); highest first; among equals the earlier submission; among those
 the lower job id, so that the order is total and a pass is deterministic
 whatever order the store returned the jobs in.
 
@@ -12,14 +13,16 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Sequence
 
-from lingjund.sched.snapshot import JobRequest
+from lingjund.sched.snapshot import JobRequest, Snapshot
 
 
 class BasicPriority:
     name = "priority/basic"
 
-    def order(self, pending: Sequence[JobRequest]) -> list[JobRequest]:
-        """Pending jobs in the order the pass considers them (a new list)."""
+    def order(self, pending: Sequence[JobRequest], now: float = 0.0,
+              snapshot: Snapshot | None = None) -> list[JobRequest]:
+        """Pending jobs in the order the pass considers them (a new list); the
+        stored priority alone decides (``now`` and ``snapshot`` are not read)."""
         # (-priority, submit_time, job_id) as three stable sorts, least significant
         # first: C-level keys, no tuple per job (a quarter of the time at 100,000 jobs).
         queue = sorted(pending, key=_JOB_ID)
