@@ -32,7 +32,7 @@ from lingjun.credential import CredentialServer
 from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjund import statedir
-from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
+from lingjund.service import (accounting, allocations, associations, configuration, faulttol, health, mail, nodes,
                               scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
@@ -176,6 +176,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     watchdog = sdnotify.start_watchdog()
     sched = asyncio.create_task(scheduler_loop(ctl))
     purger = asyncio.create_task(accounting.purge_loop(ctl))
+    usage = asyncio.create_task(associations.usage_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
@@ -187,6 +188,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     ctl.stopping = True  # allocation streams now break by our doing: keep their jobs
     sched.cancel()
     purger.cancel()
+    usage.cancel()
     accounting.close_readers(ctl)
     ctl.agents.close_all()
     if commands is not None:       # no new calls by either door while the last ones finish

@@ -216,7 +216,12 @@ def fair_tree(accounts: Mapping[str, str], users: Iterable[tuple[str, str, int, 
         out[("root", "")] = Share("root", "", "", 1, 1.0, root_usage, 1.0 if root_usage else 0.0,
                                   1.0 if root_usage else 0.0, INF, 0.0)
         walk("root", (), 0)
-    # rank: best (lexicographically smallest key) first; ties share a rank
+    # rank: best (lexicographically smallest key) first; ties share a rank. Keys
+    # are padded to one length with -inf, so a shallower user ties with a deeper
+    # one whose path is equal as far as it goes and unused below (Slurm carries
+    # a tie between accounts down to their first users).
+    depth = max((len(k) for k, _, _ in order), default=0)
+    order = [((*k, *(-INF,) * (depth - len(k))), a, u) for k, a, u in order]
     order.sort(key=lambda x: x[0])
     rank, prev = n_users, None
     for i, (key, a, u) in enumerate(order):

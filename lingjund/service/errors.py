@@ -105,6 +105,15 @@ class NoSpace(SlurmError):
     message = "No space left on device"
 
 
+# -- accounts and associations (service/associations.py) ----------------
+class InvalidAccount(SlurmError):
+    message = "Invalid account or account/partition combination specified"
+
+
+class InvalidQos(SlurmError):
+    message = "Invalid qos specification"
+
+
 class MailUnavailable(SlurmError):
     """--mail-type was asked for and this controller can send no mail."""
     message = "--mail-type is not available: no MailProg"

@@ -115,6 +115,8 @@ class AssocTables:
     # bumped on every change: whoever caches a computation over the tables
     # (the fair-share factors) knows when to redo it
     version: int = 0
+    # when usage was last charged (service/associations.py; 0 = not yet)
+    usage_tick: float = 0.0
 
     def _index(self, table: str) -> dict:
         return {"accounts": self.accounts, "acct_users": self.users,

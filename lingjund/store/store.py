@@ -103,6 +103,7 @@ class Store:
         self.live = Live(keep_finished_s)
         self._load_live(time.time() if now is None else now)
         self.assoc = assocmod.load(self.db)     # accounts, users, associations, QOS
+        self.ensure_assoc_defaults()
 
     def _load_live(self, now: float) -> None:
         """Read what is live back from the file (at start)."""
@@ -568,7 +569,7 @@ class Store:
         if self._undo is not None and old is not None:
             self._undo.append(("assoc", (table, *key), old))
 
-    def ensure_assoc_defaults(self, cluster: str) -> None:
+    def ensure_assoc_defaults(self, cluster: str = "") -> None:
         """Account root, user root, their associations and QOS normal on a
         store that has no account yet (a fresh one)."""
         if self.assoc.accounts:

@@ -15,7 +15,7 @@ import grpc
 
 from lingjun import launchers
 from lingjun.v1 import api_pb2, api_pb2_grpc
-from lingjund.service import accounting, allocations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
+from lingjund.service import accounting, allocations, associations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -210,6 +210,14 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetSanityResults(self, request, context):
         return health.sanity_results(self.ctl, request)
+
+    @unary
+    def AcctMgr(self, request, context):
+        return associations.acctmgr(self.ctl, request)
+
+    @unary
+    def GetAssociations(self, request, context):
+        return associations.get_associations(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):
