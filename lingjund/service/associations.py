@@ -56,12 +56,8 @@ InvalidAccount = errors.InvalidAccount
 InvalidQos = errors.InvalidQos
 
 
-class NoSuchAccount(errors.SlurmError):
-    message = "This account doesn't exist."
-
-
-class BadOption(errors.SlurmError):
-    message = "Unknown option"
+NoSuchAccount = errors.NoSuchAccount
+BadOption = errors.UnknownOption
 
 
 # -- what sacctmgr may set -------------------------------------------------------
