@@ -13,7 +13,7 @@ import socket
 
 import grpc
 
-from lingjun import launchers
+from lingjun import launchers, slurm
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import accounting, allocations, associations, authz, errors, faulttol, health, jobctl, jobs, network, nodes, steps
 from lingjund.service.context import Controller
@@ -244,7 +244,11 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "PreemptType": f"preempt/{c.preempt.type}", "PreemptMode": c.preempt.mode,
             "PreemptExemptTime": f"{exempt // 3600:02d}:{exempt % 3600 // 60:02d}:{exempt % 60:02d}",
             "SelectType": "select/cons_tres", "SLURM_VERSION": "22.05 (lingjun-0.1.0)",
-            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)"})
+            "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)",
+            "AccountingStorageEnforce": ",".join(c.accounting.enforce) or "none",
+            "PriorityDecayHalfLife": slurm.format_time_limit(
+                slurm.parse_time_limit(c.accounting.priority_decay_half_life), "scontrol"),
+            "PriorityUsageResetPeriod": c.accounting.priority_usage_reset_period})
 
     async def RunStep(self, request, context):
         try:
