@@ -49,7 +49,8 @@ READ_TIMEOUT_S = 30.0
 # twice would do it twice.
 LARGE_REPLY_BYTES = 64 * 1024
 READS = frozenset({"GetJobs", "GetNodes", "GetPartitions", "GetConfig", "Ping", "GetBatchScript",
-                   "GetJobEvents", "GetSanityResults", "GetPriorityFactors"})
+                   "GetJobEvents", "GetSanityResults", "GetPriorityFactors",
+                   "GetAssociations"})
 DECODE_FAILURE = "Unable to decode the request"
 
 # (method, request with the caller's identity written in, caller) -> the reply,

@@ -123,6 +123,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -583,6 +584,17 @@ class AccountingConfig:
     purge_job_after: str = ""
     purge_interval_s: PositiveSeconds = 3600.0
     purge_batch_jobs: Annotated[int, Meta(ge=1)] = 2000
+    # Associations (sacctmgr) and fair share, as Slurm's AccountingStorageEnforce
+    # ("associations", "limits", "qos"; limits and qos imply associations; none
+    # by default, as Slurm's), TRESBillingWeights ("CPU=1.0,Mem=0.25G,GRES/gpu=16";
+    # "" = a job's CPUs), PriorityDecayHalfLife ("7-0"; "0" = no decay),
+    # PriorityUsageResetPeriod (NONE, DAILY, WEEKLY, MONTHLY, QUARTERLY, YEARLY)
+    # and PriorityCalcPeriod (how often running jobs' usage is charged).
+    enforce: tuple[str, ...] = ()
+    tres_billing_weights: str = ""
+    priority_decay_half_life: str = "7-0"
+    priority_usage_reset_period: str = "NONE"
+    usage_interval_s: PositiveSeconds = 60.0
 
     @property
     def purge_after_s(self) -> float | None:
@@ -598,7 +610,26 @@ def _accounting(table: dict) -> AccountingConfig:
         raise ConfigError(f"[accounting] purge_job_after: invalid value {a.purge_job_after!r} "
                           "(want a number of hours, days or months: \"12months\", \"30days\", "
                           "\"720hours\")") from None
-    return a
+    enforce = tuple(e.strip().lower() for e in a.enforce if e.strip())
+    bad = [e for e in enforce if e not in ENFORCE_WORDS]
+    if bad:
+        raise ConfigError(f"[accounting] enforce: {bad[0]!r} is not one of {', '.join(ENFORCE_WORDS)}")
+    if ("limits" in enforce or "qos" in enforce or "safe" in enforce) and "associations" not in enforce:
+        enforce = ("associations", *enforce)      # as Slurm: limits and qos imply associations
+    period = a.priority_usage_reset_period.upper()
+    if period not in RESET_PERIODS:
+        raise ConfigError(f"[accounting] priority_usage_reset_period: {a.priority_usage_reset_period!r} "
+                          f"is not one of {', '.join(RESET_PERIODS)}")
+    _minutes(a.priority_decay_half_life, "priority_decay_half_life")
+    for part in filter(None, (p.strip() for p in a.tres_billing_weights.split(","))):
+        if not re.fullmatch(r"[A-Za-z][\w/:]*=\d+(\.\d*)?[KMGT]?", part):
+            raise ConfigError(f"[accounting] tres_billing_weights: invalid entry {part!r} "
+                              "(want e.g. \"CPU=1.0,Mem=0.25G,GRES/gpu=16\")")
+    return replace(a, enforce=enforce, priority_usage_reset_period=period)
+
+
+ENFORCE_WORDS = ("associations", "limits", "qos", "safe", "nojobs", "nosteps", "wckeys")
+RESET_PERIODS = ("NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY")
 
 
 WEBHOOK_EVENTS = ("BEGIN", "END", "FAIL", "REQUEUE", "NODE_DOWN", "NODE_DRAIN", "NODE_UP")

@@ -36,6 +36,7 @@ from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
                               scheduling, steps, timers, webhooks)
+from lingjund.service import associations
 from lingjund.metrics import ControllerMetrics, RpcTimer
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
@@ -202,6 +203,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     sched = asyncio.create_task(scheduler_loop(ctl, metrics.observe_pass if metrics else None))
     sampler = asyncio.create_task(ring.keep(ctl)) if ring is not None else None
     purger = asyncio.create_task(accounting.purge_loop(ctl))
+    usage = asyncio.create_task(associations.usage_loop(ctl))
     await stop.wait()
     log.info("stopping")
     notify("STOPPING=1")
@@ -217,6 +219,7 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
         sampler.cancel()
     if door is not None:
         await door.close()
+    usage.cancel()
     accounting.close_readers(ctl)
     ctl.agents.close_all()
     if commands is not None:       # no new calls by either door while the last ones finish

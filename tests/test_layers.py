@@ -101,6 +101,10 @@ STATUSES = [
     (errors.WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (authz.InvalidUserId, grpc.StatusCode.PERMISSION_DENIED),
     (authz.SubmitLimit, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.InvalidAccount, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.InvalidQos, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NoSuchAccount, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.UnknownOption, grpc.StatusCode.INVALID_ARGUMENT),
 ]
 
 

@@ -1351,3 +1351,181 @@ class AttachStepRequest(_message.Message):
     step_id: int
     requester_uid: int
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class AcctMgrRequest(_message.Message):
+    __slots__ = ("verb", "entity", "names", "where", "set", "dry_run", "requester_uid", "requester")
+    class WhereEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VERB_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_FIELD_NUMBER: _ClassVar[int]
+    verb: str
+    entity: str
+    names: _containers.RepeatedScalarFieldContainer[str]
+    where: _containers.ScalarMap[str, str]
+    set: _containers.ScalarMap[str, str]
+    dry_run: bool
+    requester_uid: int
+    requester: str
+    def __init__(self, verb: _Optional[str] = ..., entity: _Optional[str] = ..., names: _Optional[_Iterable[str]] = ..., where: _Optional[_Mapping[str, str]] = ..., set: _Optional[_Mapping[str, str]] = ..., dry_run: _Optional[bool] = ..., requester_uid: _Optional[int] = ..., requester: _Optional[str] = ...) -> None: ...
+
+class AssocKey(_message.Message):
+    __slots__ = ("cluster", "account", "user", "partition", "parent")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    account: str
+    user: str
+    partition: str
+    parent: str
+    def __init__(self, cluster: _Optional[str] = ..., account: _Optional[str] = ..., user: _Optional[str] = ..., partition: _Optional[str] = ..., parent: _Optional[str] = ...) -> None: ...
+
+class AcctMgrResponse(_message.Message):
+    __slots__ = ("names", "assocs", "new_users")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    ASSOCS_FIELD_NUMBER: _ClassVar[int]
+    NEW_USERS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    assocs: _containers.RepeatedCompositeFieldContainer[AssocKey]
+    new_users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., assocs: _Optional[_Iterable[_Union[AssocKey, _Mapping]]] = ..., new_users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AccountInfo(_message.Message):
+    __slots__ = ("name", "description", "organization", "parent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ORGANIZATION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    organization: str
+    parent: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., organization: _Optional[str] = ..., parent: _Optional[str] = ...) -> None: ...
+
+class AcctUserInfo(_message.Message):
+    __slots__ = ("name", "default_account", "admin_level")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default_account: str
+    admin_level: str
+    def __init__(self, name: _Optional[str] = ..., default_account: _Optional[str] = ..., admin_level: _Optional[str] = ...) -> None: ...
+
+class AssocInfo(_message.Message):
+    __slots__ = ("id", "cluster", "account", "user", "partition", "parent", "shares", "grp_tres", "grp_jobs", "grp_submit_jobs", "max_tres_per_job", "max_jobs", "max_submit_jobs", "max_wall_min", "qos", "default_qos", "raw_usage", "norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    GRP_TRES_FIELD_NUMBER: _ClassVar[int]
+    GRP_JOBS_FIELD_NUMBER: _ClassVar[int]
+    GRP_SUBMIT_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRES_PER_JOB_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SUBMIT_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WALL_MIN_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_QOS_FIELD_NUMBER: _ClassVar[int]
+    RAW_USAGE_FIELD_NUMBER: _ClassVar[int]
+    NORM_SHARES_FIELD_NUMBER: _ClassVar[int]
+    NORM_USAGE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    cluster: str
+    account: str
+    user: str
+    partition: str
+    parent: str
+    shares: int
+    grp_tres: str
+    grp_jobs: int
+    grp_submit_jobs: int
+    max_tres_per_job: str
+    max_jobs: int
+    max_submit_jobs: int
+    max_wall_min: int
+    qos: str
+    default_qos: str
+    raw_usage: float
+    norm_shares: float
+    norm_usage: float
+    effective_usage: float
+    fairshare: float
+    level_fs: float
+    def __init__(self, id: _Optional[int] = ..., cluster: _Optional[str] = ..., account: _Optional[str] = ..., user: _Optional[str] = ..., partition: _Optional[str] = ..., parent: _Optional[str] = ..., shares: _Optional[int] = ..., grp_tres: _Optional[str] = ..., grp_jobs: _Optional[int] = ..., grp_submit_jobs: _Optional[int] = ..., max_tres_per_job: _Optional[str] = ..., max_jobs: _Optional[int] = ..., max_submit_jobs: _Optional[int] = ..., max_wall_min: _Optional[int] = ..., qos: _Optional[str] = ..., default_qos: _Optional[str] = ..., raw_usage: _Optional[float] = ..., norm_shares: _Optional[float] = ..., norm_usage: _Optional[float] = ..., effective_usage: _Optional[float] = ..., fairshare: _Optional[float] = ..., level_fs: _Optional[float] = ...) -> None: ...
+
+class QosInfo(_message.Message):
+    __slots__ = ("name", "description", "priority", "usage_factor", "grp_tres", "max_tres_per_user", "max_tres_per_job", "max_jobs_per_user", "max_submit_jobs_per_user", "max_wall_min", "preempt", "preempt_mode", "flags")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    GRP_TRES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRES_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRES_PER_JOB_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    MAX_SUBMIT_JOBS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    MAX_WALL_MIN_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_MODE_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    priority: int
+    usage_factor: float
+    grp_tres: str
+    max_tres_per_user: str
+    max_tres_per_job: str
+    max_jobs_per_user: int
+    max_submit_jobs_per_user: int
+    max_wall_min: int
+    preempt: str
+    preempt_mode: str
+    flags: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., priority: _Optional[int] = ..., usage_factor: _Optional[float] = ..., grp_tres: _Optional[str] = ..., max_tres_per_user: _Optional[str] = ..., max_tres_per_job: _Optional[str] = ..., max_jobs_per_user: _Optional[int] = ..., max_submit_jobs_per_user: _Optional[int] = ..., max_wall_min: _Optional[int] = ..., preempt: _Optional[str] = ..., preempt_mode: _Optional[str] = ..., flags: _Optional[str] = ...) -> None: ...
+
+class GetAssociationsRequest(_message.Message):
+    __slots__ = ("with_usage",)
+    WITH_USAGE_FIELD_NUMBER: _ClassVar[int]
+    with_usage: bool
+    def __init__(self, with_usage: _Optional[bool] = ...) -> None: ...
+
+class GetAssociationsResponse(_message.Message):
+    __slots__ = ("cluster", "accounts", "users", "assocs", "qos")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    ASSOCS_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    accounts: _containers.RepeatedCompositeFieldContainer[AccountInfo]
+    users: _containers.RepeatedCompositeFieldContainer[AcctUserInfo]
+    assocs: _containers.RepeatedCompositeFieldContainer[AssocInfo]
+    qos: _containers.RepeatedCompositeFieldContainer[QosInfo]
+    def __init__(self, cluster: _Optional[str] = ..., accounts: _Optional[_Iterable[_Union[AccountInfo, _Mapping]]] = ..., users: _Optional[_Iterable[_Union[AcctUserInfo, _Mapping]]] = ..., assocs: _Optional[_Iterable[_Union[AssocInfo, _Mapping]]] = ..., qos: _Optional[_Iterable[_Union[QosInfo, _Mapping]]] = ...) -> None: ...

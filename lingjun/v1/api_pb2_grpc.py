@@ -164,6 +164,16 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
                 _registered_method=True)
+        self.AcctMgr = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/AcctMgr',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.AcctMgrRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.AcctMgrResponse.FromString,
+                _registered_method=True)
+        self.GetAssociations = channel.unary_unary(
+                '/lingjun.v1.SlurmApi/GetAssociations',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.GetAssociationsRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.GetAssociationsResponse.FromString,
+                _registered_method=True)
 
 
 class SlurmApiServicer:
@@ -326,6 +336,18 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcctMgr(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAssociations(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SlurmApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -458,6 +480,16 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.AttachStep,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.SerializeToString,
+            ),
+            'AcctMgr': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcctMgr,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.AcctMgrRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.AcctMgrResponse.SerializeToString,
+            ),
+            'GetAssociations': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAssociations,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.GetAssociationsRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.GetAssociationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1162,6 +1194,60 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/AttachStep',
             lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcctMgr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/AcctMgr',
+            lingjun_dot_v1_dot_api__pb2.AcctMgrRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.AcctMgrResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAssociations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/GetAssociations',
+            lingjun_dot_v1_dot_api__pb2.GetAssociationsRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.GetAssociationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -117,6 +117,25 @@ class NoSpace(SlurmError):
     message = "No space left on device"
 
 
+# -- accounts and associations (service/associations.py) ----------------
+class InvalidAccount(SlurmError):
+    message = "Invalid account or account/partition combination specified"
+
+
+class InvalidQos(SlurmError):
+    message = "Invalid qos specification"
+
+
+class NoSuchAccount(SlurmError):
+    """sacctmgr names an account (a parent, a user's) that does not exist."""
+    message = "This account doesn't exist."
+
+
+class UnknownOption(SlurmError):
+    """sacctmgr was given a setting or condition it does not know."""
+    message = "Unknown option"
+
+
 class MailUnavailable(SlurmError):
     """--mail-type was asked for and this controller can send no mail."""
     message = "--mail-type is not available: no MailProg"

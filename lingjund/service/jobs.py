@@ -21,7 +21,7 @@ from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.sched import dependency
-from lingjund.service import authz, batch, catalog, errors, mail, preemption, priority
+from lingjund.service import associations, authz, batch, catalog, errors, mail, preemption, priority
 from lingjund.service.context import Controller
 from lingjund.service.priority import PRIORITY_BASE  # noqa: F401  (benches import it from here)
 from lingjund.service.views import (build_snapshot, gpus_per_node, job_request, node_shared_gpus,  # noqa: F401
@@ -304,6 +304,7 @@ def prepare(ctl: Controller, request: api_pb2.SubmitJobRequest) -> Submission | 
             return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     authz.require_nice(spec.uid, spec.nice, ctl.config.authz, submit=True)  # spec.uid: by authn
     part, min_nodes = _validate(ctl, spec)
+    associations.check_submit(ctl, spec, part.name)   # default account; AccountingStorageEnforce
     array = _array_spec(ctl, spec)
     dep_text = validate_dependency(spec.dependency)
     if spec.deadline and (spec.deadline < ctl.clock()
@@ -322,6 +323,7 @@ def _write(ctl: Controller, st, sub: Submission, now: float) -> api_pb2.SubmitJo
     if earlier is not None:
         return api_pb2.SubmitJobResponse(job_id=earlier.job_id, duplicate=True, cluster=ctl.cluster)
     authz.check_submit_limit(ctl, st, spec.uid, len(array.indices) if array else 1)
+    associations.check_submit_limits(ctl, st, spec, len(array.indices) if array else 1)
     name = spec.name or "sbatch"
     job_id = st.insert_job(
         client_token=token, name=name, user=spec.user or str(spec.uid), uid=spec.uid,

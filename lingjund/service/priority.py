@@ -9,10 +9,10 @@
   ``squeue %Q``, ``scontrol show job`` and preemption read the job's record.
 
 A priority an operator set (``scontrol update Priority=N``) is kept by both
-(``priority_set``). The inputs that come from accounts (QOS priority, the
-association's priority and fair share) are asked of the three hooks below;
-until accounts are kept by the controller they answer the neutral values.
-They are asked when a job's request is built (``views.Views``: again only when
+(``priority_set``). The inputs that come from accounts (QOS priority and fair
+share, ``service/associations.py``) are asked of the hooks below; associations
+carry no Priority of their own yet, so the association factor is 0. They are
+asked when a job's request is built (``views.Views``: again only when
 its record changes), so whoever changes their answers for jobs whose records
 stay the same (a new decayed usage, a QOS's Priority) calls
 ``ctl.views.forget_requests()``, and the next pass asks them again for all.
@@ -38,14 +38,24 @@ PRIORITY_BASE = 4294901760
 
 
 def fairshare(ctl: Controller, job: JobRecord) -> float:
-    """The fair-share factor of the job's association, in [0, 1] (sshare's FairShare).
-    1.0 until the controller keeps associations and their decayed usage."""
-    return 1.0
+    """The Fair Tree factor of the job's association, in [0, 1] (sshare's FairShare);
+    1.0 for a job of no association (nothing used)."""
+    from lingjund.service import associations
+    return associations.fairshare_factor(ctl, job.user, job.spec.account)
+
+
+_QOS_TOP: dict[int, tuple[int, int]] = {}
 
 
 def qos_factor(ctl: Controller, job: JobRecord) -> float:
     """The job's QOS Priority over the highest QOS Priority, in [0, 1]; 0 without QOS records."""
-    return 0.0
+    t = ctl.store.assoc
+    kept = _QOS_TOP.get(id(t))
+    if kept is None or kept[0] != t.version:
+        kept = (t.version, max((q.priority for q in t.qos.values()), default=0))
+        _QOS_TOP[id(t)] = kept
+    q = t.qos.get(job.spec.qos or "normal")
+    return q.priority / kept[1] if q is not None and kept[1] > 0 else 0.0
 
 
 def assoc_factor(ctl: Controller, job: JobRecord) -> float:

@@ -74,6 +74,10 @@ class Live:
         self.holding: set[int] = set()
         self.on_node: dict[str, set[int]] = {}
         self.uid_active: dict[int, int] = {}
+        # pending and running jobs (array tasks each) per (uid, account) and
+        # per (uid, qos): the association and QOS submit limits
+        self.assoc_active: dict[tuple[int, str], int] = {}
+        self.qos_active: dict[tuple[int, str], int] = {}
         self.with_deadline: set[int] = set()       # PENDING/RUNNING with --deadline
         self.with_dependency: set[int] = set()     # PENDING still waiting on one
         self.with_begin: set[int] = set()          # PENDING with a begin time
@@ -113,6 +117,10 @@ class Live:
         w = job_weight(job)
         if w:
             self.uid_active[job.uid] = self.uid_active.get(job.uid, 0) + w
+            k = (job.uid, job.spec.account)
+            self.assoc_active[k] = self.assoc_active.get(k, 0) + w
+            k = (job.uid, job.spec.qos)
+            self.qos_active[k] = self.qos_active.get(k, 0) + w
         if job.state == slurm.PENDING:
             if job.dependency:
                 self.with_dependency.add(jid)
@@ -139,6 +147,8 @@ class Live:
         w = job_weight(job)
         if w:
             self.uid_active[job.uid] -= w
+            self.assoc_active[(job.uid, job.spec.account)] -= w
+            self.qos_active[(job.uid, job.spec.qos)] -= w
         self.with_dependency.discard(jid)
         self.with_begin.discard(jid)
         self.with_deadline.discard(jid)

@@ -289,4 +289,59 @@ MIGRATIONS: list[str] = [
     -- kept as it is, not computed again (Slurm's direct_set_prio)
     ALTER TABLE jobs ADD COLUMN priority_set INTEGER NOT NULL DEFAULT 0
     """,
+    # 19
+    """
+    -- accounts, users, associations and QOS (sacctmgr), kept in the
+    -- controller's store as slurmdbd keeps them: lingjund/store/assoc.py.
+    -- Limits are -1 when unset, TRES limits Slurm's strings ('' = none).
+    -- raw_usage: decayed TRES-billing-seconds charged to the association,
+    -- last decayed and charged at usage_time (fair share survives restarts).
+    CREATE TABLE accounts (
+        name TEXT PRIMARY KEY,
+        description TEXT NOT NULL DEFAULT '',
+        organization TEXT NOT NULL DEFAULT '',
+        parent TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE acct_users (
+        name TEXT PRIMARY KEY,
+        default_account TEXT NOT NULL DEFAULT '',
+        admin_level TEXT NOT NULL DEFAULT 'None'
+    );
+    CREATE TABLE associations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        cluster TEXT NOT NULL DEFAULT '',
+        account TEXT NOT NULL,
+        user TEXT NOT NULL DEFAULT '',
+        partition TEXT NOT NULL DEFAULT '',
+        shares INTEGER NOT NULL DEFAULT 1,
+        grp_tres TEXT NOT NULL DEFAULT '',
+        grp_jobs INTEGER NOT NULL DEFAULT -1,
+        grp_submit_jobs INTEGER NOT NULL DEFAULT -1,
+        max_tres_per_job TEXT NOT NULL DEFAULT '',
+        max_jobs INTEGER NOT NULL DEFAULT -1,
+        max_submit_jobs INTEGER NOT NULL DEFAULT -1,
+        max_wall_min INTEGER NOT NULL DEFAULT -1,
+        qos TEXT NOT NULL DEFAULT '',
+        default_qos TEXT NOT NULL DEFAULT '',
+        raw_usage REAL NOT NULL DEFAULT 0,
+        usage_time REAL NOT NULL DEFAULT 0,
+        UNIQUE (account, user, partition)
+    );
+    CREATE INDEX associations_user ON associations(user);
+    CREATE TABLE qos (
+        name TEXT PRIMARY KEY,
+        description TEXT NOT NULL DEFAULT '',
+        priority INTEGER NOT NULL DEFAULT 0,
+        usage_factor REAL NOT NULL DEFAULT 1.0,
+        grp_tres TEXT NOT NULL DEFAULT '',
+        max_tres_per_user TEXT NOT NULL DEFAULT '',
+        max_tres_per_job TEXT NOT NULL DEFAULT '',
+        max_jobs_per_user INTEGER NOT NULL DEFAULT -1,
+        max_submit_jobs_per_user INTEGER NOT NULL DEFAULT -1,
+        max_wall_min INTEGER NOT NULL DEFAULT -1,
+        preempt TEXT NOT NULL DEFAULT '',
+        preempt_mode TEXT NOT NULL DEFAULT 'cluster',
+        flags TEXT NOT NULL DEFAULT ''
+    )
+    """,
 ]

@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 import sqlite_utils
 
 from lingjun import slurm
+from lingjund.store import assoc as assocmod
 from lingjund.store.live import Live, is_live
 from lingjund.store.records import (  # noqa: F401  (re-exported: the store's records)
     _JSON_COLUMNS, Attempt, JobEvent, JobRecord, NodeEvent, NodeRecord, ProbeResult,
@@ -121,6 +122,8 @@ class Store:
         self._migrate()
         self.live = Live(keep_finished_s)
         self._load_live(time.time() if now is None else now)
+        self.assoc = assocmod.load(self.db)     # accounts, users, associations, QOS
+        self.ensure_assoc_defaults()
 
     def _load_live(self, now: float) -> None:
         """Read what is live back from the file (at start)."""
@@ -324,6 +327,11 @@ class Store:
         for kind, key, old in reversed(undo):
             if kind == "job":
                 self.live.put_job(old, key)
+            elif kind == "assoc":
+                if old is None:
+                    self.assoc.remove(key[0], key[1:])
+                else:
+                    self.assoc.put(old)
             elif old is None:
                 self.live.nodes.pop(key, None)
             else:
@@ -717,6 +725,44 @@ class Store:
         row = self.db.execute("SELECT MAX(time) FROM node_events WHERE node = ? AND by != ''",
                               [node]).fetchone()
         return row[0] or 0.0
+
+    # -- accounts, users, associations, QOS (store/assoc.py) ------------------------
+    def put_assoc_record(self, rec: assocmod.Record) -> assocmod.Record:
+        """Write an account, user, association or QOS (new or changed), here
+        and in ``assoc``; the record as stored."""
+        rec = assocmod.write(self.db, rec)
+        old = self.assoc.put(rec)
+        if self._undo is not None:
+            if old is None:
+                self._undo.append(("assoc", assocmod.record_key(rec), None))
+            else:
+                self._undo.append(("assoc", assocmod.record_key(old), old))
+        return rec
+
+    def delete_assoc_record(self, rec: assocmod.Record) -> None:
+        table, *key = assocmod.record_key(rec)
+        assocmod.delete(self.db, table, tuple(key))
+        old = self.assoc.remove(table, tuple(key))
+        if self._undo is not None and old is not None:
+            self._undo.append(("assoc", (table, *key), old))
+
+    def ensure_assoc_defaults(self, cluster: str = "") -> None:
+        """Account root, user root, their associations and QOS normal on a
+        store that has no account yet (a fresh one)."""
+        if self.assoc.accounts:
+            return
+        with self.transaction():
+            for rec in assocmod.defaults(cluster):
+                self.put_assoc_record(rec)
+
+    def save_usage(self, usage: dict[tuple[str, str, str], tuple[float, float]]) -> None:
+        """Associations' decayed usage: key -> (raw usage, as of when)."""
+        assocmod.save_usage(self.db, usage)
+        assocs = self.assoc.assocs
+        for k, (u, t) in usage.items():
+            a = assocs.get(k)
+            if a is not None:
+                assocs[k] = dataclasses.replace(a, raw_usage=u, usage_time=t)
 
     def dump(self) -> dict[str, list[dict]]:
         """Every row of every table, the schema version too (for tests that

@@ -13,10 +13,11 @@ import socket
 
 import grpc
 
-from lingjun import launchers
+from lingjun import launchers, slurm
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
                               jobs, network, nodes, priority, steps, topology, watch)
+from lingjund.service import associations
 from lingjund.service.context import Controller
 from lingjund.store import store
 from lingjund.transport import validate
@@ -235,6 +236,12 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetCrontab(self, request, context):
         return crontab.get_crontab(self.ctl, request)
+    def AcctMgr(self, request, context):
+        return associations.acctmgr(self.ctl, request)
+
+    @unary
+    def GetAssociations(self, request, context):
+        return associations.get_associations(self.ctl, request)
 
     @unary
     def GetPartitions(self, request, context):
@@ -264,7 +271,11 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             "SLURM_CONF": c.path or "(defaults)", "MailProg": cc.mail_prog or "(null)",
             # Slurm 22.05's name for no topology is topology/none
             "TopologyPlugin": ("topology/none" if c.topology.plugin == "topology/default"
-                               else c.topology.plugin), "TopologyParam": "(null)"},
+                               else c.topology.plugin), "TopologyParam": "(null)",
+            "AccountingStorageEnforce": ",".join(c.accounting.enforce) or "none",
+            "PriorityDecayHalfLife": slurm.format_time_limit(
+                slurm.parse_time_limit(c.accounting.priority_decay_half_life), "scontrol"),
+            "PriorityUsageResetPeriod": c.accounting.priority_usage_reset_period},
             topology=topology.switches(c.topology.index))
 
     async def _stream(self, name: str, request, context, gen):

@@ -85,6 +85,10 @@ REASON: dict[type[errors.SlurmError], str] = {
     errors.MailUnavailable: "ESLURM_NOT_SUPPORTED",
     authz.InvalidUserId: "ESLURM_USER_ID_MISSING",
     authz.SubmitLimit: "ESLURM_ACCOUNTING_POLICY",
+    errors.InvalidAccount: "ESLURM_INVALID_ACCOUNT",
+    errors.InvalidQos: "ESLURM_INVALID_QOS",
+    errors.NoSuchAccount: "ESLURM_INVALID_PARENT_ACCOUNT",   # sacctmgr's "doesn't exist"
+    errors.UnknownOption: "EINVAL",
 }
 # Failures that are no SlurmError, answered by the transport itself.
 INTERNAL = "ESLURM_INTERNAL"                          # a bug: see the controller's log
