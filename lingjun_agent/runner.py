@@ -395,8 +395,11 @@ class Agent:
             self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
                 seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
                 running_job_ids=running,
-                activity=[agent_pb2.JobActivity(job_id=j, last_activity=t)
-                          for j, t in sorted(seen.items())])))
+                activity=[agent_pb2.JobActivity(
+                    job_id=j, last_activity=t,
+                    quiet_ranks=[agent_pb2.RankActivity(step_id=s, rank=r, last_activity=last)
+                                 for s, r, last in self.activity.quiet_ranks(j)])
+                    for j, t in sorted(seen.items())])))
 
     def _watch_recovered(self, h: batch.BatchHandle) -> None:
         """After an agent restart: watch a recovered script's files again."""
@@ -707,6 +710,10 @@ class Agent:
         finally:
             self.starting_steps.discard((jid, sid))
         self.steps[handle.key] = handle
+        if sid != launchers.SERVICE_STEP_ID:
+            self.activity.watch_ranks(jid, sid, {
+                t.rank: watch.rank_paths({**spec.env, **t.env}, spec.work_dir, t.rank,
+                                         t.stdout_path, t.stderr_path) for t in spec.tasks})
         if handle.key in self.kill_when_started or jid in self.terminating:
             # Ended while it was starting (srun gone, job cancelled): a scan for
             # the job's processes then found none of these tasks yet.
@@ -723,14 +730,16 @@ class Agent:
             for key, h in list(self.steps.items()):
                 chunks, exits = h.read()
                 for rank, stream, offset, data in chunks:
-                    self.activity.touch(h.job_id)
+                    self.activity.touch_rank(h.job_id, h.step_id, rank)
                     self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
                         job_id=h.job_id, step_id=h.step_id, rank=rank, stream=stream,
                         data=data, offset=offset)))
                 gpu = self.gpu_usage.peek(key) if key in self.step_gpus else None
                 for rank, res in exits:
+                    self.activity.forget_rank(h.job_id, h.step_id, rank)
                     self.send(self._exit_msg(h.job_id, h.step_id, rank, res, gpu))
                 if h.done():
+                    self.activity.forget_step(h.job_id, h.step_id)
                     if self.step_gpus.pop(key, None) is not None:
                         self.gpu_usage.take(key)
                     steps.reap(h)

@@ -154,12 +154,24 @@ class Heartbeat(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., activity: _Optional[_Iterable[_Union[JobActivity, _Mapping]]] = ...) -> None: ...
 
 class JobActivity(_message.Message):
-    __slots__ = ("job_id", "last_activity")
+    __slots__ = ("job_id", "last_activity", "quiet_ranks")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    QUIET_RANKS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     last_activity: float
-    def __init__(self, job_id: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
+    quiet_ranks: _containers.RepeatedCompositeFieldContainer[RankActivity]
+    def __init__(self, job_id: _Optional[int] = ..., last_activity: _Optional[float] = ..., quiet_ranks: _Optional[_Iterable[_Union[RankActivity, _Mapping]]] = ...) -> None: ...
+
+class RankActivity(_message.Message):
+    __slots__ = ("step_id", "rank", "last_activity")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    rank: int
+    last_activity: float
+    def __init__(self, step_id: _Optional[int] = ..., rank: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
 
 class BatchStarted(_message.Message):
     __slots__ = ("job_id", "pid", "launcher_port")

@@ -32,6 +32,9 @@ class Controller:
     allocations: dict = field(default_factory=dict)
     # job_id -> newest sign of life any agent reported (hang detection)
     activity: dict = field(default_factory=dict)
+    # job_id -> node -> that node's latest report of the job's quietest ranks
+    # (lifecycle.RankSeen tuples; straggler detection)
+    ranks: dict = field(default_factory=dict)
     # when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0

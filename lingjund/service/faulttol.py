@@ -116,12 +116,24 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
 
 
 # -- hangs ---------------------------------------------------------------------------
-def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
-    """Keep the newest sign of life per job over all of its nodes (not persisted:
-    after a controller restart every job counts as alive at its first pass)."""
+def note_activity(ctl: Controller, node: str, hb: agent_pb2.Heartbeat) -> None:
+    """Keep the newest sign of life per job over all of its nodes, and each
+    node's latest report of the job's quietest ranks (not persisted: after a
+    controller restart every job counts as alive at its first pass)."""
+    reported = set()
     for a in hb.activity:
+        reported.add(a.job_id)
         if a.last_activity > ctl.activity.get(a.job_id, 0.0):
             ctl.activity[a.job_id] = a.last_activity
+        if a.quiet_ranks:
+            ctl.ranks.setdefault(a.job_id, {})[node] = tuple(
+                lifecycle.RankSeen(node, r.step_id, r.rank, r.last_activity)
+                for r in a.quiet_ranks)
+        elif a.job_id in ctl.ranks:
+            ctl.ranks[a.job_id].pop(node, None)
+    for jid in [j for j, by_node in ctl.ranks.items() if node in by_node and j not in reported]:
+        ctl.ranks[jid].pop(node, None)
+
 
 
 def check_hangs(ctl: Controller) -> None:
@@ -131,6 +143,8 @@ def check_hangs(ctl: Controller) -> None:
     live = {j.job_id for j in v.running}
     for jid in [j for j in ctl.activity if j not in live]:
         del ctl.activity[jid]
+    for jid in [j for j in ctl.ranks if j not in live]:
+        del ctl.ranks[jid]
     # a job with no report since this controller started counts as alive now
     for job in v.running:
         if lifecycle.hang_after(job, ctl.activity) is not None:
@@ -145,6 +159,7 @@ def after_starts(ctl: Controller, started: list[JobRecord]) -> None:
     again = [j for j in started if j.restarts]
     for j in started:
         ctl.activity.pop(j.job_id, None)
+        ctl.ranks.pop(j.job_id, None)
     if not again:
         return
     now = ctl.clock()

@@ -16,6 +16,8 @@ from lingjund.store.store import JobRecord
 CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
 HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
 HEARTBEAT_NAME = ".lingjun-heartbeat"
+HEARTBEAT_DIR_VAR = "LINGJUN_HEARTBEAT_DIR"     # rank.N in it: one heartbeat file per rank
+HEARTBEAT_DIR_NAME = ".lingjun-heartbeat.d"
 
 
 def checkpoint_dir(config: Config, job: JobRecord) -> str:
@@ -28,7 +30,8 @@ def checkpoint_dir(config: Config, job: JobRecord) -> str:
 def checkpoint_env(config: Config, job: JobRecord) -> dict[str, str]:
     """What a batch script sees in addition to Slurm's variables."""
     d = checkpoint_dir(config, job)
-    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
+    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME),
+            HEARTBEAT_DIR_VAR: os.path.join(d, HEARTBEAT_DIR_NAME)}
 
 
 def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:

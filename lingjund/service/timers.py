@@ -44,7 +44,9 @@ def view(ctl: Controller, now: float, *, jobs: bool = True, deadlines: bool = Tr
     (``deadlines``: the pending jobs with a --deadline, with ``jobs``)."""
     parts: dict = {}
     if jobs:
-        parts.update(holding=tuple(ctl.store.holding_jobs()), activity=dict(ctl.activity))
+        parts.update(holding=tuple(ctl.store.holding_jobs()), activity=dict(ctl.activity),
+                     ranks={jid: tuple(r for seen in by_node.values() for r in seen)
+                            for jid, by_node in ctl.ranks.items() if by_node})
         if deadlines:
             parts["deadline_pending"] = tuple(j for j in ctl.store.deadline_jobs()
                                               if j.state == slurm.PENDING)
