@@ -409,6 +409,15 @@ class FaulttolConfig:
     # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints, which only root's
     # jobs can enter (the state dir is 0700): set it on any cluster with other users
     checkpoint_root: str = ""
+    # Quarantine (lingjund/service/quarantine.py): a node implicated in a failed or
+    # hung run is drained "suspect: ..." until its extended check passes; suspect
+    # again within this window, it stays drained for a person
+    suspect_window_s: Seconds = 86400.0
+    suspect_check_bytes: Bytes = 16 << 20      # TCP bytes each way with each peer
+    suspect_check_peers: Annotated[int, Meta(ge=1)] = 2   # healthy peers it tests with
+    # Mbit/s a suspect must reach with every peer (TCP over the agents' network;
+    # set it near what the fabric gives)
+    suspect_check_min_mbps: Annotated[float, Meta(ge=0)] = 100.0
 # XIDs that mean the GPU needs attention (Azure HPC health checks' list:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).

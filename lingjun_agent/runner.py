@@ -68,6 +68,7 @@ from lingjun_agent.launcher.stepd import start_ticks
 from lingjun_agent.network.agent import NetworkOwner
 from lingjun_agent.sanity import probes as sanity_probes
 from lingjun_agent.sanity import reach
+from lingjun_agent.sanity.checks import PERIODIC, SUSPECT
 from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
@@ -436,7 +437,22 @@ class Agent:
             self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
                 phase="periodic", results=[to_pb(r) for r in results])))
 
+    async def _extended_check(self, req: agent_pb2.SanityPrologRequest) -> None:
+        """A suspect node's check: the periodic probes and TCP bandwidth with
+        healthy peers (lingjun_agent/sanity/reach.py)."""
+        timeout = max(self.sanity.cfg.reach_timeout_s, 10.0)
+        results, bw = await asyncio.gather(
+            self.sanity.run(PERIODIC),
+            reach.bandwidth(self.node, req.peers, req.bandwidth_bytes or (16 << 20),
+                            req.min_bandwidth_mbps, timeout))
+        results = [dataclasses.replace(r, phase=SUSPECT) for r in results] + [bw]
+        self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+            phase=SUSPECT, results=[to_pb(r) for r in results])))
+
     async def _prolog(self, req: agent_pb2.SanityPrologRequest) -> None:
+        if req.extended:
+            await self._extended_check(req)
+            return
         unreachable: list[str] = []
         if req.peers:
             (results, (tcp, unreachable)) = await asyncio.gather(

@@ -33,7 +33,7 @@ from lingjun import sdnotify
 from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
-                              scheduling, steps, timers)
+                              quarantine, scheduling, steps, timers)
 from lingjund.service.context import Controller
 from lingjund.store.store import Store, StoreFull
 from lingjund.transport.api import SlurmApiServicer
@@ -106,6 +106,7 @@ async def scheduler_loop(ctl: Controller) -> None:
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
             faulttol.check_hangs(ctl)
+            quarantine.check_suspects(ctl)
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             steps.sweep_unfollowed(ctl, started_at)

@@ -132,6 +132,7 @@ NODE_LOST = slurm.NODE_FAIL    # stopped because a node of the run was lost
 REQUEUE = "REQUEUE"            # scontrol requeue of a running job: stopped, then pending again
 REQUEUE_HOLD = "REQUEUE_HOLD"
 NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
+SUSPECT = "suspect: "           # a quarantined node's drain reason (service/quarantine.py)
 DEFAULT_MAX_RESTARTS = 5       # Slurm's MAX_BATCH_REQUEUE, for requeueable jobs
 
 

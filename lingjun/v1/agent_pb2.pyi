@@ -355,12 +355,18 @@ class SanityPeer(_message.Message):
     def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class SanityPrologRequest(_message.Message):
-    __slots__ = ("job_id", "peers")
+    __slots__ = ("job_id", "peers", "extended", "bandwidth_bytes", "min_bandwidth_mbps")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_BANDWIDTH_MBPS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     peers: _containers.RepeatedCompositeFieldContainer[SanityPeer]
-    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ...) -> None: ...
+    extended: bool
+    bandwidth_bytes: int
+    min_bandwidth_mbps: float
+    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ..., extended: _Optional[bool] = ..., bandwidth_bytes: _Optional[int] = ..., min_bandwidth_mbps: _Optional[float] = ...) -> None: ...
 
 class SanityClock(_message.Message):
     __slots__ = ("echo_sent_at", "controller_time", "echo_seq")

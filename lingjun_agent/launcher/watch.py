@@ -99,13 +99,16 @@ class ActivityWatch:
     def quiet_ranks(self, job_id: int, limit: int = QUIET_RANKS) -> list[tuple[int, int, float]]:
         """The ``limit`` ranks of ``job_id`` here silent the longest: (step, rank,
         last sign of life), oldest first."""
+        out = sorted(self._rank_times(job_id))
+        return [(step, rank, last) for last, step, rank in out[:limit]]
+
+    def _rank_times(self, job_id: int) -> list[tuple[float, int, int]]:
         out = []
         for (step, rank), (last, paths) in self._ranks.get(job_id, {}).items():
             for path in paths:
                 last = max(last, _mtime(path))
             out.append((last, step, rank))
-        out.sort()
-        return [(step, rank, last) for last, step, rank in out[:limit]]
+        return out
 
     def activity(self, job_ids) -> dict[int, float]:
         """Per job of ``job_ids`` with any sign of life: the newest, Unix seconds."""
@@ -114,6 +117,8 @@ class ActivityWatch:
             last = self._seen.get(jid, 0.0)
             for path in self._files.get(jid, ()):
                 last = max(last, _mtime(path))
+            for t, _, _ in self._rank_times(jid):
+                last = max(last, t)
             if last:
                 out[jid] = last
         return out

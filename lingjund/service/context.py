@@ -35,6 +35,8 @@ class Controller:
     # job_id -> node -> that node's latest report of the job's quietest ranks
     # (lifecycle.RankSeen tuples; straggler detection)
     ranks: dict = field(default_factory=dict)
+    # suspect node -> when its extended check was sent (service/quarantine.py)
+    checks: dict = field(default_factory=dict)
     # when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0

@@ -93,6 +93,8 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
             st, cur.job_id, restarts.EV_NODE_LOST,
             f"node {lost_txt} lost ({why}) while running on "
             f"{slurm.compress_hostlist(list(cur.nodes))}", now)
+        restarts.avoid(st, cur.job_id, lost)
+        cur = st.job(job_id)
         connected = batch.alive(ctl, cur)
         alive = tuple(n for n in cur.nodes if n not in lost and n in connected)
         grace = ctl.config.controller.kill_wait_s

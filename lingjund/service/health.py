@@ -98,6 +98,8 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
         rec = st.node(node)
         if rec is None or rec.down:
             return bool(bad)
+        if rec.drain and rec.drain_by_probe and rec.reason.startswith(lifecycle.SUSPECT):
+            return bool(bad)     # a suspect: only its extended check lifts it (quarantine.py)
         if bad:
             reason = drain_reason(bad)
             if not rec.drain:

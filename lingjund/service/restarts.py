@@ -110,7 +110,26 @@ def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,
         record_job_event(st, job.job_id, EV_REQUEUED,
                          f"attempt {job.restarts + 1} ended {why} on "
                          f"{slurm.compress_hostlist(list(job.nodes))}; restart {job.restarts + 1} "
-                         f"of {end.limit} in {end.delay:g} s", now)
+                         f"of {end.limit} in {end.delay:g} s"
+                         + (f", avoiding {job.spec.failed_nodes}" if job.spec.failed_nodes else ""),
+                         now)
+
+
+def avoid(st, job_id: int, nodes) -> None:
+    """The job's later runs avoid ``nodes`` (a run failed there: lost, or suspect),
+    in the caller's transaction: kept in its spec's failed_nodes, which the
+    scheduler adds to its -x."""
+    job = st.job(job_id)
+    if job is None:
+        return
+    had = set(slurm.expand_hostlist(job.spec.failed_nodes)) if job.spec.failed_nodes else set()
+    new = set(nodes) - had
+    if not new:
+        return
+    spec = type(job.spec)()
+    spec.CopyFrom(job.spec)
+    spec.failed_nodes = slurm.compress_hostlist(sorted(had | new))
+    st.update_job(job_id, spec=spec)
 
 
 def note_started(st, job: JobRecord, now: float) -> None:

@@ -49,7 +49,9 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         shards_per_node=spec.shards_per_node, mps_per_node=spec.mps_per_node,
         time_limit_min=time_limit_min, held=held, begin_time=begin_time,
         req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
-        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
+        # -x, and where its earlier runs failed (restarts.avoid)
+        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes))
+        + tuple(slurm.expand_hostlist(spec.failed_nodes)),
         constraint=spec.constraint, gpu_type=spec.gpu_type,
         mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
         cpus_per_gpu=spec.cpus_per_gpu,

@@ -27,7 +27,7 @@ import grpc
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjund.service import batch, health, network, nodes, steps
+from lingjund.service import batch, health, network, nodes, quarantine, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.transport.authn import ServerAuth
@@ -183,6 +183,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     elif kind == "sanity_report":
                         if msg.sanity_report.phase == "prolog":
                             health.prolog_report(ctl, conn.node, msg.sanity_report)
+                        elif msg.sanity_report.phase == "suspect":
+                            quarantine.check_report(ctl, conn.node, msg.sanity_report)
                         else:
                             health.record(ctl, conn.node, msg.sanity_report.phase,
                                           msg.sanity_report.results)

@@ -1,0 +1,139 @@
+"""Quarantine in the service layer over a real SQLite store: a straggler's node
+is drained as a suspect, checked once free, returned only when the check
+passes, and held for a person when it is suspect twice in the window."""
+from __future__ import annotations
+
+import pytest
+
+from lingjun.v1 import agent_pb2, api_pb2
+from lingjund.service import batch, faulttol, health, nodes, quarantine
+from tests.lingjund import handclock
+from tests.lingjund.test_faulttol import connect, finished, run_job
+
+CONF = """
+[controller]
+heartbeat_timeout_s = 3
+[faulttol]
+restart_backoff_s = 10
+suspect_window_s = 600
+suspect_check_min_mbps = 500
+[[nodes]]
+names = "node[1-4]"
+cpus = 2
+memory_mb = 2000
+[[partitions]]
+name = "debug"
+nodes = "ALL"
+"""
+
+
+@pytest.fixture
+def ctl(tmp_path):
+    inv = agent_pb2.Inventory(address="127.0.0.1", sanity_port=7000)
+    with handclock.controller(tmp_path, CONF, [f"node{i}" for i in range(1, 5)],
+                              last_seen=1000.0, inventory=inv) as c:
+        yield c
+
+
+def messages(conn) -> list:
+    out = []
+    while not conn.outbox.empty():
+        out.append(conn.outbox.get_nowait())
+    return out
+
+
+def beat(ctl, conn, jid: int, last: float, quiet: list[tuple[int, float]]) -> None:
+    nodes.heartbeat(ctl, conn, agent_pb2.Heartbeat(activity=[agent_pb2.JobActivity(
+        job_id=jid, last_activity=last,
+        quiet_ranks=[agent_pb2.RankActivity(step_id=0, rank=r, last_activity=t)
+                     for r, t in quiet])]))
+
+
+def straggle(ctl, conns, jid: int, start: float) -> None:
+    """Rank 2 on node3 stops at ``start`` + 1 while the others write on."""
+    ctl.clock.now = start + 7.0
+    for i, n in enumerate(("node1", "node2", "node3", "node4")):
+        last = start + 1.0 if n == "node3" else start + 7.0
+        beat(ctl, conns[n], jid, last, [(i, last)])
+    faulttol.check_hangs(ctl)
+
+
+def report(ctl, node: str, ok: bool) -> None:
+    quarantine.check_report(ctl, node, agent_pb2.SanityReport(phase="suspect", results=[
+        api_pb2.SanityResult(name="cpu", severity="drain", ok=True),
+        api_pb2.SanityResult(name="tcp_bandwidth", severity="drain", ok=ok,
+                             reason="" if ok else "node1: 80 Mbit/s, want 500")]))
+
+
+def test_a_stragglers_node_is_drained_checked_once_free_and_returned_when_the_check_passes(ctl):
+    conns = connect(ctl, "node1", "node2", "node3", "node4")
+    jid = run_job(ctl, nodes=("node1", "node2", "node3", "node4"), hang_timeout_s=5,
+                  max_restarts=2)
+    straggle(ctl, conns, jid, 1000.0)
+    job = ctl.store.job(jid)
+    assert job.kill_reason == "HANG"
+    (ev,) = ctl.store.job_events(jid)
+    assert ev.text == "rank 2 on node3 silent for 6 s; others active (--hang-timeout 5 s)"
+    rec = ctl.store.node("node3")
+    assert rec.drain and rec.reason == f"suspect: job {jid} rank 2 silent for 6 s", rec.reason
+    assert not ctl.store.node("node1").drain
+
+    quarantine.check_suspects(ctl)
+    assert "sanity_prolog" not in kinds(messages(conns["node3"])), \
+        "no check while the job still holds the node"
+    release(ctl, jid)
+    quarantine.check_suspects(ctl)
+    (req,) = [m.sanity_prolog for m in messages(conns["node3"]) if m.WhichOneof("msg") == "sanity_prolog"]
+    assert req.extended and req.min_bandwidth_mbps == 500 and req.bandwidth_bytes == 16 << 20
+    assert [p.node for p in req.peers] == ["node3", "node1", "node2"], "itself and 2 healthy peers"
+    quarantine.check_suspects(ctl)
+    assert "sanity_prolog" not in kinds(messages(conns["node3"])), "sent once, not every pass"
+
+    # a periodic probe pass that passes does not lift a suspect's drain
+    health.record(ctl, "node3", "periodic", [api_pb2.SanityResult(name="cpu", severity="drain", ok=True)])
+    assert ctl.store.node("node3").drain
+
+    report(ctl, "node3", ok=False)
+    rec = ctl.store.node("node3")
+    assert rec.drain and rec.reason == ("suspect: failed the extended check: "
+                                        "tcp_bandwidth: node1: 80 Mbit/s, want 500"), rec.reason
+    quarantine.check_suspects(ctl)
+    assert "sanity_prolog" not in kinds(messages(conns["node3"])), "a failed check is not retried"
+
+
+def test_a_node_that_passes_its_check_returns_and_one_suspect_twice_in_the_window_is_held(ctl):
+    conns = connect(ctl, "node1", "node2", "node3", "node4")
+    four = ("node1", "node2", "node3", "node4")
+    jid = run_job(ctl, nodes=four, hang_timeout_s=5, max_restarts=2)
+    straggle(ctl, conns, jid, 1000.0)
+    release(ctl, jid)
+    quarantine.check_suspects(ctl)
+    assert "sanity_prolog" in kinds(messages(conns["node3"]))
+    report(ctl, "node3", ok=True)
+    rec = ctl.store.node("node3")
+    assert not rec.drain and rec.reason == "", rec
+    events = [(e.event, e.reason) for e in ctl.store.node_events("node3")]
+    assert ("resume", f"passed the extended check (was: job {jid} rank 2 silent for 6 s)") in events
+
+    again = run_job(ctl, nodes=four, hang_timeout_s=5, max_restarts=2)
+    straggle(ctl, conns, again, 1100.0)      # within suspect_window_s = 600
+    rec = ctl.store.node("node3")
+    assert rec.drain and rec.reason == (f"suspect again in 600 s, for a person: job {again} "
+                                        "rank 2 silent for 6 s"), rec.reason
+    release(ctl, again)
+    quarantine.check_suspects(ctl)
+    assert "sanity_prolog" not in kinds(messages(conns["node3"])), "held: no check lifts it"
+    health.record(ctl, "node3", "periodic", [api_pb2.SanityResult(name="cpu", severity="drain", ok=True)])
+    assert ctl.store.node("node3").drain, "held for a person: probes do not lift it"
+
+
+def kinds(msgs) -> list[str]:
+    return [m.WhichOneof("msg") for m in msgs]
+
+
+def release(ctl, jid: int) -> None:
+    """The run ends (its script killed) and every node has cleaned up."""
+    job = ctl.store.job(jid)
+    finished(ctl, job.batch_host, jid, sig=15)
+    for n in job.nodes:
+        batch.job_cleaned(ctl, n, agent_pb2.JobCleaned(job_id=jid))
