@@ -92,6 +92,7 @@ sysfs_root = "{args.sysfs_root}"
 name = "{args.partition_name}"
 nodes = "ALL"
 default = true
+spare_nodes = {args.spare_nodes}
 
 {_auth_text(args, state)}"""
 
@@ -491,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
     up.add_argument("--cluster-name", default="local")
     up.add_argument("--partition-name", default="debug", help="the one partition, holding every node")
+    up.add_argument("--spare-nodes", type=int, default=0, metavar="N",
+                    help="nodes the partition holds back for expedited restarts (spare_nodes)")
     up.add_argument("--kill-wait", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
     up.add_argument("--heartbeat-timeout", type=float, default=30.0,
                     help="seconds of agent silence before a node is DOWN (Slurm's SlurmdTimeout)")

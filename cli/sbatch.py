@@ -72,7 +72,7 @@ OPTIONS = [
     _S("partition"),
     _S("qos"),
     _S("quiet"),
-    _O("requeue", ("requeue",), "", NO),
+    _O("requeue", ("requeue",), "", OPTIONAL),
     _O("test-only", ("test-only",), "", NO),
     _S("time"),
     _O("usage", ("usage",), "u", NO),
@@ -199,7 +199,8 @@ Parallel run options:
   -p, --partition=partition   partition requested
   -q, --qos=qos               quality of service
   -Q, --quiet                 quiet mode (suppress informational messages)
-      --requeue, --no-requeue permit (or not) the job to be requeued
+      --requeue[=expedite], --no-requeue permit (or not) the job to be requeued
+                              (expedite: at once, first in line, on spare nodes)
       --max-restarts=N        run again after a failure, a lost node or a hang,
                               at most N times (Lingjun)
       --hang-timeout=time     restart the job when it writes no output for this
@@ -608,6 +609,10 @@ def _apply(parsed: Parsed, spec: messages.JobSpec, key: str, value: str | None, 
         spec.requeue = False
     elif key == "requeue":
         spec.requeue = True
+        if value not in (None, ""):
+            if value.lower() != "expedite":        # Slurm 25.11's one mode
+                raise _err(f"Invalid --requeue specification: {value}")
+            spec.requeue_expedite = True
     elif key == "open-mode":
         v = value.lower()
         if v in ("a", "append"):

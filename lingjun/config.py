@@ -193,6 +193,9 @@ class PartitionConfig:
     # GraceTime, seconds between the victim's signal and its end.
     preempt_mode: str = ""
     grace_time_s: Seconds = 0.0
+    # Nodes held back for expedited restarts (--requeue=expedite): the last
+    # ones of the partition that can take work (sched/spares.py)
+    spare_nodes: Count = 0
 
 
 @dataclass(frozen=True)

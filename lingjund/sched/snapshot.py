@@ -72,6 +72,8 @@ class PartitionView:
     total_cpus: int = 0               # CPUs of all its nodes; 0 = not known (no check)
     # PreemptMode of its jobs (OFF: never preempted; CANCEL, REQUEUE)
     preempt_mode: str = "OFF"
+    # held back for expedited restarts: no other job may use these (sched/spares.py)
+    spares: tuple[str, ...] = ()
 
     @cached_property
     def node_count(self) -> int:
@@ -129,6 +131,8 @@ class JobRequest:
             return len(self.array_tasks)
         return max(0, min(len(self.array_tasks), self.array_slots))
     hold_admin: bool = False          # held by an operator: JobHeldAdmin
+    # an expedited restart (--requeue=expedite): first in line, may use the spares
+    expedite: bool = False
     # The dependency verdict's reason ("Dependency", "DependencyNeverSatisfied"),
     # "" when it has none (lingjund.sched.dependency decides it).
     dependency: str = ""

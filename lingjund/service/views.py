@@ -24,6 +24,7 @@ from lingjun import slurm
 from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import (MPS, SHARD, UNLIMITED, JobRequest, NodeView, PartitionView,
                                      RunningJob, Snapshot)
+from lingjund.sched import spares as sparesmod
 from lingjund.service import devices
 from lingjund.store.records import JobRecord, NodeRecord
 
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time: float,
                 time_limit_min: int, exclusive: bool, held: bool, begin_time: float,
                 hold_admin: bool = False, dependency: str = "",
-                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED) -> JobRequest:
+                array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED,
+                restarts: int = 0) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe)."""
     min_nodes = spec.min_nodes or 1
     return JobRequest(
@@ -57,7 +59,8 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         cpus_per_gpu=spec.cpus_per_gpu,
         mem_per_gpu_mb=spec.mem_per_gpu_mb if spec.HasField("mem_per_gpu_mb") else None,
         hold_admin=hold_admin, dependency=dependency,
-        array_tasks=array_tasks, array_slots=array_slots)
+        array_tasks=array_tasks, array_slots=array_slots,
+        expedite=spec.requeue_expedite and restarts > 0)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
@@ -180,7 +183,7 @@ class Views:
             job.job_id, job.spec, job.partition, priority=job.priority,
             submit_time=job.submit_time, time_limit_min=job.time_limit_min,
             exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
-            hold_admin=job.hold_admin)
+            hold_admin=job.hold_admin, restarts=job.restarts)
         self._pending[job.job_id] = (job, req)
         return req
 
@@ -293,7 +296,8 @@ def _same_request(a: JobRecord, b: JobRecord) -> bool:
     return (a.spec is b.spec and a.priority == b.priority and a.partition == b.partition
             and a.time_limit_min == b.time_limit_min and a.exclusive == b.exclusive
             and a.held == b.held and a.hold_admin == b.hold_admin
-            and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time)
+            and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time
+            and a.restarts == b.restarts)
 
 
 def with_pass_fields(req: JobRequest, dependency: str, array: dict) -> JobRequest:
@@ -384,12 +388,14 @@ def build_snapshot(ctl: Controller, now: float,
         if view is not None:
             node_views.append(view)
     cpus_of = {v.name: v.cpus for v in node_views}
+    fit = {v.name for v in node_views if v.schedulable}
     part_views = tuple(PartitionView(
         name=p.name, nodes=layout.nodes_of[p.name], default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
         total_cpus=sum(cpus_of.get(n, 0) for n in layout.nodes_of[p.name]),
-        preempt_mode=ctl.config.preempt_mode(p))
+        preempt_mode=ctl.config.preempt_mode(p),
+        spares=sparesmod.spares(layout.nodes_of[p.name], fit, p.spare_nodes))
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:
