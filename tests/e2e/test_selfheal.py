@@ -1,7 +1,8 @@
 """Training that heals itself, end to end: one rank of a 4-node job stops
 (SIGSTOP, as a wedged machine stops it); the hang names that rank and node,
-the node is drained as a suspect, the job restarts on the other nodes plus
-a free one and resumes from its checkpoint directory. The suspect's extended
+the node is drained as a suspect, the job (--requeue=expedite) restarts at
+once on the other nodes plus the partition's spare and resumes from its
+checkpoint directory. The suspect's extended
 check (probes and TCP bandwidth with healthy peers) runs once its processes
 are gone; here the bandwidth floor is set above what loopback gives, so it
 fails and the node stays drained for all to see (the passing case:
@@ -11,6 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -20,6 +22,7 @@ from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.test_faulttol import checkpoint_dir, running_on
 
 HANG_TIMEOUT = 4
+ELASTIC_HANG_TIMEOUT = 12
 
 TRAIN = """\
 import os, sys, time
@@ -44,7 +47,8 @@ print(f"rank {rank} done", flush=True)
 @pytest.fixture(scope="module")
 def shc(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("selfheal"), nodes=5, heartbeat_timeout=3.0,
-                up_args=("--restart-backoff", "0.5", "--faulttol", "suspect_check_min_mbps=1e9",
+                up_args=("--restart-backoff", "30", "--spare-nodes", "1",
+                         "--faulttol", "suspect_check_min_mbps=1e9",
                          "--sanity", "interval_s=0"))
     c.up()
     (c.work / "train.py").write_text(TRAIN)
@@ -74,13 +78,18 @@ def node_reason(c: Cluster, node: str) -> str:
 
 def test_a_stopped_rank_is_named_its_node_quarantined_and_the_job_resumes_elsewhere(shc):
     c = shc
-    jid = c.sbatch("-N", "4", f"--hang-timeout=0:0{HANG_TIMEOUT}", "--max-restarts=2",
+    jid = c.sbatch("-N", "4", f"--hang-timeout=0:0{HANG_TIMEOUT}", "--requeue=expedite",
                    "-o", "train-%j.out", "--open-mode=append", input=(
                        "#!/bin/sh\n"
                        'echo "run ${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST" '
                        ">> $LINGJUN_CHECKPOINT_DIR/log\n"
                        f"srun -N4 -n4 {sys.executable} train.py 60\n"))
     first = wait_for("job running on 4 nodes", lambda: running_on(c, jid), 30)
+    assert first == ["node1", "node2", "node3", "node4"], "node5 is the spare"
+    quiet = c.sbatch("--exclusive", "-o", "/dev/null", "--wrap", "sleep 60")  # only node5 is whole
+    time.sleep(1.0)
+    assert c.squeue(quiet, "%T %r") == "PENDING Resources", "a normal job does not take the spare"
+    c.run(["scancel", str(quiet)], check=True)
     step = checkpoint_dir(c, jid) / "step"
     wait_for("training past step 5",
              lambda: step.exists() and int(step.read_text() or 0) >= 5, 30)
@@ -96,7 +105,9 @@ def test_a_stopped_rank_is_named_its_node_quarantined_and_the_job_resumes_elsewh
     assert f"rank 2 on {victim} silent for " in ev and "; others active" in ev, ev
     second = wait_for("job running again without the suspect",
                       lambda: (lambda n: n if n and victim not in n else [])(running_on(c, jid)), 30)
-    assert len(second) == 4 and set(second) - set(first), second
+    took = time.time() - t0
+    assert second == sorted(set(first) - {victim} | {"node5"}, key=lambda n: int(n[4:])), second
+    assert took < HANG_TIMEOUT + 8, f"running again after {took:.1f} s (backoff is 30 s: not used)"
     c.wait_state(jid, "COMPLETED", timeout=60)
     log = (checkpoint_dir(c, jid) / "log").read_text().splitlines()
     assert log == [f"run 0 on {slurm.compress_hostlist(first)}",
@@ -118,3 +129,101 @@ def test_a_stopped_rank_is_named_its_node_quarantined_and_the_job_resumes_elsewh
     assert f"suspect: job {jid} rank 2 silent for" in health or f"job {jid} rank 2 silent" in health, health
     c.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], check=True)
     assert node_reason(c, victim) in ("", "none")
+
+
+ELASTIC = """\
+import os, sys, threading, time
+# the heartbeat contract without lingjun installed (torchrun's python has only torch):
+# a thread touches $LINGJUN_HEARTBEAT_DIR/rank.$SLURM_PROCID, and beats while this rank
+# waits in all_reduce for a stopped peer
+beat = os.path.join(os.environ["LINGJUN_HEARTBEAT_DIR"], "rank." + os.environ["SLURM_PROCID"])
+def beating():
+    while True:
+        open(beat, "a").close(); os.utime(beat); time.sleep(0.5)
+threading.Thread(target=beating, daemon=True).start()
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")       # torchrun's world: WORLD_SIZE, RANK, MASTER_*
+rank, world = dist.get_rank(), dist.get_world_size()
+ck = os.environ["LINGJUN_CHECKPOINT_DIR"]
+step_file = os.path.join(ck, "step")
+start = int(open(step_file).read()) if os.path.exists(step_file) else 0
+print(f"rank {rank} world {world} WORLD_SIZE={os.environ['WORLD_SIZE']} "
+      f"SLURM_NNODES={os.environ['SLURM_NNODES']} from {start}", flush=True)
+for i in range(start, int(sys.argv[1])):
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert int(t.item()) == world
+    time.sleep(0.1)
+    if rank == 0:
+        with open(step_file + ".tmp", "w") as f:
+            f.write(str(i + 1))
+        os.replace(step_file + ".tmp", step_file)
+dist.destroy_process_group()
+print(f"rank {rank} done", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def elastic(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("elastic"), nodes=4, heartbeat_timeout=3.0,
+                up_args=("--faulttol", "suspect_check_min_mbps=1e9", "--sanity", "interval_s=0"))
+    c.up()
+    (c.work / "elastic.py").write_text(ELASTIC)
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def stop_task(c: Cluster, job_id: int, rank: int, script: str) -> str:
+    """SIGSTOP srun task ``rank`` of the job and its children (torchrun and its
+    worker), as a wedged machine would stop them; its node."""
+    node = ""
+    for p in psutil.process_iter():
+        try:
+            env = p.environ()
+            if (env.get("SLURM_JOB_ID") == str(job_id) and env.get("SLURM_PROCID") == str(rank)
+                    and script in " ".join(p.cmdline())):
+                p.send_signal(signal.SIGSTOP)
+                node = env["SLURMD_NODENAME"]
+        except psutil.Error:
+            continue
+    return node
+
+
+def test_an_elastic_job_restarts_on_fewer_nodes_with_the_world_for_them(elastic):
+    """-N 3-4 on 4 nodes, no spare: a stopped rank's node is quarantined and the
+    job, expedited, restarts on the 3 nodes left; torchrun forms a world of 3."""
+    c = elastic
+    torchrun = Path(sys.executable).parent / "torchrun"
+    # a rank is timed from its task's start: torchrun and torch take seconds to start here
+    jid = c.sbatch("-N", "3-4", "--ntasks-per-node=1", "--launcher=torchrun",
+                   f"--hang-timeout=0:{ELASTIC_HANG_TIMEOUT}", "--requeue=expedite",
+                   "-o", "elastic-%j.out", "--open-mode=append", input=(
+                       "#!/bin/sh\n"
+                       'echo "run ${SLURM_RESTART_COUNT:-0} nodes=$SLURM_NNODES '
+                       'job_nodes=$SLURM_JOB_NUM_NODES" >> $LINGJUN_CHECKPOINT_DIR/log\n'
+                       f"srun {torchrun} elastic.py 24\n"))
+    first = wait_for("job running on 4 nodes", lambda: running_on(c, jid), 30)
+    assert len(first) == 4, first
+    step = checkpoint_dir(c, jid) / "step"
+    wait_for("training past step 3", lambda: step.exists() and int(step.read_text() or 0) >= 3, 60)
+    victim = stop_task(c, jid, 2, "elastic.py")
+    assert victim, "rank 2's processes"
+    second = wait_for("job running again on 3 nodes",
+                      lambda: (lambda n: n if n and victim not in n else [])(running_on(c, jid)),
+                      ELASTIC_HANG_TIMEOUT + 20)
+    assert second == [n for n in first if n != victim], second
+    c.wait_state(jid, "COMPLETED", timeout=90)
+    log = (checkpoint_dir(c, jid) / "log").read_text().splitlines()
+    assert log == ["run 0 nodes=4 job_nodes=4", "run 1 nodes=3 job_nodes=3"], log
+    out = (c.work / f"elastic-{jid}.out").read_text()
+    starts = sorted(l for l in out.splitlines() if " world " in l)
+    assert [l.split(" from ")[0] for l in starts if "world 3" in l] == [
+        f"rank {r} world 3 WORLD_SIZE=3 SLURM_NNODES=3" for r in range(3)], out
+    resumed = [int(l.split(" from ")[1]) for l in starts if "world 3" in l]
+    assert min(resumed) >= 3, f"want a resumed step, got {resumed}"
+    assert sum("done" in l for l in out.splitlines()) == 3, out
+    ev = c.run(["lingjun", "events", str(jid)], check=True).stdout
+    assert f"rank 2 on {victim} silent for " in ev, ev
