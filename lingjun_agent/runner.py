@@ -184,6 +184,7 @@ class Agent:
         from lingjun.config import SanityConfig
         self.clock_offset: float | None = None
         self.reach = reach.Listener(node)
+        self.address = "127.0.0.1"       # as registered (inventory); set at each session
         self.job_uids: dict[int, int] = {}
         # GPU usage of running batch jobs through NVML (sacct gres/gpuutil, gres/gpumem)
         self.job_gpus: dict[int, tuple[int, ...]] = {}
@@ -296,6 +297,7 @@ class Agent:
                                             self.sysfs_root)
             self._log_gpus(found)
             inv = inventory.collect(*self.inv_args, found=found)
+            self.address = inv.address or "127.0.0.1"
             if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
                 if self.reach.server is None:
                     await self.reach.start(inv.address or "127.0.0.1")
@@ -633,6 +635,12 @@ class Agent:
         addr = env.get("MASTER_ADDR", "127.0.0.1")
         cpus = int(env.get("SLURM_CPUS_ON_NODE", "1") or 1)
         head = launchers.head_argv(lb.launcher, addr, port, cpus)
+        listen = port
+        if env.get(launchers.RDZV_BACKEND_VAR) == "c10d" and not head:
+            # an elastic torchrun: this agent hosts its rendezvous (launchers.py)
+            listen = distributed.free_port()
+            env[launchers.RDZV_ENDPOINT_VAR] = f"{addr}:{listen}"
+            head = launchers.rendezvous_argv(distributed.job_python(env), addr, listen)
         if head:
             key = (jid, launchers.SERVICE_STEP_ID)
             self._launch_tasks(agent_pb2.LaunchTasks(
@@ -641,15 +649,15 @@ class Agent:
                 uid=lb.uid, gid=lb.gid, share=lb.share if lb.HasField("share") else None))
             await asyncio.gather(*[t for t in self.step_starts])
             up = await distributed.wait_listening(
-                addr, port, launchers.HEAD_START_TIMEOUT_S,
+                addr, listen, launchers.HEAD_START_TIMEOUT_S,
                 alive=lambda: key in self.steps and self.steps[key].running())
             if not up:
                 if key in self.steps:
                     self.steps[key].kill()
                 raise batch.LaunchError(
                     f"job {jid}: launcher {lb.launcher}: {head[0]} head did not listen on "
-                    f"{addr}:{port}")
-            log.info("job=%d: %s head listening on %s:%d", jid, lb.launcher, addr, port)
+                    f"{addr}:{listen}")
+            log.info("job=%d: %s head listening on %s:%d", jid, lb.launcher, addr, listen)
         return port, files
 
     def _watch(self, handle: batch.BatchHandle) -> None:
@@ -688,6 +696,10 @@ class Agent:
         self.job_uids[lt.job_id] = lt.uid
         env = dict(lt.environment)
         env.update(self.job_env)
+        if env.get(launchers.RDZV_BACKEND_VAR) == "c10d":
+            # torchrun's c10d rendezvous tells peers where this node's agent is at
+            # (its hostname may not resolve; the registered address does)
+            env.setdefault("PET_LOCAL_ADDR", self.address)
         spec = steps.StepSpec(
             job_id=lt.job_id, step_id=lt.step_id, node=self.mark, argv=tuple(lt.argv), env=env,
             work_dir=lt.work_dir, uid=lt.uid, gid=lt.gid,

@@ -48,8 +48,8 @@ class ActivityWatch:
     def __init__(self) -> None:
         self._seen: dict[int, float] = {}
         self._files: dict[int, tuple[str, ...]] = {}
-        # job -> (step, rank) -> [last seen, its files]
-        self._ranks: dict[int, dict[tuple[int, int], tuple[float, tuple[str, ...]]]] = {}
+        # job -> (step, rank) -> (its start, its last sign of life (0: none yet), its files)
+        self._ranks: dict[int, dict[tuple[int, int], tuple[float, float, tuple[str, ...]]]] = {}
 
     def watch(self, job_id: int, paths) -> None:
         """Count growth of these files (absolute paths; "" ignored) as the job's activity."""
@@ -69,10 +69,9 @@ class ActivityWatch:
                     at: float | None = None) -> None:
         """Follow each of a step's ranks here (rank -> its files), alive at ``at``."""
         t = time.time() if at is None else at
-        self.touch(job_id, t)            # a step starting is a sign of life
         ranks = self._ranks.setdefault(job_id, {})
         for rank, paths in files.items():
-            ranks[(step_id, rank)] = (t, tuple(p for p in paths if p))
+            ranks[(step_id, rank)] = (t, 0.0, tuple(p for p in paths if p))
 
     def touch_rank(self, job_id: int, step_id: int, rank: int, when: float | None = None) -> None:
         t = time.time() if when is None else when
@@ -80,9 +79,9 @@ class ActivityWatch:
         ranks = self._ranks.get(job_id)
         if ranks is None or (step_id, rank) not in ranks:
             return
-        last, paths = ranks[(step_id, rank)]
+        start, last, paths = ranks[(step_id, rank)]
         if t > last:
-            ranks[(step_id, rank)] = (t, paths)
+            ranks[(step_id, rank)] = (start, t, paths)
 
     def forget_rank(self, job_id: int, step_id: int, rank: int) -> None:
         """A rank that exited is not silent."""
@@ -102,12 +101,16 @@ class ActivityWatch:
         out = sorted(self._rank_times(job_id))
         return [(step, rank, last) for last, step, rank in out[:limit]]
 
-    def _rank_times(self, job_id: int) -> list[tuple[float, int, int]]:
+    def _rank_times(self, job_id: int, since_start: bool = True) -> list[tuple[float, int, int]]:
+        """(last sign of life, step, rank) of each rank; ``since_start``: a rank
+        that has shown none counts from its start (its silence is timed from
+        there), else only real signs count (the job's own activity: a step
+        that merely started is no sign that the job lives)."""
         out = []
-        for (step, rank), (last, paths) in self._ranks.get(job_id, {}).items():
+        for (step, rank), (start, last, paths) in self._ranks.get(job_id, {}).items():
             for path in paths:
                 last = max(last, _mtime(path))
-            out.append((last, step, rank))
+            out.append((max(last, start) if since_start else last, step, rank))
         return out
 
     def activity(self, job_ids) -> dict[int, float]:
@@ -117,7 +120,7 @@ class ActivityWatch:
             last = self._seen.get(jid, 0.0)
             for path in self._files.get(jid, ()):
                 last = max(last, _mtime(path))
-            for t, _, _ in self._rank_times(jid):
+            for t, _, _ in self._rank_times(jid, since_start=False):
                 last = max(last, t)
             if last:
                 out[jid] = last

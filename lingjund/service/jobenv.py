@@ -256,6 +256,8 @@ def batch_env(job: JobRecord, cluster: str, controller: str,
             master_addr=master_addr or job.nodes[0], nnodes=len(job.nodes), node_rank=0,
             nproc_per_node=tasks[0], world_size=sum(tasks), rank=0, local_rank=0,
             local_world_size=tasks[0])))
+        if launchers.elastic(job.spec.launcher, job.spec.min_nodes, job.spec.max_nodes):
+            env.update(launchers.rendezvous_environment(job.job_id, job.restarts, "batch"))
     return env
 
 
@@ -335,6 +337,9 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
                 nproc_per_node=job.tasks_per_node[job_index] if job.tasks_per_node else 1,
                 world_size=ntasks, rank=first, local_rank=0,
                 local_world_size=tasks_per_node[i])))
+            if base_env.get(launchers.RDZV_BACKEND_VAR) == "c10d":
+                env.update(launchers.rendezvous_environment(job.job_id, job.restarts,
+                                                            str(step_id)))
         out[node] = env
     return out
 
