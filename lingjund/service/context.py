@@ -37,6 +37,9 @@ class Controller:
     ranks: dict = field(default_factory=dict)
     # suspect node -> when its extended check was sent (service/quarantine.py)
     checks: dict = field(default_factory=dict)
+    # job_id -> (node, rank, signal) of its run's first task to die by a sick
+    # machine's signal (service/quarantine.py)
+    first_deaths: dict = field(default_factory=dict)
     # when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0

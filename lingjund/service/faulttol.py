@@ -61,7 +61,7 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.lifecycle import NODE_LOST
-from lingjund.service import batch, errors, restarts, timers
+from lingjund.service import batch, errors, quarantine, restarts, timers
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -162,6 +162,7 @@ def after_starts(ctl: Controller, started: list[JobRecord]) -> None:
     for j in started:
         ctl.activity.pop(j.job_id, None)
         ctl.ranks.pop(j.job_id, None)
+        quarantine.forget_run(ctl, j.job_id)
     if not again:
         return
     now = ctl.clock()

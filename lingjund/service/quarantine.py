@@ -2,8 +2,11 @@
 an extended check clears it.
 
 Who is implicated: the node of a straggler (a rank silent past --hang-timeout
-while the others wrote; ``lifecycle.hangs``), the node whose task died first,
-by a signal, in a run that then failed (``suspect_first_signal``).
+while the others wrote; ``lifecycle.hangs``), and the node whose task died
+first, by a signal a sick machine sends (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+SIGABRT; not SIGTERM, SIGINT or SIGKILL, which people and the OOM killer
+send), in a run that then failed (``note_task_exit``, ``run_failed``). A bug
+in the program is implicated too; its node passes the check and returns.
 
     implicated ──► DRAIN "suspect: job 7 rank 2 silent for 6 s"  (by probe)
                      │  once no job holds the node: the extended check
@@ -31,6 +34,7 @@ NCCL/InfiniBand bandwidth would join the TCP test where GPUs and RDMA exist
 from __future__ import annotations
 
 import logging
+import signal as signals
 
 from lingjun import slurm
 from lingjun.v1 import agent_pb2
@@ -46,6 +50,41 @@ EV_CHECK_PASSED = "resume"       # health.RESUME: a probe's return to service
 EV_CHECK_FAILED = "suspect_check_failed"
 PROBE_USER = "root"
 CHECK_RESEND_S = 60.0            # a check unanswered this long is sent again
+
+
+# what a task dying of a sick machine's fault (bad memory, a failing GPU) gets
+SICK_SIGNALS = frozenset(int(s) for s in (signals.SIGSEGV, signals.SIGBUS, signals.SIGILL,
+                                          signals.SIGFPE, signals.SIGABRT))
+
+
+def note_task_exit(ctl: Controller, node: str, msg: agent_pb2.AgentTaskExit) -> None:
+    """Keep the first task of a running job (nothing stopping it) that died by
+    a sick machine's signal: its node is implicated if the run then fails."""
+    if msg.signal not in SICK_SIGNALS or msg.job_id in ctl.first_deaths:
+        return
+    job = ctl.store.job(msg.job_id)
+    if job is None or job.state != slurm.RUNNING or job.kill_reason or node not in job.nodes:
+        return
+    ctl.first_deaths[msg.job_id] = (node, msg.rank, msg.signal)
+
+
+def run_failed(ctl: Controller, st, job_id: int, now: float) -> tuple[str, ...]:
+    """The job's run failed (in the caller's transaction): the node of its first
+    task to die by a sick machine's signal, if any, is suspect; returns it."""
+    death = ctl.first_deaths.pop(job_id, None)
+    if death is None:
+        return ()
+    node, rank, sig = death
+    try:
+        name = signals.Signals(sig).name
+    except ValueError:
+        name = str(sig)
+    suspect(ctl, st, node, f"job {job_id} rank {rank} died first, by {name}", job_id, now)
+    return (node,)
+
+
+def forget_run(ctl: Controller, job_id: int) -> None:
+    ctl.first_deaths.pop(job_id, None)
 
 
 def is_suspect(rec: NodeRecord | None) -> bool:

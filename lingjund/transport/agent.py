@@ -176,6 +176,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                         steps.task_output(ctl, conn.node, msg.task_output)
                     elif kind == "task_exit":
                         steps.task_exit(ctl, conn.node, msg.task_exit)
+                        quarantine.note_task_exit(ctl, conn.node, msg.task_exit)
                     elif kind == "job_cleaned":
                         batch.job_cleaned(ctl, conn.node, msg.job_cleaned)
                     elif kind == "net_status":

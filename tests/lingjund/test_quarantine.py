@@ -137,3 +137,25 @@ def release(ctl, jid: int) -> None:
     finished(ctl, job.batch_host, jid, sig=15)
     for n in job.nodes:
         batch.job_cleaned(ctl, n, agent_pb2.JobCleaned(job_id=jid))
+
+
+def test_the_node_whose_task_died_first_by_a_sick_machines_signal_is_suspect_when_the_run_fails(ctl):
+    connect(ctl, "node1", "node2", "node3")
+    three = ("node1", "node2", "node3")
+    jid = run_job(ctl, nodes=three, max_restarts=1)
+    exit_ = lambda node, rank, sig: quarantine.note_task_exit(ctl, node, agent_pb2.AgentTaskExit(
+        job_id=jid, step_id=0, rank=rank, signal=sig))
+    exit_("node3", 2, 15)       # SIGTERM: a person's or the program's own doing
+    exit_("node2", 1, 7)        # SIGBUS, first
+    exit_("node1", 0, 11)       # SIGSEGV, later
+    finished(ctl, "node1", jid, exit_code=1)
+    rec = ctl.store.node("node2")
+    assert rec.drain and rec.reason == f"suspect: job {jid} rank 1 died first, by SIGBUS", rec.reason
+    assert not ctl.store.node("node1").drain and not ctl.store.node("node3").drain
+    job = ctl.store.job(jid)
+    assert (job.state, job.spec.failed_nodes) == ("PENDING", "node2"), "its restart avoids node2"
+
+    ok = run_job(ctl, nodes=("node1", "node3"))
+    quarantine.note_task_exit(ctl, "node3", agent_pb2.AgentTaskExit(job_id=ok, rank=1, signal=11))
+    finished(ctl, "node1", ok, exit_code=0)
+    assert not ctl.store.node("node3").drain, "a run that completed implicates nobody"
