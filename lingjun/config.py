@@ -425,7 +425,7 @@ class FaulttolConfig:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).
 FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120)
-SANITY_PROBES = ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic")
+SANITY_PROBES = ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic", "kernel_xid")
 
 
 @dataclass(frozen=True)
@@ -456,6 +456,9 @@ class SanityConfig:
     stray_user_min_uid: int = 0        # >0: processes of such users with no job here fail
     gpu_max_temp_c: int = 90
     gpu_fatal_xids: tuple[int, ...] = FATAL_XIDS
+    # kernel messages read for the NVIDIA driver's "NVRM: Xid" lines (kernel_xid probe;
+    # its failure makes the node a suspect: lingjund/service/quarantine.py); "" = none
+    kernel_log: str = "/dev/kmsg"
     gpu_ecc_max: int = 0               # volatile uncorrected ECC errors tolerated
     gpu_require_persistence: bool = True
     rdma_devices: tuple[str, ...] = ()  # must be present; () = check those present, if any

@@ -7,6 +7,8 @@ first, by a signal a sick machine sends (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
 SIGABRT; not SIGTERM, SIGINT or SIGKILL, which people and the OOM killer
 send), in a run that then failed (``note_task_exit``, ``run_failed``). A bug
 in the program is implicated too; its node passes the check and returns.
+And a node whose ``kernel_xid`` probe saw the NVIDIA driver's fatal "NVRM:
+Xid" line in its kernel log (``SUSPECT_PROBES``; health.record).
 
     implicated ──► DRAIN "suspect: job 7 rank 2 silent for 6 s"  (by probe)
                      │  once no job holds the node: the extended check
@@ -51,6 +53,10 @@ EV_CHECK_FAILED = "suspect_check_failed"
 PROBE_USER = "root"
 CHECK_RESEND_S = 60.0            # a check unanswered this long is sent again
 
+
+# probes whose failure makes a node a suspect rather than a plain probe drain:
+# what they saw happened once (an XID in the kernel log) and passes at the next look
+SUSPECT_PROBES = frozenset({"kernel_xid"})
 
 # what a task dying of a sick machine's fault (bad memory, a failing GPU) gets
 SICK_SIGNALS = frozenset(int(s) for s in (signals.SIGSEGV, signals.SIGBUS, signals.SIGILL,

@@ -159,3 +159,15 @@ def test_the_node_whose_task_died_first_by_a_sick_machines_signal_is_suspect_whe
     quarantine.note_task_exit(ctl, "node3", agent_pb2.AgentTaskExit(job_id=ok, rank=1, signal=11))
     finished(ctl, "node1", ok, exit_code=0)
     assert not ctl.store.node("node3").drain, "a run that completed implicates nobody"
+
+
+def test_a_fatal_xid_in_the_kernel_log_makes_the_node_a_suspect_not_a_plain_probe_drain(ctl):
+    bad = api_pb2.SanityResult(name="kernel_xid", severity="drain", ok=False,
+                               reason="NVRM: Xid 79 (PCI:0000:3b:00)")
+    assert health.record(ctl, "node2", "periodic", [bad])
+    rec = ctl.store.node("node2")
+    assert rec.drain and rec.reason == "suspect: kernel_xid: NVRM: Xid 79 (PCI:0000:3b:00)"
+    # the next pass sees no new XID: the node stays drained until its extended check
+    health.record(ctl, "node2", "periodic", [api_pb2.SanityResult(
+        name="kernel_xid", severity="drain", ok=True)])
+    assert ctl.store.node("node2").drain
