@@ -11,7 +11,8 @@ holding a DOWN node, as a whole gang (no half-gang keeps running):
       batch host lost:           the run ends here and now, NODE_FAIL; the
                                  survivors are told to stop and clean up
     then: restartable (restarts.py) -> PENDING, same id and priority,
-          Restarts+1, BeginTime = now + backoff, on any nodes but DOWN ones
+          Restarts+1, BeginTime = now + backoff (none with --requeue=expedite),
+          on any nodes but the lost ones (its spec's failed_nodes)
           otherwise                 -> NODE_FAIL, reason NodeDown
 
 The failed node is excluded for as long as it is DOWN, because the scheduler
@@ -45,6 +46,23 @@ mtime of ``LINGJUN_HEARTBEAT_FILE``; ``lingjun_agent/launcher/watch.py``) in
 its heartbeats. ``check_hangs`` stops a job silent on every node for longer
 than its timeout (kill_reason HANG); the run then ends FAILED and restarts
 per the restart policy.
+
+Stragglers. Each heartbeat also carries, per job, the few srun tasks on
+that node silent the longest (each rank's relayed output, its output
+files, and ``$LINGJUN_HEARTBEAT_DIR/rank.N``, which ``lingjun.heartbeat`` or
+the trainer touches), counted from the task's start: a few entries per job
+and node, whatever the job's size. ``note_activity`` keeps each node's
+latest report. A rank silent past the timeout while the job as a whole
+lives is a straggler (``lifecycle.hangs``): the job is stopped as hung, its
+history says "rank 37 on node12 silent for 300 s; others active", and the
+rank's node is quarantined (``quarantine.py``) and avoided by the restart.
+
+Worked example: job 7, 4 nodes, --hang-timeout 5 s, one task each. At
+t=1007 node3 reports rank 2 last seen at 1001, the others report ranks seen
+at 1007: rank 2 is past 1001 + 5, the job lives (1007), so job 7 stops with
+"rank 2 on node3 silent for 6 s; others active (--hang-timeout 5 s)",
+node3 drains "suspect: job 7 rank 2 silent for 6 s", and the next run
+avoids node3.
 
 Checkpoints. Every batch job sees ``LINGJUN_CHECKPOINT_DIR``, the same
 directory for every run of the job (``[faulttol] checkpoint_root``/<job id>,
