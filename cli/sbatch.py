@@ -516,6 +516,8 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
         if var in env:
             opt = by_name[name]
             value = env[var] if opt.arg != NO else None
+            if name == "requeue" and (value or "").lower() != "expedite":
+                value = None            # SBATCH_REQUEUE=1 (any set value) is a plain --requeue
             env_opts.append((opt.key, value or None if opt.arg == OPTIONAL else value, var))
     script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
 
