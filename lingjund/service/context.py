@@ -35,6 +35,9 @@ class Controller:
     # job_id -> node -> that node's latest report of the job's quietest ranks
     # (lifecycle.RankSeen tuples; straggler detection)
     ranks: dict = field(default_factory=dict)
+    # node -> the jobs its last heartbeat named quiet ranks of (so a report costs
+    # what it carries, not the number of jobs)
+    rank_reports: dict = field(default_factory=dict)
     # suspect node -> when its extended check was sent (service/quarantine.py)
     checks: dict = field(default_factory=dict)
     # job_id -> (node, rank, signal) of its run's first task to die by a sick

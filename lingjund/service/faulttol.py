@@ -140,20 +140,22 @@ def note_activity(ctl: Controller, node: str, hb: agent_pb2.Heartbeat) -> None:
     """Keep the newest sign of life per job over all of its nodes, and each
     node's latest report of the job's quietest ranks (not persisted: after a
     controller restart every job counts as alive at its first pass)."""
-    reported = set()
+    with_ranks = set()
     for a in hb.activity:
-        reported.add(a.job_id)
         if a.last_activity > ctl.activity.get(a.job_id, 0.0):
             ctl.activity[a.job_id] = a.last_activity
         if a.quiet_ranks:
+            with_ranks.add(a.job_id)
             ctl.ranks.setdefault(a.job_id, {})[node] = tuple(
                 lifecycle.RankSeen(node, r.step_id, r.rank, r.last_activity)
                 for r in a.quiet_ranks)
-        elif a.job_id in ctl.ranks:
-            ctl.ranks[a.job_id].pop(node, None)
-    for jid in [j for j, by_node in ctl.ranks.items() if node in by_node and j not in reported]:
-        ctl.ranks[jid].pop(node, None)
-
+    # the node's earlier report named ranks of jobs it no longer does: they ended here
+    for jid in ctl.rank_reports.get(node, set()) - with_ranks:
+        ctl.ranks.get(jid, {}).pop(node, None)
+    if with_ranks:
+        ctl.rank_reports[node] = with_ranks
+    else:
+        ctl.rank_reports.pop(node, None)
 
 
 def check_hangs(ctl: Controller) -> None:

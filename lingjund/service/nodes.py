@@ -227,7 +227,7 @@ def heartbeat(ctl: Controller, conn: Connection, hb: agent_pb2.Heartbeat) -> boo
     now = ctl.clock()
     conn.last_heartbeat = now
     ctl.live[conn.node] = (hb.free_memory_mb, hb.cpu_load)
-    if hb.activity or ctl.ranks:
+    if hb.activity or conn.node in ctl.rank_reports:
         faulttol.note_activity(ctl, conn.node, hb)
     if now - conn.echoed_at < conn.echo_after_s:
         return False

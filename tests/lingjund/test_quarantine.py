@@ -171,3 +171,16 @@ def test_a_fatal_xid_in_the_kernel_log_makes_the_node_a_suspect_not_a_plain_prob
     health.record(ctl, "node2", "periodic", [api_pb2.SanityResult(
         name="kernel_xid", severity="drain", ok=True)])
     assert ctl.store.node("node2").drain
+
+
+def test_a_rank_its_node_no_longer_reports_is_not_judged(ctl):
+    conns = connect(ctl, "node1", "node2")
+    jid = run_job(ctl, nodes=("node1", "node2"), hang_timeout_s=5, max_restarts=1)
+    ctl.clock.now = 1002.0
+    beat(ctl, conns["node2"], jid, 1001.0, [(1, 1001.0)])
+    ctl.clock.now = 1003.0
+    nodes.heartbeat(ctl, conns["node2"], agent_pb2.Heartbeat())   # rank 1 exited: nothing to say
+    ctl.clock.now = 1010.0
+    beat(ctl, conns["node1"], jid, 1010.0, [(0, 1010.0)])
+    faulttol.check_hangs(ctl)
+    assert ctl.store.job(jid).kill_reason == "", "rank 1 ended; rank 0 writes on"
