@@ -98,6 +98,7 @@ lldpctl = "{args.lldpctl}"
 name = "{args.partition_name}"
 nodes = "ALL"
 default = true
+spare_nodes = {args.spare_nodes}
 
 {_auth_text(args, state)}"""
 
@@ -195,22 +196,28 @@ def _sanity_text(args) -> str:
     """A [sanity] table from --sanity KEY=VALUE (VALUE in TOML, or a bare
     string); "" when there is nothing to say. The local cluster's GPUs are
     declared, not real: with --gpus the gpu probe is off unless asked for."""
-    import tomllib
-    items: dict[str, str] = {}
-    for item in args.sanity or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--sanity {item!r}: want KEY=VALUE")
-        try:
-            tomllib.loads(f"v = {value}")
-        except tomllib.TOMLDecodeError:
-            value = json.dumps(value)           # a bare word or path: a TOML string
-        items[key.strip()] = value
+    items = _table_items(args.sanity, "--sanity")
     if args.gpus and "disabled" not in items:
         items["disabled"] = '["gpu"]'
     if not items:
         return ""
     return "[sanity]\n" + "".join(f"{k} = {v}\n" for k, v in items.items())
+
+
+def _table_items(given, flag: str) -> dict[str, str]:
+    """KEY=VALUE items (VALUE in TOML, or a bare string) as TOML lines' parts."""
+    import tomllib
+    items: dict[str, str] = {}
+    for item in given or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: want KEY=VALUE")
+        try:
+            tomllib.loads(f"v = {value}")
+        except tomllib.TOMLDecodeError:
+            value = json.dumps(value)           # a bare word or path: a TOML string
+        items[key.strip()] = value
+    return items
 
 
 def _alive(entry: dict) -> psutil.Process | None:
@@ -287,6 +294,7 @@ def cmd_up(args) -> int:
         faulttol = [] if "[faulttol]" in extra else [f'checkpoint_root = "{state / "checkpoints"}"']
         if args.restart_backoff is not None:
             faulttol.append(f"restart_backoff_s = {args.restart_backoff}")
+        faulttol += [f"{k} = {v}" for k, v in _table_items(args.faulttol, "--faulttol").items()]
         if faulttol:
             text += "\n[faulttol]\n" + "\n".join(faulttol) + "\n"
         if extra:
@@ -553,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--port", type=int, default=0, help="controller port (default 6917, or a free one)")
     up.add_argument("--cluster-name", default="local")
     up.add_argument("--partition-name", default="debug", help="the one partition, holding every node")
+    up.add_argument("--spare-nodes", type=int, default=0, metavar="N",
+                    help="nodes the partition holds back for expedited restarts (spare_nodes)")
     up.add_argument("--kill-wait", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
     up.add_argument("--heartbeat-timeout", type=float, default=30.0,
                     help="seconds of agent silence before a node is DOWN (Slurm's SlurmdTimeout)")
@@ -584,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
 
     up.add_argument("--restart-backoff", type=float, metavar="S",
                     help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")
+    up.add_argument("--faulttol", action="append", metavar="KEY=VALUE",
+                    help="a [faulttol] setting, e.g. suspect_window_s=600; repeatable")
     ev = sub.add_parser("events", help="what happened to a job and why (node lost, restarts, hangs)")
     ev.add_argument("job")
 

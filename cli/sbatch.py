@@ -72,7 +72,7 @@ OPTIONS = [
     _S("partition"),
     _S("qos"),
     _S("quiet"),
-    _O("requeue", ("requeue",), "", NO),
+    _O("requeue", ("requeue",), "", OPTIONAL),
     _O("test-only", ("test-only",), "", NO),
     _S("time"),
     _O("usage", ("usage",), "u", NO),
@@ -201,7 +201,8 @@ Parallel run options:
   -p, --partition=partition   partition requested
   -q, --qos=qos               quality of service
   -Q, --quiet                 quiet mode (suppress informational messages)
-      --requeue, --no-requeue permit (or not) the job to be requeued
+      --requeue[=expedite], --no-requeue permit (or not) the job to be requeued
+                              (expedite: at once, first in line, on spare nodes)
       --max-restarts=N        run again after a failure, a lost node or a hang,
                               at most N times (Lingjun)
       --hang-timeout=time     restart the job when it writes no output for this
@@ -520,6 +521,8 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
         if var in env:
             opt = by_name[name]
             value = env[var] if opt.arg != NO else None
+            if name == "requeue" and (value or "").lower() != "expedite":
+                value = None            # SBATCH_REQUEUE=1 (any set value) is a plain --requeue
             env_opts.append((opt.key, value or None if opt.arg == OPTIONAL else value, var))
     script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
 
@@ -613,6 +616,10 @@ def _apply(parsed: Parsed, spec: messages.JobSpec, key: str, value: str | None, 
         spec.requeue = False
     elif key == "requeue":
         spec.requeue = True
+        if value not in (None, ""):
+            if value.lower() != "expedite":        # Slurm 25.11's one mode
+                raise _err(f"Invalid --requeue specification: {value}")
+            spec.requeue_expedite = True
     elif key == "open-mode":
         v = value.lower()
         if v in ("a", "append"):

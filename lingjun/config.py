@@ -224,6 +224,9 @@ class PartitionConfig:
     # GraceTime, seconds between the victim's signal and its end.
     preempt_mode: str = ""
     grace_time_s: Seconds = 0.0
+    # Nodes held back for expedited restarts (--requeue=expedite): the last
+    # ones of the partition that can take work (sched/spares.py)
+    spare_nodes: Count = 0
 
 
 @dataclass(frozen=True)
@@ -491,11 +494,20 @@ class FaulttolConfig:
     # shared path of LINGJUN_CHECKPOINT_DIR; "" = <state_dir>/checkpoints, which only root's
     # jobs can enter (the state dir is 0700): set it on any cluster with other users
     checkpoint_root: str = ""
+    # Quarantine (lingjund/service/quarantine.py): a node implicated in a failed or
+    # hung run is drained "suspect: ..." until its extended check passes; suspect
+    # again within this window, it stays drained for a person
+    suspect_window_s: Seconds = 86400.0
+    suspect_check_bytes: Bytes = 16 << 20      # TCP bytes each way with each peer
+    suspect_check_peers: Annotated[int, Meta(ge=1)] = 2   # healthy peers it tests with
+    # Mbit/s a suspect must reach with every peer (TCP over the agents' network;
+    # set it near what the fabric gives)
+    suspect_check_min_mbps: Annotated[float, Meta(ge=0)] = 100.0
 # XIDs that mean the GPU needs attention (Azure HPC health checks' list:
 # 48 DBE, 63/64 page retirement / row remap, 74 NVLink, 79 fell off the bus, 92 high
 # SBE, 94/95 contained/uncontained ECC, 119/120 GSP).
 FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120)
-SANITY_PROBES = ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic")
+SANITY_PROBES = ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic", "kernel_xid")
 
 
 @dataclass(frozen=True)
@@ -526,6 +538,9 @@ class SanityConfig:
     stray_user_min_uid: int = 0        # >0: processes of such users with no job here fail
     gpu_max_temp_c: int = 90
     gpu_fatal_xids: tuple[int, ...] = FATAL_XIDS
+    # kernel messages read for the NVIDIA driver's "NVRM: Xid" lines (kernel_xid probe;
+    # its failure makes the node a suspect: lingjund/service/quarantine.py); "" = none
+    kernel_log: str = "/dev/kmsg"
     gpu_ecc_max: int = 0               # volatile uncorrected ECC errors tolerated
     gpu_require_persistence: bool = True
     rdma_devices: tuple[str, ...] = ()  # must be present; () = check those present, if any

@@ -21,6 +21,23 @@ Who fills what, and why there:
 srun inside the job inherits LINGJUN_LAUNCHER, MASTER_ADDR, MASTER_PORT and
 the host file paths through its environment, as it inherits every variable.
 
+Elastic torchrun (``--launcher=torchrun`` with ``-N min-max``): torchrun's
+c10d rendezvous instead of its static one, at an endpoint the first node's
+agent hosts (a TCPStore run as the job's service step, on a port of its
+own; MASTER_PORT stays free for env:// programs), so no node of the job
+has to host it and torchrun forms the world of whatever nodes a run has:
+
+    controller (jobenv)   PET_RDZV_BACKEND=c10d, PET_RDZV_CONF (is_host=false:
+                          torchrun never hosts it; a short last call), and per
+                          step PET_RDZV_ID=<job>.<restart>.<step> (one
+                          rendezvous per torchrun launch: a finished one is
+                          closed); PET_NNODES the run's node count
+    agent of the first    a free port, PET_RDZV_ENDPOINT=<addr>:<port>, and the
+    node (batch launch)   store listening there before the script starts
+
+torchrun then numbers nodes in the order they join (its GROUP_RANK), not by
+SLURM_NODEID; fixed-size jobs keep the static rendezvous, where they agree.
+
 For ``sbatch -N2 --ntasks-per-node=2 --launcher=torchrun`` on node[1-2],
 ``srun python train.py`` gives the task with SLURM_PROCID=3 RANK=3
 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 NODE_RANK=1 NNODES=2
@@ -164,6 +181,34 @@ def port_environment(name: str, addr: str, port: int) -> dict[str, str]:
 def host_files(name: str, slots: Slots) -> dict[str, tuple[str, str]]:
     """env var -> (file name, contents) of the launcher's host files."""
     return {var: (fname, render(slots)) for var, (fname, render) in get(name).files.items()}
+
+
+# The c10d rendezvous store of an elastic torchrun job: plain torch, no Lingjun
+# import (it runs under the job's python, which has torch; the agent's may not).
+RDZV_STORE = (
+    "import sys, time\n"
+    "from torch.distributed import TCPStore\n"
+    "store = TCPStore(sys.argv[1], int(sys.argv[2]), is_master=True, wait_for_workers=False)\n"
+    "while True:\n"
+    "    time.sleep(3600)\n")
+RDZV_BACKEND_VAR = "PET_RDZV_BACKEND"
+RDZV_ENDPOINT_VAR = "PET_RDZV_ENDPOINT"
+
+
+def elastic(name: str, min_nodes: int, max_nodes: int) -> bool:
+    """Whether a job runs launcher ``name`` elastically (torchrun's c10d rendezvous)."""
+    return name == "torchrun" and max_nodes > max(min_nodes, 1)
+
+
+def rendezvous_environment(job_id: int, restarts: int, step: str) -> dict[str, str]:
+    """What the controller sets for an elastic torchrun: backend, run id, config."""
+    return {RDZV_BACKEND_VAR: "c10d", "PET_RDZV_ID": f"{job_id}.{restarts}.{step}",
+            "PET_RDZV_CONF": "is_host=false,last_call_timeout=2"}
+
+
+def rendezvous_argv(python: str, addr: str, port: int) -> list[str]:
+    """The agent-hosted c10d store, listening on addr:port."""
+    return [python, "-c", RDZV_STORE, addr, str(port)]
 
 
 def head_argv(name: str, addr: str, port: int, cpus: int) -> list[str]:

@@ -68,6 +68,7 @@ from lingjun_agent.launcher.stepd import start_ticks
 from lingjun_agent.network.agent import NetworkOwner
 from lingjun_agent.sanity import probes as sanity_probes
 from lingjun_agent.sanity import reach
+from lingjun_agent.sanity.checks import PERIODIC, SUSPECT
 from lingjun_agent.sanity.runner import SanityRunner, to_pb
 
 log = logging.getLogger("lingjun_agent")
@@ -184,6 +185,7 @@ class Agent:
         from lingjun.config import SanityConfig
         self.clock_offset: float | None = None
         self.reach = reach.Listener(node)
+        self.address = "127.0.0.1"       # as registered (inventory); set at each session
         self.job_uids: dict[int, int] = {}
         # GPU usage of running batch jobs through NVML (sacct gres/gpuutil, gres/gpumem)
         self.job_gpus: dict[int, tuple[int, ...]] = {}
@@ -298,6 +300,7 @@ class Agent:
             self._log_gpus(found)
             leaf = await asyncio.to_thread(lldp.discover, self.lldpctl)
             inv = inventory.collect(*self.inv_args, found=found, leaf_switch=leaf)
+            self.address = inv.address or "127.0.0.1"
             if self.sanity.cfg.enabled and self.sanity.cfg.reachability:
                 if self.reach.server is None:
                     await self.reach.start(inv.address or "127.0.0.1")
@@ -398,8 +401,11 @@ class Agent:
             self.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
                 seq=seq, sent_at=time.time(), free_memory_mb=free, cpu_load=load,
                 running_job_ids=running,
-                activity=[agent_pb2.JobActivity(job_id=j, last_activity=t)
-                          for j, t in sorted(seen.items())])))
+                activity=[agent_pb2.JobActivity(
+                    job_id=j, last_activity=t,
+                    quiet_ranks=[agent_pb2.RankActivity(step_id=s, rank=r, last_activity=last)
+                                 for s, r, last in self.activity.quiet_ranks(j)])
+                    for j, t in sorted(seen.items())])))
 
     def _watch_recovered(self, h: batch.BatchHandle) -> None:
         """After an agent restart: watch a recovered script's files again."""
@@ -454,7 +460,22 @@ class Agent:
             self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
                 phase="periodic", results=[to_pb(r) for r in results])))
 
+    async def _extended_check(self, req: agent_pb2.SanityPrologRequest) -> None:
+        """A suspect node's check: the periodic probes and TCP bandwidth with
+        healthy peers (lingjun_agent/sanity/reach.py)."""
+        timeout = max(self.sanity.cfg.reach_timeout_s, 10.0)
+        results, bw = await asyncio.gather(
+            self.sanity.run(PERIODIC),
+            reach.bandwidth(self.node, req.peers, req.bandwidth_bytes or (16 << 20),
+                            req.min_bandwidth_mbps, timeout))
+        results = [dataclasses.replace(r, phase=SUSPECT) for r in results] + [bw]
+        self.send(agent_pb2.AgentMessage(sanity_report=agent_pb2.SanityReport(
+            phase=SUSPECT, results=[to_pb(r) for r in results])))
+
     async def _prolog(self, req: agent_pb2.SanityPrologRequest) -> None:
+        if req.extended:
+            await self._extended_check(req)
+            return
         unreachable: list[str] = []
         if req.peers:
             (results, (tcp, unreachable)) = await asyncio.gather(
@@ -635,6 +656,12 @@ class Agent:
         addr = env.get("MASTER_ADDR", "127.0.0.1")
         cpus = int(env.get("SLURM_CPUS_ON_NODE", "1") or 1)
         head = launchers.head_argv(lb.launcher, addr, port, cpus)
+        listen = port
+        if env.get(launchers.RDZV_BACKEND_VAR) == "c10d" and not head:
+            # an elastic torchrun: this agent hosts its rendezvous (launchers.py)
+            listen = distributed.free_port()
+            env[launchers.RDZV_ENDPOINT_VAR] = f"{addr}:{listen}"
+            head = launchers.rendezvous_argv(distributed.job_python(env), addr, listen)
         if head:
             key = (jid, launchers.SERVICE_STEP_ID)
             self._launch_tasks(agent_pb2.LaunchTasks(
@@ -643,15 +670,15 @@ class Agent:
                 uid=lb.uid, gid=lb.gid, share=lb.share if lb.HasField("share") else None))
             await asyncio.gather(*[t for t in self.step_starts])
             up = await distributed.wait_listening(
-                addr, port, launchers.HEAD_START_TIMEOUT_S,
+                addr, listen, launchers.HEAD_START_TIMEOUT_S,
                 alive=lambda: key in self.steps and self.steps[key].running())
             if not up:
                 if key in self.steps:
                     self.steps[key].kill()
                 raise batch.LaunchError(
                     f"job {jid}: launcher {lb.launcher}: {head[0]} head did not listen on "
-                    f"{addr}:{port}")
-            log.info("job=%d: %s head listening on %s:%d", jid, lb.launcher, addr, port)
+                    f"{addr}:{listen}")
+            log.info("job=%d: %s head listening on %s:%d", jid, lb.launcher, addr, listen)
         return port, files
 
     def _watch(self, handle: batch.BatchHandle) -> None:
@@ -690,6 +717,10 @@ class Agent:
         self.job_uids[lt.job_id] = lt.uid
         env = dict(lt.environment)
         env.update(self.job_env)
+        if env.get(launchers.RDZV_BACKEND_VAR) == "c10d":
+            # torchrun's c10d rendezvous tells peers where this node's agent is at
+            # (its hostname may not resolve; the registered address does)
+            env.setdefault("PET_LOCAL_ADDR", self.address)
         spec = steps.StepSpec(
             job_id=lt.job_id, step_id=lt.step_id, node=self.mark, argv=tuple(lt.argv), env=env,
             work_dir=lt.work_dir, uid=lt.uid, gid=lt.gid,
@@ -728,6 +759,10 @@ class Agent:
         finally:
             self.starting_steps.discard((jid, sid))
         self.steps[handle.key] = handle
+        if sid != launchers.SERVICE_STEP_ID:
+            self.activity.watch_ranks(jid, sid, {
+                t.rank: watch.rank_paths({**spec.env, **t.env}, spec.work_dir, t.rank,
+                                         t.stdout_path, t.stderr_path) for t in spec.tasks})
         if handle.key in self.kill_when_started or jid in self.terminating:
             # Ended while it was starting (srun gone, job cancelled): a scan for
             # the job's processes then found none of these tasks yet.
@@ -744,14 +779,16 @@ class Agent:
             for key, h in list(self.steps.items()):
                 chunks, exits = h.read()
                 for rank, stream, offset, data in chunks:
-                    self.activity.touch(h.job_id)
+                    self.activity.touch_rank(h.job_id, h.step_id, rank)
                     self.send(agent_pb2.AgentMessage(task_output=agent_pb2.AgentTaskOutput(
                         job_id=h.job_id, step_id=h.step_id, rank=rank, stream=stream,
                         data=data, offset=offset)))
                 gpu = self.gpu_usage.peek(key) if key in self.step_gpus else None
                 for rank, res in exits:
+                    self.activity.forget_rank(h.job_id, h.step_id, rank)
                     self.send(self._exit_msg(h.job_id, h.step_id, rank, res, gpu))
                 if h.done():
+                    self.activity.forget_step(h.job_id, h.step_id)
                     if self.step_gpus.pop(key, None) is not None:
                         self.gpu_usage.take(key)
                     steps.reap(h)

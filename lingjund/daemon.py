@@ -35,7 +35,7 @@ from lingjun.httpdoor import HttpDoor
 from lingjun.sdnotify import notify
 from lingjund import statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
-                              scheduling, steps, timers, webhooks)
+                              quarantine, scheduling, steps, timers, webhooks)
 from lingjund.service import associations
 from lingjund.metrics import ControllerMetrics, RpcTimer
 from lingjund.service.context import Controller
@@ -113,6 +113,7 @@ async def scheduler_loop(ctl: Controller, on_pass: Callable[[float], None] | Non
             nodes.check_heartbeats(ctl)
             faulttol.handle_lost_nodes(ctl)
             faulttol.check_hangs(ctl)
+            quarantine.check_suspects(ctl)
             health.check_prologs(ctl)
             allocations.sweep_orphans(ctl, started_at)
             steps.sweep_unfollowed(ctl, started_at)

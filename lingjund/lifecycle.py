@@ -16,6 +16,8 @@ one transaction, and only then sends what the agents must hear.
     --deadline, pending   deadline - time limit                      Expire
     preemption grace      preempt_time + partition GraceTime         Stop(PREEMPTED)
     hang                  after last sign of life + --hang-timeout   Stop(HANG)
+    straggler             a rank's last sign + --hang-timeout,        Stop(HANG, suspects)
+                          while the job as a whole lives
     heartbeat, stream     after last heartbeat + heartbeat timeout   CloseStream
     heartbeat, node       after max(last seen, controller start)     NodeDown
                           + heartbeat timeout
@@ -130,6 +132,7 @@ NODE_LOST = slurm.NODE_FAIL    # stopped because a node of the run was lost
 REQUEUE = "REQUEUE"            # scontrol requeue of a running job: stopped, then pending again
 REQUEUE_HOLD = "REQUEUE_HOLD"
 NOT_RESPONDING = "Not responding"   # Slurm's reason for a node past SlurmdTimeout
+SUSPECT = "suspect: "           # a quarantined node's drain reason (service/quarantine.py)
 DEFAULT_MAX_RESTARTS = 5       # Slurm's MAX_BATCH_REQUEUE, for requeueable jobs
 
 
@@ -140,6 +143,16 @@ class Prolog:
     job_id: int
     started: float
     waiting: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RankSeen:
+    """One srun task's last sign of life, as its node reported it (among the
+    node's longest silent ranks of the job)."""
+    node: str
+    step_id: int
+    rank: int
+    last: float
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,7 @@ class View:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     streams: Mapping[str, float] = field(default_factory=dict)   # open stream -> last heartbeat
     activity: Mapping[int, float] = field(default_factory=dict)  # job -> newest sign of life
+    ranks: Mapping[int, tuple[RankSeen, ...]] = field(default_factory=dict)  # job -> quiet ranks
     prologs: tuple[Prolog, ...] = ()
     orphans: tuple[JobRecord, ...] = ()           # srun/salloc jobs no client holds
     next_begin: float | None = None               # the next pending job's begin time
@@ -179,6 +193,8 @@ class Stop:
     why: str
     exit_signal: int = 0
     event: str = ""        # a line for the job's history, when it deserves one
+    # the nodes the stop implicates (a straggler's), each with why: quarantined
+    suspects: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -318,6 +334,46 @@ def hang_after(job: JobRecord, activity: Mapping[int, float]) -> float | None:
     return last_sign_of_life(job, activity) + timeout
 
 
+def stragglers(job: JobRecord, ranks: Mapping[int, tuple[RankSeen, ...]],
+               now: float) -> list[RankSeen]:
+    """The ranks of a job with --hang-timeout silent past it at ``now``
+    (strictly), longest silent first."""
+    after = rank_hang_after(job, ranks)
+    if after is None or not now > after:
+        return []
+    timeout = job.spec.hang_timeout_s
+    quiet = [r for r in ranks.get(job.job_id, ()) if now > max(r.last, job.start_time) + timeout]
+    return sorted(quiet, key=lambda r: (r.last, r.node, r.rank))
+
+
+def rank_hang_after(job: JobRecord, ranks: Mapping[int, tuple[RankSeen, ...]]) -> float | None:
+    """Past this moment (strictly) the longest silent rank of a job with
+    --hang-timeout counts as a straggler."""
+    seen = ranks.get(job.job_id)
+    timeout = job.spec.hang_timeout_s
+    if (not seen or job.state != slurm.RUNNING or timeout <= 0 or job.kill_reason
+            or not job.launched):
+        return None
+    return max(min(r.last for r in seen), job.start_time) + timeout
+
+
+def straggler_text(quiet: list[RankSeen], now: float, timeout_s: int) -> str:
+    """"rank 37 on node12 silent for 300 s; others active" (a few named, the rest counted)."""
+    named = [f"rank {r.rank} on {r.node} silent for {now - r.last:.0f} s" for r in quiet[:4]]
+    more = f", {len(quiet) - 4} more" if len(quiet) > 4 else ""
+    return (", ".join(named) + more + f"; others active (--hang-timeout {timeout_s} s)")
+
+
+def straggler_nodes(job: JobRecord, quiet: list[RankSeen], now: float
+                    ) -> tuple[tuple[str, str], ...]:
+    """Each node of a straggler, with why: "job 7 rank 2 silent for 300 s"."""
+    out: dict[str, str] = {}
+    for r in quiet:
+        if r.node not in out:
+            out[r.node] = f"job {job.job_id} rank {r.rank} silent for {now - r.last:.0f} s"
+    return tuple(out.items())
+
+
 def silent_since(rec: NodeRecord, limits: Limits) -> float:
     return max(rec.last_seen, limits.started_at)
 
@@ -388,7 +444,14 @@ def hangs(view: View, now: float, skip: frozenset[int] = frozenset()) -> list[Ch
     out: list[Change] = []
     for job in view.running:
         after = hang_after(job, view.activity)
-        if after is None or job.job_id in skip or not now > after:
+        if after is None or job.job_id in skip:
+            continue
+        if not now > after:
+            quiet = stragglers(job, view.ranks, now)
+            if quiet:
+                out.append(Stop(job.job_id, HANG, "hang",
+                                event=straggler_text(quiet, now, job.spec.hang_timeout_s),
+                                suspects=straggler_nodes(job, quiet, now)))
             continue
         idle = now - last_sign_of_life(job, view.activity)
         out.append(Stop(job.job_id, HANG, "hang", event=(
@@ -481,6 +544,9 @@ def next_deadline(view: View, now: float) -> float | None:
             if t is not None:
                 moments.append(t)
         t = hang_after(job, view.activity)
+        if t is not None:
+            moments.append(t + SLACK)
+        t = rank_hang_after(job, view.ranks)
         if t is not None:
             moments.append(t + SLACK)
     for job in view.deadline_pending:

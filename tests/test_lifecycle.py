@@ -132,6 +132,24 @@ def test_a_job_is_hung_only_strictly_past_its_timeout_from_its_last_sign_of_life
         "no report yet: timed from its start"
 
 
+def test_a_rank_silent_past_the_timeout_while_others_write_names_itself_and_its_node():
+    j = job(hang_timeout_s=5, nodes=("node1", "node2", "node3", "node4"))
+    ranks = {7: (lc.RankSeen("node3", 0, 2, 1003.0), lc.RankSeen("node1", 0, 0, 1010.0))}
+    v = View(holding=(j,), activity={7: 1011.0}, ranks=ranks)
+    assert next_deadline(v, 1004.0) == pytest.approx(1008.0 + lc.SLACK)
+    assert decide(v, 1008.0) == []
+    (stop,) = decide(v, 1009.0)
+    assert (stop.kill_reason, stop.why) == (lc.HANG, "hang")
+    assert stop.event == "rank 2 on node3 silent for 6 s; others active (--hang-timeout 5 s)"
+    assert stop.suspects == (("node3", "job 7 rank 2 silent for 6 s"),)
+    # every rank silent: the whole job is hung, no node to blame over the others
+    (whole,) = decide(View(holding=(j,), activity={7: 1003.0}, ranks=ranks), 1016.0)
+    assert "no output or heartbeat" in whole.event and whole.suspects == ()
+    started_late = View(holding=(job(hang_timeout_s=5, start=1020.0),), activity={7: 1021.0},
+                        ranks=ranks)
+    assert decide(started_late, 1024.0) == [], "a rank counts from the run's start"
+
+
 # -- heartbeats and node loss ----------------------------------------------------------------
 def test_a_silent_stream_is_closed_and_its_node_down_in_the_same_moment():
     nodes = {n: NodeRecord(n, registered=True, last_seen=1000.0) for n in ("node1", "node2")}
@@ -281,8 +299,11 @@ def views(draw) -> View:
     prologs = tuple(Prolog(200 + i, draw(times), ("node1",)) for i in range(draw(st.integers(0, 1))))
     orphans = tuple(job(300 + i, batch=False) for i in range(draw(st.integers(0, 1))))
     activity = {j.job_id: draw(times) for j in running if draw(st.booleans())}
+    ranks = {j.job_id: tuple(lc.RankSeen(f"node{k + 1}", 0, k, draw(times))
+                             for k in range(draw(st.integers(1, 3))))
+             for j in running if draw(st.booleans())}
     return View(holding=running, deadline_pending=pending, nodes=nodes, streams=streams,
-                activity=activity, prologs=prologs, orphans=orphans,
+                activity=activity, ranks=ranks, prologs=prologs, orphans=orphans,
                 next_begin=draw(st.one_of(st.none(), times)),
                 limits=limits(started_at=draw(times), heartbeat_timeout_s=draw(st.sampled_from([3.0, 30.0])),
                               grace_s={"low": draw(st.sampled_from([0.0, 5.0, 120.0]))}))

@@ -156,12 +156,24 @@ class Heartbeat(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., sent_at: _Optional[float] = ..., free_memory_mb: _Optional[int] = ..., cpu_load: _Optional[float] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., activity: _Optional[_Iterable[_Union[JobActivity, _Mapping]]] = ...) -> None: ...
 
 class JobActivity(_message.Message):
-    __slots__ = ("job_id", "last_activity")
+    __slots__ = ("job_id", "last_activity", "quiet_ranks")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    QUIET_RANKS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     last_activity: float
-    def __init__(self, job_id: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
+    quiet_ranks: _containers.RepeatedCompositeFieldContainer[RankActivity]
+    def __init__(self, job_id: _Optional[int] = ..., last_activity: _Optional[float] = ..., quiet_ranks: _Optional[_Iterable[_Union[RankActivity, _Mapping]]] = ...) -> None: ...
+
+class RankActivity(_message.Message):
+    __slots__ = ("step_id", "rank", "last_activity")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    rank: int
+    last_activity: float
+    def __init__(self, step_id: _Optional[int] = ..., rank: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
 
 class BatchStarted(_message.Message):
     __slots__ = ("job_id", "pid", "launcher_port")
@@ -345,12 +357,18 @@ class SanityPeer(_message.Message):
     def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class SanityPrologRequest(_message.Message):
-    __slots__ = ("job_id", "peers")
+    __slots__ = ("job_id", "peers", "extended", "bandwidth_bytes", "min_bandwidth_mbps")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_BANDWIDTH_MBPS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     peers: _containers.RepeatedCompositeFieldContainer[SanityPeer]
-    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ...) -> None: ...
+    extended: bool
+    bandwidth_bytes: int
+    min_bandwidth_mbps: float
+    def __init__(self, job_id: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[SanityPeer, _Mapping]]] = ..., extended: _Optional[bool] = ..., bandwidth_bytes: _Optional[int] = ..., min_bandwidth_mbps: _Optional[float] = ...) -> None: ...
 
 class SanityClock(_message.Message):
     __slots__ = ("echo_sent_at", "controller_time", "echo_seq")

@@ -15,11 +15,18 @@ narrowed here to the moment between this bind and the script's start.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import sys
 from pathlib import Path
 from typing import Callable
 
 from lingjun import launchers, slurm
+
+
+def job_python(env: dict[str, str]) -> str:
+    """The job's python3 (its PATH's, which has the job's torch), else ours."""
+    return shutil.which("python3", path=env.get("PATH") or None) or sys.executable
 
 
 def free_port() -> int:

@@ -17,8 +17,9 @@ DRAIN = "drain"
 WARN = "warn"
 SEVERITIES = (DRAIN, WARN)
 
-# When a pass runs: the node registers, the periodic timer, a job's prolog.
-REGISTER, PERIODIC, PROLOG = "register", "periodic", "prolog"
+# When a pass runs: the node registers, the periodic timer, a job's prolog; and
+# a suspect node's extended check (the periodic probes and TCP bandwidth).
+REGISTER, PERIODIC, PROLOG, SUSPECT = "register", "periodic", "prolog", "suspect"
 
 
 @dataclass(frozen=True)

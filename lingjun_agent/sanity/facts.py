@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -268,3 +269,54 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool:
     except OSError:
         return False
     return any(b"\0" + n in env for n in needles)
+
+
+class KernelLog:
+    """The kernel's messages from the agent's start on, read a little per pass:
+    ``/dev/kmsg`` (one record per read, non-blocking, from its end at the
+    first look) or, in tests, a plain file that grows (read from where the
+    last look stopped). Unreadable (no permission, no such file): no lines."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+        self.offset = 0
+        self.failed = False
+
+    def _open(self) -> bool:
+        if self.fd is not None:
+            return True
+        if self.failed:
+            return False
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            self.offset = os.lseek(self.fd, 0, os.SEEK_END)
+        except OSError:
+            self.failed = True
+            return False
+        return True
+
+    def new_lines(self) -> list[str]:
+        if not self._open():
+            return []
+        out: list[str] = []
+        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+            os.lseek(self.fd, self.offset, os.SEEK_SET)
+            data = b""
+            while chunk := os.read(self.fd, 1 << 16):
+                data += chunk
+            whole = data[:data.rfind(b"\n") + 1]
+            self.offset += len(whole)
+            return whole.decode(errors="replace").splitlines()
+        for _ in range(10_000):           # records since the last look
+            try:
+                rec = os.read(self.fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError:               # EPIPE: records overwritten meanwhile; go on
+                continue
+            if not rec:
+                break
+            # "<prio>,<seq>,<usec>,<flags>;<message>"
+            out.append(rec.decode(errors="replace").split(";", 1)[-1].rstrip("\n"))
+        return out

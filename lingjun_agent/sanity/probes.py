@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ from lingjun_agent.sanity.checks import (DRAIN, PASS, PERIODIC, PROLOG, REGISTER
 # Default severities: what makes a job fail or hang drains; what is only a
 # symptom (load, zombies) warns.
 DEFAULT_SEVERITY = {"cpu": DRAIN, "memory": DRAIN, "disk": DRAIN, "clock": DRAIN,
-                    "processes": WARN, "gpu": DRAIN, "rdma": DRAIN, "nic": DRAIN}
+                    "processes": WARN, "gpu": DRAIN, "rdma": DRAIN, "nic": DRAIN,
+                    "kernel_xid": DRAIN}
 DROPIN = "dropin"
 
 
@@ -120,6 +122,20 @@ def check_gpus(g: facts.GpuFacts, configured: int, cfg: SanityConfig) -> Verdict
         if cfg.gpu_require_persistence and not d.persistence:
             bad.append(f"GPU {d.index}: persistence mode off")
     return fail("; ".join(bad)) if bad else PASS
+
+
+XID_LINE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+
+
+def check_kernel_xids(lines: list[str], fatal: tuple[int, ...]) -> Verdict:
+    """The NVIDIA driver's XID lines in the kernel log since the last pass: a
+    fatal one fails (the controller then quarantines the node as a suspect)."""
+    seen = []
+    for line in lines:
+        m = XID_LINE.search(line)
+        if m and int(m.group(2)) in fatal:
+            seen.append(f"NVRM: Xid {m.group(2)} ({m.group(1)})")
+    return fail("; ".join(dict.fromkeys(seen))) if seen else PASS
 
 
 def _gbps(rate: str) -> float:
@@ -235,6 +251,7 @@ def build(cfg: SanityConfig, ctx: NodeContext, nvml: facts.Nvml) -> list[Probe]:
     paths = [ctx.spool] + (["/tmp"] if cfg.check_tmp else []) + \
         [cfg.path(p, ctx.node) for p in cfg.scratch_paths]
     every = (REGISTER, PERIODIC, PROLOG)
+    klog = facts.KernelLog(cfg.path(cfg.kernel_log, ctx.node)) if cfg.kernel_log else None
     table: list[tuple[str, Callable[[], Verdict], tuple[str, ...]]] = [
         ("cpu", lambda: check_cpu(host(), ctx.cpus, cfg.max_load_per_cpu), (REGISTER, PERIODIC)),
         ("memory", lambda: check_memory(host(), ctx.memory_mb, cfg.min_free_memory_mb),
@@ -249,6 +266,8 @@ def build(cfg: SanityConfig, ctx: NodeContext, nvml: facts.Nvml) -> list[Probe]:
         ("rdma", lambda: check_rdma(facts.rdma_ports(ctx.rdma_root), cfg.rdma_devices,
                                     cfg.rdma_min_rate_gbps), every),
         ("nic", lambda: check_nics(facts.nics(), parse_nics(cfg.nics)), every),
+        ("kernel_xid", lambda: check_kernel_xids(klog.new_lines() if klog else [],
+                                                 cfg.gpu_fatal_xids), every),
     ]
     out = []
     for name, fn, phases in table:

@@ -79,6 +79,14 @@ preempting, blocks its partition as without backfill. Shapes that found a
 time, or none, are remembered per limit too: what a pass reserves and starts
 only takes, so the same shape and limit never fits earlier later in the pass.
 
+Expedited restarts and spares. A job restarting with --requeue=expedite
+(``JobRequest.expedite``) goes first of all, before any tier. A partition's
+``spares`` (PartitionView; the service names them, sched/spares.py) are
+left out of the nodes every other job may use, as if -x named them. Example:
+node[1-5], spares (node5,): a 4-node job starts on node[1-4]; after node3
+fails it, its expedited restart takes node[1-2,4-5] at once, ahead of the
+queue; a normal 1-node job waits meanwhile (Resources) rather than take node5.
+
 Partition tiers and preemption. The queue is walked highest partition
 PriorityTier first (Slurm orders by tier before priority), the plugin's
 order kept within a tier. With a preemption plugin in the profile
@@ -127,6 +135,10 @@ from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
 from lingjund.sched.pool import Placement, Share
 from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
+
+
+# the usable-node key's part for a partition's spares: (SPARES, held back from this job)
+SPARES = "spares"
 
 
 def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE) -> Plan:
@@ -186,9 +198,12 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         # The nodes this job may use at all: computed once per partition and node-filter
         # key (jobs with the same -x/-C/GPU type share it), else once per job.
         ukey = _node_key(profile, job)
+        if ukey is not None and part.spares:
+            ukey = (*ukey, (SPARES, not job.expedite))   # held back from all but expedited jobs
         usable = usable_sets.get((part.name, ukey)) if ukey is not None else None
         if usable is None:
-            usable = _usable(profile, job, free, part.name, ukey)
+            usable = _usable(profile, job, free, part.name, ukey,
+                             part.spares if not job.expedite else ())
             if ukey is not None:
                 usable_sets[(part.name, ukey)] = usable
         ids, only = usable
@@ -322,6 +337,9 @@ def _queue(profile: Profile, snapshot: Snapshot, partitions: dict[str, Partition
         # they start nothing and block nothing, so the sort is skipped.
         tier = {name: p.priority_tier for name, p in partitions.items()}
         queue = sorted(queue, key=lambda j: -tier.get(j.partition, 0))
+    if any(j.expedite for j in queue):
+        # Expedited restarts are the highest priority jobs there are (Slurm 25.11)
+        queue = sorted(queue, key=lambda j: not j.expedite)
     return queue, priorities
 
 
@@ -347,13 +365,17 @@ def _node_key(profile: Profile, job: JobRequest) -> Hashable | None:
 
 
 def _usable(profile: Profile, job: JobRequest, free: FreeCapacity, part: str,
-            key: Hashable | None) -> tuple[tuple[int, ...], frozenset[int] | None]:
+            key: Hashable | None, spares: tuple[str, ...] = ()
+            ) -> tuple[tuple[int, ...], frozenset[int] | None]:
     """Ids of the partition's nodes ``job`` may use (partition order), and the same as a
-    set, or None when that is all of them."""
+    set, or None when that is all of them. ``spares``: nodes held back from it."""
     members = free.members(part)
-    if key is not None and all(k == () for k in key):
+    if not spares and key is not None and all(k == () or k[0] == SPARES for k in key):
         return members, None               # no filter refuses any node to this job
     ids = list(members)
+    if spares:
+        held = frozenset(spares)
+        ids = [i for i in ids if free.views[i].name not in held]
     for f in profile.node_filters:
         with _blame(f):
             ids = [i for i in ids if f.check_node(job, free.views[i]) is None]

@@ -77,6 +77,8 @@ class PartitionView:
     # PriorityJobFactor: its jobs' partition factor (priority/multifactor) is this
     # over the highest of all partitions'
     priority_job_factor: int = 1
+    # held back for expedited restarts: no other job may use these (sched/spares.py)
+    spares: tuple[str, ...] = ()
 
     @cached_property
     def node_count(self) -> int:
@@ -134,6 +136,8 @@ class JobRequest:
             return len(self.array_tasks)
         return max(0, min(len(self.array_tasks), self.array_slots))
     hold_admin: bool = False          # held by an operator: JobHeldAdmin
+    # an expedited restart (--requeue=expedite): first in line, may use the spares
+    expedite: bool = False
     # The dependency verdict's reason ("Dependency", "DependencyNeverSatisfied"),
     # "" when it has none (lingjund.sched.dependency decides it).
     dependency: str = ""

@@ -26,7 +26,7 @@ from lingjun import launchers, slurm
 from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
-from lingjund.service import confine, jobenv, restarts, topology
+from lingjund.service import confine, jobenv, quarantine, restarts, topology
 from lingjund.service.context import Controller
 from lingjund.service.views import node_mps_per_gpu
 from lingjund.store.store import JobRecord, StepRecord
@@ -116,6 +116,11 @@ def record_batch_finished(ctl: Controller, node: str, res: agent_pb2.BatchFinish
                                     policy=restarts.policy(ctl, st, job, now))
         if end is None:
             return False
+        if (end.attempt_state or end.state) in (slurm.FAILED, slurm.NODE_FAIL):
+            restarts.avoid(st, job.job_id, quarantine.run_failed(ctl, st, job.job_id, now))
+            job = st.job(job.job_id)
+        else:
+            quarantine.forget_run(ctl, job.job_id)
         commit_run_end(st, job, end, res, now)
     requeued = end.outcome in (lifecycle.REQUEUED, lifecycle.RESTART, lifecycle.CRON)
     log.info("job=%d ended %s (exit %d:%d) on %s%s", job.job_id,

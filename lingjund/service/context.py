@@ -32,6 +32,17 @@ class Controller:
     allocations: dict = field(default_factory=dict)
     # job_id -> newest sign of life any agent reported (hang detection)
     activity: dict = field(default_factory=dict)
+    # job_id -> node -> that node's latest report of the job's quietest ranks
+    # (lifecycle.RankSeen tuples; straggler detection)
+    ranks: dict = field(default_factory=dict)
+    # node -> the jobs its last heartbeat named quiet ranks of (so a report costs
+    # what it carries, not the number of jobs)
+    rank_reports: dict = field(default_factory=dict)
+    # suspect node -> when its extended check was sent (service/quarantine.py)
+    checks: dict = field(default_factory=dict)
+    # job_id -> (node, rank, signal) of its run's first task to die by a sick
+    # machine's signal (service/quarantine.py)
+    first_deaths: dict = field(default_factory=dict)
     # when this controller started (the daemon sets it): silence is
     # timed from here at the latest, so agents get a full timeout to reconnect
     started_at: float = 0.0

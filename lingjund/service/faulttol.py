@@ -11,7 +11,8 @@ holding a DOWN node, as a whole gang (no half-gang keeps running):
       batch host lost:           the run ends here and now, NODE_FAIL; the
                                  survivors are told to stop and clean up
     then: restartable (restarts.py) -> PENDING, same id and priority,
-          Restarts+1, BeginTime = now + backoff, on any nodes but DOWN ones
+          Restarts+1, BeginTime = now + backoff (none with --requeue=expedite),
+          on any nodes but the lost ones (its spec's failed_nodes)
           otherwise                 -> NODE_FAIL, reason NodeDown
 
 The failed node is excluded for as long as it is DOWN, because the scheduler
@@ -46,6 +47,23 @@ its heartbeats. ``check_hangs`` stops a job silent on every node for longer
 than its timeout (kill_reason HANG); the run then ends FAILED and restarts
 per the restart policy.
 
+Stragglers. Each heartbeat also carries, per job, the few srun tasks on
+that node silent the longest (each rank's relayed output, its output
+files, and ``$LINGJUN_HEARTBEAT_DIR/rank.N``, which ``lingjun.heartbeat`` or
+the trainer touches), counted from the task's start: a few entries per job
+and node, whatever the job's size. ``note_activity`` keeps each node's
+latest report. A rank silent past the timeout while the job as a whole
+lives is a straggler (``lifecycle.hangs``): the job is stopped as hung, its
+history says "rank 37 on node12 silent for 300 s; others active", and the
+rank's node is quarantined (``quarantine.py``) and avoided by the restart.
+
+Worked example: job 7, 4 nodes, --hang-timeout 5 s, one task each. At
+t=1007 node3 reports rank 2 last seen at 1001, the others report ranks seen
+at 1007: rank 2 is past 1001 + 5, the job lives (1007), so job 7 stops with
+"rank 2 on node3 silent for 6 s; others active (--hang-timeout 5 s)",
+node3 drains "suspect: job 7 rank 2 silent for 6 s", and the next run
+avoids node3.
+
 Checkpoints. Every batch job sees ``LINGJUN_CHECKPOINT_DIR``, the same
 directory for every run of the job (``[faulttol] checkpoint_root``/<job id>,
 by default under the controller's state dir, which the local cluster
@@ -61,7 +79,7 @@ from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.lifecycle import NODE_LOST
-from lingjund.service import batch, errors, restarts, timers
+from lingjund.service import batch, errors, quarantine, restarts, timers
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
 
@@ -93,6 +111,8 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
             st, cur.job_id, restarts.EV_NODE_LOST,
             f"node {lost_txt} lost ({why}) while running on "
             f"{slurm.compress_hostlist(list(cur.nodes))}", now)
+        restarts.avoid(st, cur.job_id, lost)
+        cur = st.job(job_id)
         connected = batch.alive(ctl, cur)
         alive = tuple(n for n in cur.nodes if n not in lost and n in connected)
         grace = ctl.config.controller.kill_wait_s
@@ -116,12 +136,26 @@ def _node_lost(ctl: Controller, job_id: int, lost: tuple[str, ...], why: str, no
 
 
 # -- hangs ---------------------------------------------------------------------------
-def note_activity(ctl: Controller, hb: agent_pb2.Heartbeat) -> None:
-    """Keep the newest sign of life per job over all of its nodes (not persisted:
-    after a controller restart every job counts as alive at its first pass)."""
+def note_activity(ctl: Controller, node: str, hb: agent_pb2.Heartbeat) -> None:
+    """Keep the newest sign of life per job over all of its nodes, and each
+    node's latest report of the job's quietest ranks (not persisted: after a
+    controller restart every job counts as alive at its first pass)."""
+    with_ranks = set()
     for a in hb.activity:
         if a.last_activity > ctl.activity.get(a.job_id, 0.0):
             ctl.activity[a.job_id] = a.last_activity
+        if a.quiet_ranks:
+            with_ranks.add(a.job_id)
+            ctl.ranks.setdefault(a.job_id, {})[node] = tuple(
+                lifecycle.RankSeen(node, r.step_id, r.rank, r.last_activity)
+                for r in a.quiet_ranks)
+    # the node's earlier report named ranks of jobs it no longer does: they ended here
+    for jid in ctl.rank_reports.get(node, set()) - with_ranks:
+        ctl.ranks.get(jid, {}).pop(node, None)
+    if with_ranks:
+        ctl.rank_reports[node] = with_ranks
+    else:
+        ctl.rank_reports.pop(node, None)
 
 
 def check_hangs(ctl: Controller) -> None:
@@ -131,6 +165,8 @@ def check_hangs(ctl: Controller) -> None:
     live = {j.job_id for j in v.running}
     for jid in [j for j in ctl.activity if j not in live]:
         del ctl.activity[jid]
+    for jid in [j for j in ctl.ranks if j not in live]:
+        del ctl.ranks[jid]
     # a job with no report since this controller started counts as alive now
     for job in v.running:
         if lifecycle.hang_after(job, ctl.activity) is not None:
@@ -145,6 +181,8 @@ def after_starts(ctl: Controller, started: list[JobRecord]) -> None:
     again = [j for j in started if j.restarts]
     for j in started:
         ctl.activity.pop(j.job_id, None)
+        ctl.ranks.pop(j.job_id, None)
+        quarantine.forget_run(ctl, j.job_id)
     if not again:
         return
     now = ctl.clock()

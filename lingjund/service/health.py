@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from lingjun import slurm
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
-from lingjund.service import batch, errors, timers
+from lingjund.service import batch, errors, quarantine, timers
 from lingjund.service.context import Controller
 from lingjund.store.records import NodeEvent, ProbeResult
 
@@ -98,6 +98,13 @@ def record(ctl: Controller, node: str, phase: str, results, job_id: int = 0) -> 
         rec = st.node(node)
         if rec is None or rec.down:
             return bool(bad)
+        if rec.drain and rec.drain_by_probe and rec.reason.startswith(lifecycle.SUSPECT):
+            return bool(bad)     # a suspect: only its extended check lifts it (quarantine.py)
+        implicating = [r for r in bad if r.name in quarantine.SUSPECT_PROBES]
+        if implicating and not (rec.drain and not rec.drain_by_probe):
+            # a one-off sign (an XID) passes at the next look: a suspect, checked before it returns
+            quarantine.suspect(ctl, st, node, drain_reason(implicating), job_id, now)
+            return True
         if bad:
             reason = drain_reason(bad)
             if not rec.drain:

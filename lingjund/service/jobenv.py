@@ -17,6 +17,8 @@ from lingjund.store.store import JobRecord
 CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
 HEARTBEAT_VAR = "LINGJUN_HEARTBEAT_FILE"
 HEARTBEAT_NAME = ".lingjun-heartbeat"
+HEARTBEAT_DIR_VAR = "LINGJUN_HEARTBEAT_DIR"     # rank.N in it: one heartbeat file per rank
+HEARTBEAT_DIR_NAME = ".lingjun-heartbeat.d"
 
 
 def checkpoint_dir(config: Config, job: JobRecord) -> str:
@@ -29,7 +31,8 @@ def checkpoint_dir(config: Config, job: JobRecord) -> str:
 def checkpoint_env(config: Config, job: JobRecord) -> dict[str, str]:
     """What a batch script sees in addition to Slurm's variables."""
     d = checkpoint_dir(config, job)
-    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME)}
+    return {CHECKPOINT_VAR: d, HEARTBEAT_VAR: os.path.join(d, HEARTBEAT_NAME),
+            HEARTBEAT_DIR_VAR: os.path.join(d, HEARTBEAT_DIR_NAME)}
 
 
 def _job_common(job: JobRecord, cluster: str) -> dict[str, str]:
@@ -258,6 +261,8 @@ def batch_env(job: JobRecord, cluster: str, controller: str,
             master_addr=master_addr or job.nodes[0], nnodes=len(job.nodes), node_rank=0,
             nproc_per_node=tasks[0], world_size=sum(tasks), rank=0, local_rank=0,
             local_world_size=tasks[0])))
+        if launchers.elastic(job.spec.launcher, job.spec.min_nodes, job.spec.max_nodes):
+            env.update(launchers.rendezvous_environment(job.job_id, job.restarts, "batch"))
     return env
 
 
@@ -337,6 +342,9 @@ def step_env(job: JobRecord, cluster: str, controller: str, *, step_id: int,
                 nproc_per_node=job.tasks_per_node[job_index] if job.tasks_per_node else 1,
                 world_size=ntasks, rank=first, local_rank=0,
                 local_world_size=tasks_per_node[i])))
+            if base_env.get(launchers.RDZV_BACKEND_VAR) == "c10d":
+                env.update(launchers.rendezvous_environment(job.job_id, job.restarts,
+                                                            str(step_id)))
         out[node] = env
     return out
 

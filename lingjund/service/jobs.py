@@ -297,6 +297,7 @@ def prepare(ctl: Controller, request: api_pb2.SubmitJobRequest) -> Submission | 
     """Check a submission (raising Slurm's error); the answer itself when there is
     nothing to write (a retried client token, --test-only)."""
     spec = request.spec
+    spec.ClearField("failed_nodes")      # the controller's own, from earlier runs
     token = request.client_token or None
     if token:
         earlier = ctl.store.job_by_token(token)

@@ -231,8 +231,8 @@ def heartbeat(ctl: Controller, conn: Connection, hb: agent_pb2.Heartbeat) -> boo
     now = ctl.clock()
     conn.last_heartbeat = now
     ctl.live[conn.node] = (hb.free_memory_mb, hb.cpu_load)
-    if hb.activity:
-        faulttol.note_activity(ctl, hb)
+    if hb.activity or conn.node in ctl.rank_reports:
+        faulttol.note_activity(ctl, conn.node, hb)
     if now - conn.echoed_at < conn.echo_after_s:
         return False
     conn.echoed_at = now

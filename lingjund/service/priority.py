@@ -126,6 +126,7 @@ def request(ctl: Controller, job: JobRecord) -> JobRequest:
                        hold_admin=job.hold_admin, priority_set=job.priority_set,
                        user=job.user, fairshare=fairshare(ctl, job),
                        max_switch_wait_s=ctl.config.topology.max_switch_wait_s,
+                       restarts=job.restarts,
                        qos_factor=qos_factor(ctl, job), assoc_factor=assoc_factor(ctl, job))
 
 

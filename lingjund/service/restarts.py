@@ -17,6 +17,13 @@ Which runs run again (decided by ``lifecycle.batch_ended``):
 is the job's ``restarts`` (Slurm's restart_cnt: ``Restarts=`` in scontrol,
 ``SLURM_RESTART_COUNT`` in the next run), which ``scontrol requeue`` bumps too.
 
+Expedited (``--requeue=expedite``, Slurm 25.11's mode): a lost node or a
+hang restarts the job at once (no backoff; only the fence wait of silent
+nodes), as the first job in line (sched/cycle.py), avoiding the nodes the
+run failed on (``avoid``) and allowed on its partition's spare nodes
+(``[[partitions]] spare_nodes``). Slurm 25.11 keeps the old allocation for
+it; here the healthy old nodes are simply free for it, first in line.
+
 Backoff: the n-th automatic restart waits ``restart_backoff_s * 2**(n-1)``,
 capped at ``restart_backoff_max_s``, pending with reason ``BeginTime`` meanwhile,
 so a job that dies at once does not spin through the queue.
@@ -83,6 +90,8 @@ def record_attempt(st, job: JobRecord, state: str, end_time: float,
 
 def requeueable(ctl: Controller, job: JobRecord) -> bool:
     spec = job.spec
+    if spec.requeue_expedite:
+        return True
     return spec.requeue if spec.HasField("requeue") else ctl.config.controller.job_requeue
 
 
@@ -90,7 +99,8 @@ def policy(ctl: Controller, st, job: JobRecord, now: float) -> lifecycle.Policy:
     """What ``lifecycle.batch_ended`` needs to decide whether ``job``'s run runs again."""
     from lingjund.service import crontab     # here: crontab writes jobs through batch, which uses us
     ft = ctl.config.faulttol
-    return lifecycle.Policy(requeueable=requeueable(ctl, job), backoff_s=ft.restart_backoff_s,
+    backoff = 0.0 if job.spec.requeue_expedite else ft.restart_backoff_s    # expedite: at once
+    return lifecycle.Policy(requeueable=requeueable(ctl, job), backoff_s=backoff,
                             backoff_max_s=ft.restart_backoff_max_s,
                             requeue_delay_s=ctl.config.controller.requeue_delay_s,
                             fence_wait_s=fence_wait_s(ctl, st, job, now),
@@ -117,7 +127,26 @@ def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,
         record_job_event(st, job.job_id, EV_REQUEUED,
                          f"attempt {job.restarts + 1} ended {why} on "
                          f"{slurm.compress_hostlist(list(job.nodes))}; restart {job.restarts + 1} "
-                         f"of {end.limit} in {end.delay:g} s", now)
+                         f"of {end.limit} in {end.delay:g} s"
+                         + (f", avoiding {job.spec.failed_nodes}" if job.spec.failed_nodes else ""),
+                         now)
+
+
+def avoid(st, job_id: int, nodes) -> None:
+    """The job's later runs avoid ``nodes`` (a run failed there: lost, or suspect),
+    in the caller's transaction: kept in its spec's failed_nodes, which the
+    scheduler adds to its -x."""
+    job = st.job(job_id)
+    if job is None:
+        return
+    had = set(slurm.expand_hostlist(job.spec.failed_nodes)) if job.spec.failed_nodes else set()
+    new = set(nodes) - had
+    if not new:
+        return
+    spec = type(job.spec)()
+    spec.CopyFrom(job.spec)
+    spec.failed_nodes = slurm.compress_hostlist(sorted(had | new))
+    st.update_job(job_id, spec=spec)
 
 
 def note_started(st, job: JobRecord, now: float) -> None:

@@ -20,7 +20,7 @@ import logging
 from lingjun import slurm
 from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
-from lingjund.service import batch, restarts
+from lingjund.service import batch, quarantine, restarts
 from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.timers")
@@ -44,7 +44,9 @@ def view(ctl: Controller, now: float, *, jobs: bool = True, deadlines: bool = Tr
     (``deadlines``: the pending jobs with a --deadline, with ``jobs``)."""
     parts: dict = {}
     if jobs:
-        parts.update(holding=tuple(ctl.store.holding_jobs()), activity=dict(ctl.activity))
+        parts.update(holding=tuple(ctl.store.holding_jobs()), activity=dict(ctl.activity),
+                     ranks={jid: tuple(r for seen in by_node.values() for r in seen)
+                            for jid, by_node in ctl.ranks.items() if by_node})
         if deadlines:
             parts["deadline_pending"] = tuple(j for j in ctl.store.deadline_jobs()
                                               if j.state == slurm.PENDING)
@@ -141,4 +143,8 @@ def _stop(ctl: Controller, st, c: lifecycle.Stop, now: float) -> lifecycle.Trans
     if c.event:
         restarts.record_job_event(st, job.job_id, EVENT_KINDS.get(c.kill_reason, "stopped"),
                                   c.event, now)
+    for node, why in c.suspects:
+        quarantine.suspect(ctl, st, node, why, job.job_id, now)
+    if c.suspects:
+        restarts.avoid(st, job.job_id, [n for n, _ in c.suspects])
     return s

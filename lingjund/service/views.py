@@ -24,6 +24,7 @@ from lingjun import slurm
 from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.snapshot import (MPS, SHARD, UNLIMITED, JobRequest, NodeView, PartitionView,
                                      RunningJob, Snapshot)
+from lingjund.sched import spares as sparesmod
 from lingjund.service import devices, priority
 from lingjund.store.records import JobRecord, NodeRecord
 
@@ -37,7 +38,8 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
                 array_tasks: tuple[int, ...] = (), array_slots: int = UNLIMITED,
                 max_switch_wait_s: float = 300.0,
                 priority_set: bool = False, user: str = "", fairshare: float = 1.0,
-                qos_factor: float = 0.0, assoc_factor: float = 0.0) -> JobRequest:
+                qos_factor: float = 0.0, assoc_factor: float = 0.0,
+                restarts: int = 0) -> JobRequest:
     """What the scheduling core needs of one job (pending, or a --test-only probe).
     A --switches job waits for its leaves from when it is eligible, for its own
     @max-time or else the cluster's ``max_switch_wait_s``."""
@@ -59,7 +61,9 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         shards_per_node=spec.shards_per_node, mps_per_node=spec.mps_per_node,
         time_limit_min=time_limit_min, held=held, begin_time=begin_time,
         req_nodes=tuple(slurm.expand_hostlist(spec.req_nodes)),
-        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes)),
+        # -x, and where its earlier runs failed (restarts.avoid)
+        exc_nodes=tuple(slurm.expand_hostlist(spec.exc_nodes))
+        + tuple(slurm.expand_hostlist(spec.failed_nodes)),
         constraint=spec.constraint, gpu_type=spec.gpu_type,
         mem_per_cpu_mb=spec.mem_per_cpu_mb if spec.HasField("mem_per_cpu_mb") else None,
         cpus_per_gpu=spec.cpus_per_gpu,
@@ -69,7 +73,7 @@ def job_request(job_id: int, spec, partition: str, *, priority: int, submit_time
         switches=spec.switches, switches_until=switches_until, segment=spec.segment,
         nice=spec.nice, priority_set=priority_set, user=user, account=spec.account or user,
         qos=spec.qos or "normal", fairshare=fairshare, qos_factor=qos_factor,
-        assoc_factor=assoc_factor)
+        assoc_factor=assoc_factor, expedite=spec.requeue_expedite and restarts > 0)
 
 
 def gpus_per_node(spec, nodes: int) -> int:
@@ -204,7 +208,8 @@ class Views:
                 submit_time=job.submit_time, time_limit_min=job.time_limit_min,
                 exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
                 hold_admin=job.hold_admin, priority_set=job.priority_set, user=job.user,
-                max_switch_wait_s=self._config.topology.max_switch_wait_s if self._config else 300.0)
+                max_switch_wait_s=self._config.topology.max_switch_wait_s if self._config else 300.0,
+                restarts=job.restarts)
         self._pending[job.job_id] = (job, req)
         return req
 
@@ -318,7 +323,8 @@ def _same_request(a: JobRecord, b: JobRecord) -> bool:
             and a.priority_set == b.priority_set
             and a.time_limit_min == b.time_limit_min and a.exclusive == b.exclusive
             and a.held == b.held and a.hold_admin == b.hold_admin
-            and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time)
+            and a.eligible_time == b.eligible_time and a.submit_time == b.submit_time
+            and a.restarts == b.restarts)
 
 
 def with_pass_fields(req: JobRequest, dependency: str, array: dict) -> JobRequest:
@@ -410,12 +416,14 @@ def build_snapshot(ctl: Controller, now: float,
         if view is not None:
             node_views.append(view)
     cpus_of = {v.name: v.cpus for v in node_views}
+    fit = {v.name for v in node_views if v.schedulable}
     part_views = tuple(PartitionView(
         name=p.name, nodes=layout.nodes_of[p.name], default=p.default, state=p.state,
         max_time_min=p.max_time_min, default_time_min=p.default_time_min,
         max_nodes=p.max_nodes, min_nodes=p.min_nodes, priority_tier=p.priority_tier,
         total_cpus=sum(cpus_of.get(n, 0) for n in layout.nodes_of[p.name]),
-        preempt_mode=ctl.config.preempt_mode(p), priority_job_factor=p.priority_job_factor)
+        preempt_mode=ctl.config.preempt_mode(p), priority_job_factor=p.priority_job_factor,
+        spares=sparesmod.spares(layout.nodes_of[p.name], fit, p.spare_nodes))
         for p in parts)
     running_tasks: dict[int, int] = {}
     for j in holding:

@@ -27,7 +27,7 @@ import grpc
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjund.service import batch, health, network, nodes, steps
+from lingjund.service import batch, health, network, nodes, quarantine, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.transport.authn import ServerAuth
@@ -176,6 +176,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                         steps.task_output(ctl, conn.node, msg.task_output)
                     elif kind == "task_exit":
                         steps.task_exit(ctl, conn.node, msg.task_exit)
+                        quarantine.note_task_exit(ctl, conn.node, msg.task_exit)
                     elif kind == "job_cleaned":
                         batch.job_cleaned(ctl, conn.node, msg.job_cleaned)
                     elif kind == "net_status":
@@ -183,6 +184,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     elif kind == "sanity_report":
                         if msg.sanity_report.phase == "prolog":
                             health.prolog_report(ctl, conn.node, msg.sanity_report)
+                        elif msg.sanity_report.phase == "suspect":
+                            quarantine.check_report(ctl, conn.node, msg.sanity_report)
                         else:
                             health.record(ctl, conn.node, msg.sanity_report.phase,
                                           msg.sanity_report.results)

@@ -184,7 +184,8 @@ def test_dropins_pass_on_zero_fail_with_first_line_and_time_out(tmp_path):
     script(d, "hang", "sleep 30")
     (d / "notes.txt").write_text("not executable")
     cfg = SanityConfig(dropin_dir=str(d), timeout_s=0.5, disabled=tuple(
-        p for p in ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic")))
+        p for p in ("cpu", "memory", "disk", "clock", "processes", "gpu", "rdma", "nic",
+                    "kernel_xid")))
     r = SanityRunner(cfg, probes.NodeContext(node="n1", spool=str(tmp_path)))
     got = {x.name: (x.ok, x.reason) for x in asyncio.run(r.run("periodic"))}
     assert got == {"dropin:bad": (False, "fs /data: stale handle"), "dropin:hang": (False, "timed out after 0.5 s"),
@@ -220,6 +221,30 @@ def test_each_phase_runs_its_probes_and_disabled_ones_never(tmp_path):
     (tmp_path / "n1").mkdir()
     r = SanityRunner(cfg, probes.NodeContext(node="n1", spool=str(tmp_path)))
     names = {ph: {x.name for x in asyncio.run(r.run(ph))} for ph in ("register", "periodic", "prolog")}
-    assert names == {"register": {"cpu", "memory", "disk", "rdma"},
-                     "periodic": {"cpu", "memory", "disk", "clock", "processes", "rdma"},
-                     "prolog": {"disk", "clock", "rdma"}}, names
+    assert names == {"register": {"cpu", "memory", "disk", "rdma", "kernel_xid"},
+                     "periodic": {"cpu", "memory", "disk", "clock", "processes", "rdma",
+                                  "kernel_xid"},
+                     "prolog": {"disk", "clock", "rdma", "kernel_xid"}}, names
+
+
+def test_a_fatal_xid_line_in_the_kernel_log_fails_once_and_old_lines_are_not_read(tmp_path):
+    from lingjun_agent.sanity import facts as sanity_facts
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    log = sanity_facts.KernelLog(str(kmsg))
+    fatal = (48, 79)
+    assert probes.check_kernel_xids(log.new_lines(), fatal).ok, "what was there before the agent"
+    with kmsg.open("a") as f:
+        f.write("usb 1-1: new device\n"
+                "NVRM: Xid (PCI:0000:5e:00): 13, Graphics Exception\n"       # not fatal
+                "NVRM: Xid (PCI:0000:3b:00): 48, pid=2, DBE (double bit error)\n"
+                "NVRM: Xid (PCI:0000:3b:00): 48, pid=3, DBE (double bit error)\n"
+                "NVRM: Xid (PCI:0000:3b:00): 7")                               # half written
+    v = probes.check_kernel_xids(log.new_lines(), fatal)
+    assert not v.ok and v.reason == "NVRM: Xid 48 (PCI:0000:3b:00)", v.reason
+    with kmsg.open("a") as f:
+        f.write("9, pid=4\n")
+    v = probes.check_kernel_xids(log.new_lines(), fatal)
+    assert not v.ok and v.reason == "NVRM: Xid 79 (PCI:0000:3b:00)", "the line, once whole"
+    assert probes.check_kernel_xids(log.new_lines(), fatal).ok, "each line is read once"
+    assert sanity_facts.KernelLog(str(tmp_path / "none")).new_lines() == []

@@ -47,3 +47,23 @@ def test_the_checkpoint_dir_is_made_once_and_kept(tmp_path):
     watch.prepare_checkpoint_dir(env, os.getuid(), os.getgid())
     assert (d / "state").read_text() == "step 40"
     assert d.stat().st_uid == os.getuid()
+
+
+def test_each_rank_lives_by_its_own_output_and_heartbeat_file_and_only_the_quietest_are_told(tmp_path):
+    hb = tmp_path / ".lingjun-heartbeat.d"
+    hb.mkdir()
+    env = {watch.HEARTBEAT_DIR_VAR: str(hb)}
+    w = watch.ActivityWatch()
+    w.watch_ranks(7, 0, {r: watch.rank_paths(env, str(tmp_path), r, "", "") for r in range(8)},
+                  at=1000.0)
+    for r in range(8):
+        w.touch_rank(7, 0, r, 1000.0 + r)
+    (hb / "rank.0").touch()
+    os.utime(hb / "rank.0", (1100, 1100))       # rank 0 logs rarely but touches its file
+    assert w.quiet_ranks(7) == [(0, 1, 1001.0), (0, 2, 1002.0), (0, 3, 1003.0), (0, 4, 1004.0)]
+    w.forget_rank(7, 0, 1)                      # it exited: not silent
+    w.touch_rank(7, 0, 2, 1200.0)
+    assert [r for _, r, _ in w.quiet_ranks(7)] == [3, 4, 5, 6]
+    assert w.activity([7]) == {7: 1200.0}, "a rank's output is the job's sign of life too"
+    w.forget_step(7, 0)
+    assert w.quiet_ranks(7) == []

@@ -541,3 +541,20 @@ def test_bad_array_matches_golden(workdir):
     api = FakeApi(RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "Invalid job array specification"))
     rc, out, err, _ = run(["--array=1-1001", "--wrap", "true"], workdir, api=api)
     assert (rc, out, err) == (g.rc, g.stdout, g.stderr)
+
+
+@pytest.mark.parametrize("args, env, want", [
+    (["--requeue=expedite"], {}, (True, True)),
+    (["--requeue"], {}, (True, False)),
+    ([], {"SBATCH_REQUEUE": "expedite"}, (True, True)),
+], ids=["--requeue=expedite asks for an expedited restart",
+        "a bare --requeue does not", "SBATCH_REQUEUE=expedite does"])
+def test_requeue_expedite(args, env, want, workdir):
+    spec = spec_of([*args, "--wrap=x"], workdir, env={**ENV, **env})
+    assert (spec.requeue, spec.requeue_expedite) == want
+
+
+def test_a_requeue_mode_other_than_expedite_is_refused(workdir):
+    rc, _, err, api = run(["--requeue=later", "--wrap=x"], workdir)
+    assert rc != 0 and err == "sbatch: error: Invalid --requeue specification: later\n", err
+    assert api.requests == [], "nothing is submitted"

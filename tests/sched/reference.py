@@ -54,9 +54,12 @@ class ReferenceGang:
     def place_gang(self, job: JobRequest, candidates: Sequence[NodeFree],
                    most_nodes: int) -> Placement | None:
         required = frozenset(job.req_nodes)
-        for count in node_counts(job, most_nodes):
+        counts = node_counts(job, most_nodes)
+        for count in counts:
             if count > len(candidates):
-                break
+                if counts.step > 0:
+                    break
+                continue
             placement = stage(asks(job, count), candidates, required)
             if placement is not None:
                 return placement

@@ -16,10 +16,12 @@ None, the whole node for 0, else that many MB.
 
 Node count: from ``min_nodes`` (1 when 0) up to ``max_nodes`` (0 means
 ``min_nodes``), capped by the partition and, when ``num_tasks`` is given,
-by the task count. The fewest nodes that fit win: Slurm would take as many
-as it can within the range; packing leaves whole nodes for the next gang.
-Without ``num_tasks`` more nodes only ask more, so only ``min_nodes`` is
-tried.
+by the task count. With ``num_tasks`` the fewest nodes that fit win:
+packing leaves whole nodes for the next gang. Without it each node is one
+more rank (an elastic job, ``-N 3-4``: one more torchrun node), so, as
+Slurm does ("as many nodes as possible within the range"), the most nodes
+that fit win, down to ``min_nodes``; a restart after a node failed then
+runs on fewer when no other node is free.
 
 Placement stages every rank, largest ask first, each on the best remaining
 node: a node the job requires (-w) first, then lowest weight, then least
@@ -73,7 +75,8 @@ from lingjund.sched.snapshot import JobRequest
 
 
 def node_counts(job: JobRequest, most: int) -> range:
-    """Node counts to try for ``job``, fewest first; empty if none is allowed."""
+    """Node counts to try for ``job``, in the order they are tried; empty if
+    none is allowed."""
     low = max(1, job.min_nodes, len(set(job.req_nodes)))
     high = max(low, job.max_nodes)
     if job.num_tasks:
@@ -81,7 +84,7 @@ def node_counts(job: JobRequest, most: int) -> range:
         if job.ntasks_per_node:
             low = max(low, ceil(job.num_tasks / job.ntasks_per_node))
     else:
-        high = low
+        return range(min(high, most), low - 1, -1)   # elastic: the most that fit
     return range(low, min(high, most) + 1)
 
 
@@ -134,9 +137,12 @@ class GangPlacement:
         one job. The caller commits the placement's shares or drops them.
         """
         required = frozenset(job.req_nodes)
-        for count in node_counts(job, most_nodes):
+        counts = node_counts(job, most_nodes)
+        for count in counts:
             if count > free.size:
-                break
+                if counts.step > 0:
+                    break        # fewest first: every later count is larger still
+                continue
             if free.topology is not None and count > 1:
                 shares = by_switch(asks(job, count), free, required, job.switches,
                                    job.segment)
