@@ -11,6 +11,7 @@ from lingjun import config
 from lingjun.v1 import api_pb2
 from lingjund.service import associations as A, errors, jobs
 from lingjund.service.context import Controller
+from lingjund.service.views import build_snapshot
 from lingjund.store.assoc import Account, Association, Qos
 from lingjund.store.store import Store
 
@@ -187,3 +188,32 @@ def test_bad_accounting_settings_are_refused(text, words):
 
 def test_limits_and_qos_imply_associations():
     assert config.parse('[accounting]\nenforce = ["limits"]\n').accounting.enforce == ("associations", "limits")
+
+
+def test_fair_share_and_qos_priority_order_the_queue_under_multifactor(alice):
+    """The user who used the cluster waits behind the one who did not; a QOS of
+    higher Priority goes first; a pass sees new usage once it is charged."""
+    ctl, clock = alice
+    sacctmgr(ctl, "add", "account", ["bio"])
+    sacctmgr(ctl, "add", "user", ["bob"], account="bio")
+    sacctmgr(ctl, "add", "qos", ["high"], priority="100")
+    sacctmgr(ctl, "modify", "user", ["bob"], qos="normal,high")
+    held = dict(begin_time=4_000_000_000)                 # pending for good
+    a1 = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec(**held))).job_id
+    b1 = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec(user="bob", uid=1001, **held))).job_id
+    prio = lambda jid: ctl.store.job(jid).priority        # noqa: E731
+    assert abs(prio(a1) - prio(b1)) <= 1                  # nobody has used anything: equal but for age
+    seen = lambda jid: next(j for j in build_snapshot(ctl, clock[0]).pending if j.job_id == jid)  # noqa: E731
+    before = seen(a1).fairshare
+    with ctl.store.transaction():
+        ctl.store.save_usage({("phys", "alice", ""): (5000.0, 1000.0)})
+    ctl.store.assoc.usage_tick = 1000.5
+    ctl.views.forget_requests()                           # as usage_loop does after a charge
+    after = seen(a1).fairshare
+    assert after < before == 1.0
+    a2 = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec(**held))).job_id
+    b2 = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec(user="bob", uid=1001, **held))).job_id
+    weight = ctl.config.priority.weight_fairshare
+    assert prio(b2) - prio(a2) >= weight * (1.0 - after) - 2
+    b3 = jobs.submit(ctl, api_pb2.SubmitJobRequest(spec=spec(user="bob", uid=1001, qos="high", **held))).job_id
+    assert prio(b3) - prio(b2) >= ctl.config.priority.weight_qos - 2
