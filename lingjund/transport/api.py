@@ -236,6 +236,8 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
     @unary
     def GetCrontab(self, request, context):
         return crontab.get_crontab(self.ctl, request)
+
+    @unary
     def AcctMgr(self, request, context):
         return associations.acctmgr(self.ctl, request)
 

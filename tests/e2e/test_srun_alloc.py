@@ -367,6 +367,10 @@ def test_an_srun_past_its_deadline_ends_deadline_and_gives_its_node_back(cluster
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0
     assert f"srun: Force Terminated job {jid}" in err.splitlines(), err
+    # srun is told as the job starts COMPLETING; it is DEADLINE once its node says the step is gone
+    deadline = time.time() + 20
+    while cluster.squeue(jid, "%T %r") == "COMPLETING DeadLine" and time.time() < deadline:
+        time.sleep(0.2)
     assert cluster.squeue(jid, "%T %r") == "DEADLINE DeadLine"
     deadline = time.time() + 20
     while node_state(cluster, node) != "idle" and time.time() < deadline:
