@@ -80,6 +80,16 @@ class Cluster:
     def down(self) -> None:
         self.run(["lingjun", "down", "--state-dir", str(self.state)], timeout=90)
 
+    def serving(self):
+        """A module fixture's body: the cluster up with every node registered,
+        taken down after the module's tests (``yield from c.serving()``)."""
+        self.up()
+        try:
+            self.wait_nodes_up()
+            yield self
+        finally:
+            self.down()
+
     def info(self) -> dict:
         return json.loads((self.state / "cluster.json").read_text())
 

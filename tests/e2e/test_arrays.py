@@ -54,12 +54,7 @@ class ArrayCluster(Cluster):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = ArrayCluster(tmp_path_factory.mktemp("arrays"))
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 @pytest.fixture

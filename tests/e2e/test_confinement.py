@@ -33,12 +33,7 @@ def cc(tmp_path_factory):
     c = Cluster(root, nodes=2, cpus=2,
                 up_args=("--gpus", "2", "--device-root", str(dev)))
     c.dev = dev
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 def sacct(c: Cluster, jid: int, fields: str = "State,ExitCode") -> list[str]:

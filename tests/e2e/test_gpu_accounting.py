@@ -27,12 +27,7 @@ def gc(tmp_path_factory):
                 up_args=("--gpus", "2", "--sanity", "nvml_module=tests.agent.fake_nvml"))
     c.env["PYTHONPATH"] = str(REPO)
     c.env["LINGJUN_FAKE_NVML_GPUS"] = str(gpus)
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 def test_sacct_shows_the_gpus_a_job_held_and_what_nvml_saw_of_them(gc):

@@ -27,12 +27,7 @@ def mc(tmp_path_factory):
                 up_args=("--gpus", "2", "--sanity", "nvml_module=tests.agent.fake_nvml"))
     c.env["PYTHONPATH"] = str(REPO)
     c.env["LINGJUN_FAKE_NVML_GPUS"] = str(gpus)
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 def scrape(address: str) -> dict[str, list]:

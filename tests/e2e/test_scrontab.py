@@ -21,12 +21,7 @@ from tests.e2e.conftest import Cluster, wait_for
 def cron(tmp_path_factory):
     root = tmp_path_factory.mktemp("scrontab")
     c = Cluster(root, nodes=2)
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 def scrontab(c: Cluster, *args: str, stdin: str | None = None):

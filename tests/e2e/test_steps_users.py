@@ -57,12 +57,7 @@ def cluster(root_dir, people):
     c = Cluster(root_dir / "cluster", nodes=2, cpus=2)
     c.root.chmod(0o755)
     c.work.chmod(0o755)
-    c.up()
-    try:
-        c.wait_nodes_up()
-        yield c
-    finally:
-        c.down()
+    yield from c.serving()
 
 
 class As:
