@@ -163,6 +163,9 @@ class Agent:
         self.kill_when_started: set[tuple[int, int]] = set()
         self.terminating: dict[int, asyncio.Task] = {}
         self.launching: set[int] = set()
+        # batch jobs told to end while their script was being started: job ->
+        # (grace, report); ended as soon as the start returns (_launch_batch)
+        self.end_when_launched: dict[int, tuple[float, bool]] = {}
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
@@ -601,6 +604,9 @@ class Agent:
                                     end_time=now, max_rss_kb=0, error=str(e))
             self.unacked[jid] = res
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
+            end = self.end_when_launched.pop(jid, None)
+            if end is not None and end[1]:
+                self._cleaned(jid)
             return
         finally:
             self.launching.discard(jid)
@@ -610,6 +616,10 @@ class Agent:
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
             job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
+        end = self.end_when_launched.pop(jid, None)
+        if end is not None:        # cancelled (or timed out) while it was starting
+            log.info("job=%d: ended on start: it was told to end while starting", jid)
+            self._terminate(jid, *end)
 
     async def _mps_start(self, jid: int, share: agent_pb2.JobShare) -> dict[str, str]:
         """An MPS job's GPU gets its control daemon (started off the loop if it is
@@ -852,6 +862,13 @@ class Agent:
         for key in self.starting_steps:
             if key[0] == jid:
                 self.kill_when_started.add(key)
+        if jid in self.launching:
+            # its script is being started (a thread): no process to find yet, so
+            # a search now would miss it and the job would run on untold
+            was = self.end_when_launched.get(jid)
+            self.end_when_launched[jid] = (min(grace_s, was[0]) if was else grace_s,
+                                           report or bool(was and was[1]))
+            return
         if jid in self.terminating:
             if report:
                 self.terminating[jid].add_done_callback(lambda _: self._cleaned(jid))
