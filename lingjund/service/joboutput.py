@@ -50,7 +50,8 @@ async def read(ctl: Controller, req: api_pb2.ReadJobOutputRequest) -> AsyncItera
         raise errors.BatchOnly()
     offset = req.offset
     while True:
-        job = ctl.store.job(req.job_id) or job
+        if job.state not in slurm.FINISHED_STATES:     # it may have started, ended, or moved
+            job = ctl.store.job(req.job_id) or job
         node = job.batch_host
         if not node:                                 # never started
             if req.follow and job.state == slurm.PENDING:
