@@ -1,17 +1,24 @@
 """lingjun logs [-f] [--rank N] JOB[.STEP]: a job's output, from any login node.
 
 - ``JOB``: the batch output (its StdOut file, which holds what its steps
-  printed too); ``-f`` follows it until the job ends (the end is told by
-  WatchJobs, not found by asking).
+  printed too), relayed by the controller from the agent of the node that
+  runs (or ran) the batch script (ReadJobOutput; ``Job.output`` in the SDK).
+  ``-f`` follows it until the script has ended and the file is read to its
+  end; a pending job is waited for.
 - ``JOB.STEP``, or ``--rank N`` (the job's newest running step): every
   rank's output of a running step, each line labelled ``rank: `` as
   ``srun -l`` labels it, through the controller from the agents that run
   the tasks (``sattach``'s stream); ``--rank N`` keeps rank N only. It ends
   when the step ends.
 
-The batch output is read where the file is: this machine must mount the
-job's output directory (a shared home or project filesystem, as on most
-clusters); relaying the batch file through its agent is not offered.
+The batch output always comes through the relay, never from opening the
+file here, even where this machine mounts it: one path, one permission rule
+(the job's owner or an operator, as for sattach, checked by the controller)
+and one answer for a job whose node is down ("Job's output is on node3,
+which is not responding"), rather than a read that works on some machines,
+silently shows another host's stale copy on others, and lets anyone who can
+read the file see it. The cost is a hop through the controller, in chunks
+it asks for one at a time, so a slow reader holds back only its own stream.
 """
 from __future__ import annotations
 
@@ -35,13 +42,12 @@ def logs(job: str, follow: bool = False, rank: int | None = None) -> int:
         if not job.isdigit():
             print(f"{PROG}: error: Invalid job id specified: {job}", file=sys.stderr)
             return 1
-        j = client.job(int(job))
-        if follow:
-            for line in j.logs(follow=True):
-                sys.stdout.write(line)
-                sys.stdout.flush()
-        else:
-            sys.stdout.write(j.logs())
+        out = sys.stdout.buffer
+        for data in client.job(int(job)).output(follow=follow):
+            out.write(data)
+            if follow:
+                out.flush()
+        out.flush()
         return 0
     except ControllerUnreachable:
         print(f"{PROG}: error: Unable to contact slurm controller (connect failure)", file=sys.stderr)

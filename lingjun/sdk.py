@@ -25,13 +25,17 @@ with a cursor. A stream that breaks (the controller restarted, or this
 program read too slowly and was dropped) is resumed from the last cursor,
 so no change is missed or seen twice.
 
-``Job.logs`` reads the job's batch output file (``StdOut``, with everything
-its steps printed); where that file is on a filesystem this machine mounts,
-as home and project directories are on most clusters. ``follow=True`` yields
-lines as they are written until the job ends.
+``Job.logs`` reads the job's batch output (its ``StdOut`` file, with
+everything its steps printed) through the controller, which relays it from
+the agent of the node that runs (or ran) the batch script: it works from any
+machine that reaches the controller, whether or not it mounts the job's
+output directory. ``follow=True`` yields lines as they are written until the
+batch script has ended and its file is read to the end. The caller must own
+the job (or be an operator), as for sattach.
 """
 from __future__ import annotations
 
+import codecs
 import os
 import threading
 import time
@@ -41,7 +45,7 @@ from typing import Iterator
 import grpc
 
 from lingjun import slurm
-from lingjun.client import Api, ControllerUnreachable
+from lingjun.client import Api, ControllerUnreachable, error_reason
 from lingjun.v1 import api_pb2
 
 __all__ = ["Client", "Job", "Event", "SubmitError", "ControllerUnreachable"]
@@ -271,62 +275,58 @@ class Job:
 
     def logs(self, follow: bool = False) -> str | Iterator[str]:
         """The job's batch output (StdOut) as text; ``follow=True``: an iterator
-        of its lines as they are written, ending when the job has ended and
-        every line is read."""
+        of its lines as they are written, ending when the job's batch script
+        has ended and every line is read. Relayed by the controller from the
+        batch node's agent (ReadJobOutput), so the file need not be mounted
+        here. A pending job has no output yet: "" without ``follow``; with it,
+        the lines come once it starts."""
         return self._follow() if follow else self._read()
 
-    def _path(self) -> str:
-        info = self.info()
-        if not info.stdout_path:
-            raise LookupError(f"job {self.id} has no output file")
-        return info.stdout_path
+    def output(self, follow: bool = False, offset: int = 0) -> Iterator[bytes]:
+        """The batch output's bytes from ``offset`` as the controller relays
+        them, chunk by chunk; a pending job is waited for (WatchJobs) when
+        following. Refusals raise grpc.RpcError with Slurm's
+        words in ``details()``; ControllerUnreachable when there is no
+        controller to ask."""
+        while True:
+            stream = self.client.api.stream("ReadJobOutput", api_pb2.ReadJobOutputRequest(
+                job_id=self.id, offset=offset, follow=follow))
+            try:
+                for chunk in stream:
+                    offset = chunk.offset + len(chunk.data)
+                    yield chunk.data
+                return
+            except grpc.RpcError as e:
+                if follow and error_reason(e) == "ESLURM_JOB_PENDING":
+                    self._wait_started()
+                    continue
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    raise ControllerUnreachable(e.details() or "connect failure") from None
+                e.reason = error_reason(e)
+                raise
+            finally:
+                stream.cancel()
+
+    def _wait_started(self) -> None:
+        """Until the job has left PENDING (told by WatchJobs)."""
+        for ev in self.client.events(job_ids=[self.id], after=0):
+            if ev.kind == "state" and ev.state != slurm.PENDING:
+                return
 
     def _read(self) -> str:
-        try:
-            with open(self._path(), errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return b"".join(self.output()).decode(errors="replace")
 
     def _follow(self) -> Iterator[str]:
-        ended = threading.Event()
-
-        def watch() -> None:
-            for ev in self.client.events(job_ids=[self.id], after=0):
-                if ev.finished:
-                    ended.set()
-                    return
-
-        threading.Thread(target=watch, daemon=True).start()
-        path = self._path()
-        f = None
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         partial = ""
-        try:
-            while True:
-                if f is None and os.path.exists(path):
-                    f = open(path, errors="replace")
-                chunk = f.read() if f is not None else ""
-                if chunk:
-                    partial += chunk
-                    *lines, partial = partial.split("\n")
-                    for line in lines:
-                        yield line + "\n"
-                    continue
-                if ended.is_set():
-                    tail = f.read() if f is not None else ""
-                    partial += tail
-                    if "\n" in tail:
-                        *lines, partial = partial.split("\n")
-                        for line in lines:
-                            yield line + "\n"
-                        continue
-                    if partial:
-                        yield partial
-                    return
-                ended.wait(0.2)         # the file grows without telling; the job's end does tell
-        finally:
-            if f is not None:
-                f.close()
+        for data in self.output(follow=True):
+            partial += text.decode(data)
+            *lines, partial = partial.split("\n")
+            for line in lines:
+                yield line + "\n"
+        partial += text.decode(b"", final=True)
+        if partial:
+            yield partial
 
 
 def _words(text: str) -> str:

@@ -60,6 +60,7 @@ from lingjun_agent.launcher import (
     forkserver,
     lease,
     mps,
+    output,
     procs,
     steps,
     watch,
@@ -166,6 +167,7 @@ class Agent:
         # batch jobs told to end while their script was being started: job ->
         # (grace, report); ended as soon as the start returns (_launch_batch)
         self.end_when_launched: dict[int, tuple[float, bool]] = {}
+        self.output_reads: set[asyncio.Task] = set()    # answering ReadOutput (lingjun logs)
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
@@ -555,6 +557,10 @@ class Agent:
             self.net.set_profile(msg.net_profile)
         elif kind == "sanity_prolog":
             asyncio.create_task(self._prolog(msg.sanity_prolog))
+        elif kind == "read_output":
+            t = asyncio.create_task(self._read_output(msg.read_output))
+            self.output_reads.add(t)          # kept until done: a task may be collected mid-run
+            t.add_done_callback(self.output_reads.discard)
         elif kind == "sanity_clock":
             c = msg.sanity_clock
             self.clock_offset = c.controller_time - (c.echo_sent_at + time.time()) / 2
@@ -562,6 +568,14 @@ class Agent:
                 self.lease.acked(c.echo_seq)
         else:
             log.warning("unexpected message %s", kind)
+
+    async def _read_output(self, req: agent_pb2.ReadOutput) -> None:
+        """One chunk of a job's batch output for the controller (launcher/output.py)."""
+        jid = req.job_id
+        reply = await output.answer(req, lambda: jid in self.batches or jid in self.launching)
+        if reply.error:
+            log.warning("job=%d node=%s: output not read: %s", jid, self.node, reply.error)
+        self.send(agent_pb2.AgentMessage(output_chunk=reply))
 
     async def _launch_batch(self, lb: agent_pb2.LaunchBatch) -> None:
         jid = lb.job_id

@@ -105,6 +105,8 @@ STATUSES = [
     (errors.InvalidQos, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NoSuchAccount, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.UnknownOption, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NodeNotResponding, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.OutputUnreadable, grpc.StatusCode.FAILED_PRECONDITION),
 ]
 
 

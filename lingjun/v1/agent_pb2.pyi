@@ -380,8 +380,38 @@ class SanityClock(_message.Message):
     echo_seq: int
     def __init__(self, echo_sent_at: _Optional[float] = ..., controller_time: _Optional[float] = ..., echo_seq: _Optional[int] = ...) -> None: ...
 
+class ReadOutput(_message.Message):
+    __slots__ = ("read_id", "job_id", "path", "offset", "follow", "uid")
+    READ_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    read_id: int
+    job_id: int
+    path: str
+    offset: int
+    follow: bool
+    uid: int
+    def __init__(self, read_id: _Optional[int] = ..., job_id: _Optional[int] = ..., path: _Optional[str] = ..., offset: _Optional[int] = ..., follow: _Optional[bool] = ..., uid: _Optional[int] = ...) -> None: ...
+
+class OutputChunk(_message.Message):
+    __slots__ = ("read_id", "offset", "data", "ended", "error")
+    READ_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    read_id: int
+    offset: int
+    data: bytes
+    ended: bool
+    error: str
+    def __init__(self, read_id: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., ended: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "auth_hello", "sanity_report")
+    __slots__ = ("register", "heartbeat", "batch_started", "batch_finished", "task_output", "task_exit", "job_cleaned", "net_status", "auth_proof", "auth_hello", "sanity_report", "output_chunk")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     BATCH_STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +423,7 @@ class AgentMessage(_message.Message):
     AUTH_PROOF_FIELD_NUMBER: _ClassVar[int]
     AUTH_HELLO_FIELD_NUMBER: _ClassVar[int]
     SANITY_REPORT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CHUNK_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     batch_started: BatchStarted
@@ -404,7 +435,8 @@ class AgentMessage(_message.Message):
     auth_proof: AuthProof
     auth_hello: AuthHello
     sanity_report: SanityReport
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., auth_hello: _Optional[_Union[AuthHello, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ...) -> None: ...
+    output_chunk: OutputChunk
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., batch_started: _Optional[_Union[BatchStarted, _Mapping]] = ..., batch_finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., task_output: _Optional[_Union[AgentTaskOutput, _Mapping]] = ..., task_exit: _Optional[_Union[AgentTaskExit, _Mapping]] = ..., job_cleaned: _Optional[_Union[JobCleaned, _Mapping]] = ..., net_status: _Optional[_Union[_api_pb2.NetStatusReport, _Mapping]] = ..., auth_proof: _Optional[_Union[AuthProof, _Mapping]] = ..., auth_hello: _Optional[_Union[AuthHello, _Mapping]] = ..., sanity_report: _Optional[_Union[SanityReport, _Mapping]] = ..., output_chunk: _Optional[_Union[OutputChunk, _Mapping]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("accepted", "message", "controller_time", "heartbeat_interval_s", "expected_job_ids", "acked_job_ids", "net_profile", "heartbeat_timeout_s", "fence_grace_s", "resume_steps")
@@ -564,7 +596,7 @@ class AckBatchFinished(_message.Message):
     def __init__(self, job_id: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge", "sanity_prolog", "sanity_clock", "resume_step", "forget_step")
+    __slots__ = ("register_reply", "launch_batch", "launch_tasks", "signal_job", "terminate_job", "ack_batch_finished", "net_profile", "auth_challenge", "sanity_prolog", "sanity_clock", "resume_step", "forget_step", "read_output")
     REGISTER_REPLY_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BATCH_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -577,6 +609,7 @@ class ControllerMessage(_message.Message):
     SANITY_CLOCK_FIELD_NUMBER: _ClassVar[int]
     RESUME_STEP_FIELD_NUMBER: _ClassVar[int]
     FORGET_STEP_FIELD_NUMBER: _ClassVar[int]
+    READ_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     register_reply: RegisterReply
     launch_batch: LaunchBatch
     launch_tasks: LaunchTasks
@@ -589,4 +622,5 @@ class ControllerMessage(_message.Message):
     sanity_clock: SanityClock
     resume_step: StepResume
     forget_step: StepForget
-    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ..., resume_step: _Optional[_Union[StepResume, _Mapping]] = ..., forget_step: _Optional[_Union[StepForget, _Mapping]] = ...) -> None: ...
+    read_output: ReadOutput
+    def __init__(self, register_reply: _Optional[_Union[RegisterReply, _Mapping]] = ..., launch_batch: _Optional[_Union[LaunchBatch, _Mapping]] = ..., launch_tasks: _Optional[_Union[LaunchTasks, _Mapping]] = ..., signal_job: _Optional[_Union[SignalJob, _Mapping]] = ..., terminate_job: _Optional[_Union[TerminateJob, _Mapping]] = ..., ack_batch_finished: _Optional[_Union[AckBatchFinished, _Mapping]] = ..., net_profile: _Optional[_Union[NetProfileSpec, _Mapping]] = ..., auth_challenge: _Optional[_Union[AuthChallenge, _Mapping]] = ..., sanity_prolog: _Optional[_Union[SanityPrologRequest, _Mapping]] = ..., sanity_clock: _Optional[_Union[SanityClock, _Mapping]] = ..., resume_step: _Optional[_Union[StepResume, _Mapping]] = ..., forget_step: _Optional[_Union[StepForget, _Mapping]] = ..., read_output: _Optional[_Union[ReadOutput, _Mapping]] = ...) -> None: ...

@@ -1356,6 +1356,28 @@ class AttachStepRequest(_message.Message):
     requester_uid: int
     def __init__(self, job_id: _Optional[int] = ..., step_id: _Optional[int] = ..., requester_uid: _Optional[int] = ...) -> None: ...
 
+class ReadJobOutputRequest(_message.Message):
+    __slots__ = ("job_id", "offset", "follow", "requester_uid")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_UID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    offset: int
+    follow: bool
+    requester_uid: int
+    def __init__(self, job_id: _Optional[int] = ..., offset: _Optional[int] = ..., follow: _Optional[bool] = ..., requester_uid: _Optional[int] = ...) -> None: ...
+
+class JobOutputChunk(_message.Message):
+    __slots__ = ("offset", "data", "node")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    data: bytes
+    node: str
+    def __init__(self, offset: _Optional[int] = ..., data: _Optional[bytes] = ..., node: _Optional[str] = ...) -> None: ...
+
 class AcctMgrRequest(_message.Message):
     __slots__ = ("verb", "entity", "names", "where", "set", "dry_run", "requester_uid", "requester")
     class WhereEntry(_message.Message):

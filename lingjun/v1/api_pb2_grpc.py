@@ -164,6 +164,11 @@ class SlurmApiStub:
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
                 response_deserializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
                 _registered_method=True)
+        self.ReadJobOutput = channel.unary_stream(
+                '/lingjun.v1.SlurmApi/ReadJobOutput',
+                request_serializer=lingjun_dot_v1_dot_api__pb2.ReadJobOutputRequest.SerializeToString,
+                response_deserializer=lingjun_dot_v1_dot_api__pb2.JobOutputChunk.FromString,
+                _registered_method=True)
         self.AcctMgr = channel.unary_unary(
                 '/lingjun.v1.SlurmApi/AcctMgr',
                 request_serializer=lingjun_dot_v1_dot_api__pb2.AcctMgrRequest.SerializeToString,
@@ -336,6 +341,12 @@ class SlurmApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadJobOutput(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AcctMgr(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -480,6 +491,11 @@ def add_SlurmApiServicer_to_server(servicer, server):
                     servicer.AttachStep,
                     request_deserializer=lingjun_dot_v1_dot_api__pb2.AttachStepRequest.FromString,
                     response_serializer=lingjun_dot_v1_dot_api__pb2.TaskOutput.SerializeToString,
+            ),
+            'ReadJobOutput': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadJobOutput,
+                    request_deserializer=lingjun_dot_v1_dot_api__pb2.ReadJobOutputRequest.FromString,
+                    response_serializer=lingjun_dot_v1_dot_api__pb2.JobOutputChunk.SerializeToString,
             ),
             'AcctMgr': grpc.unary_unary_rpc_method_handler(
                     servicer.AcctMgr,
@@ -1194,6 +1210,33 @@ class SlurmApi:
             '/lingjun.v1.SlurmApi/AttachStep',
             lingjun_dot_v1_dot_api__pb2.AttachStepRequest.SerializeToString,
             lingjun_dot_v1_dot_api__pb2.TaskOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadJobOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lingjun.v1.SlurmApi/ReadJobOutput',
+            lingjun_dot_v1_dot_api__pb2.ReadJobOutputRequest.SerializeToString,
+            lingjun_dot_v1_dot_api__pb2.JobOutputChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,7 @@ reconcile at its next registration repairs whatever it missed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from dataclasses import dataclass, field
 
@@ -26,6 +27,9 @@ class Connection:
     # the next one is answered (nodes.heartbeat, nodes.echo_after_s)
     echoed_at: float = 0.0
     echo_after_s: float = 0.0
+    # ReadOutput requests awaiting their OutputChunk, by read_id (service/joboutput.py);
+    # a closed stream answers each with None
+    reads: dict = field(default_factory=dict)
 
     def send(self, msg: agent_pb2.ControllerMessage) -> None:
         self.outbox.put_nowait(msg)
@@ -33,6 +37,10 @@ class Connection:
     def close(self) -> None:
         self.closed.set()
         self.outbox.put_nowait(None)
+        for fut in self.reads.values():
+            if not fut.done():
+                fut.set_result(None)
+        self.reads.clear()
 
 
 class AgentRegistry:
@@ -42,6 +50,8 @@ class AgentRegistry:
         self.capacity_wake: asyncio.TimerHandle | None = None
         # registrations waiting for this turn's batch: (conn, Register, future)
         self.registering: list = []
+        # ids of ReadOutput requests (service/joboutput.py), unique across nodes
+        self.read_ids = itertools.count(1)
 
     def attach(self, conn: Connection) -> None:
         old = self._by_node.get(conn.node)

@@ -34,16 +34,24 @@ from lingjund.store.store import JobRecord, StepRecord
 log = logging.getLogger("lingjund.batch")
 
 
-def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
+def output_paths(job: JobRecord) -> tuple[str, str]:
+    """The batch script's stdout and stderr files on its node (``job.batch_host``),
+    patterns expanded; stderr "" = the same file as stdout."""
     spec = job.spec
-    node = job.batch_host
-    subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=node,
+    subst = dict(job_id=job.job_id, job_name=job.name, user=job.user, node=job.batch_host,
                  node_index=0, task_id=0, array_job_id=job.array_job_id,
                  array_task_id=job.array_task_id if job.array_task_id >= 0 else None)
     out_pat = spec.stdout_pattern or default_stdout(bool(job.array_job_id))
     stdout = resolve_path(expand_pattern(out_pat, **subst), spec.work_dir)
     stderr = resolve_path(expand_pattern(spec.stderr_pattern, **subst), spec.work_dir) \
         if spec.stderr_pattern else ""
+    return stdout, stderr
+
+
+def launch_message(ctl: Controller, job: JobRecord) -> agent_pb2.ControllerMessage:
+    spec = job.spec
+    node = job.batch_host
+    stdout, stderr = output_paths(job)
     env = jobenv.batch_env(job, ctl.cluster, ctl.address, master_addr=node_address(ctl, node),
                              topology=ctl.config.topology.index)
     env.update(jobenv.checkpoint_env(ctl.config, job))   # checkpoint dir, heartbeat file

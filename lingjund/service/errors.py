@@ -145,3 +145,15 @@ class WatcherTooSlow(SlurmError):
     """A watcher (WatchJobs/WatchNodes) that fell too far behind was dropped;
     it resumes with its last cursor, from the store."""
     message = "Watcher fell behind and was dropped: resume with the last cursor"
+
+
+class NodeNotResponding(SlurmError):
+    """What is asked for is on a node whose agent is not connected (lingjun
+    logs: the batch output file is on the batch node)."""
+    message = "Required node not available (down, drained or reserved)"
+
+
+class OutputUnreadable(SlurmError):
+    """The job's output file is there but the agent would not or could not read
+    it (not a regular file, not the job owner's, an I/O error), in words."""
+    message = "The job's output file could not be read"

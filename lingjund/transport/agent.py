@@ -27,7 +27,7 @@ import grpc
 
 from lingjun import auth
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjund.service import batch, health, network, nodes, quarantine, steps
+from lingjund.service import batch, health, joboutput, network, nodes, quarantine, steps
 from lingjund.service.agents import Connection
 from lingjund.service.context import Controller
 from lingjund.transport.authn import ServerAuth
@@ -174,6 +174,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                             ack_batch_finished=agent_pb2.AckBatchFinished(job_id=msg.batch_finished.job_id)))
                     elif kind == "task_output":
                         steps.task_output(ctl, conn.node, msg.task_output)
+                    elif kind == "output_chunk":
+                        joboutput.chunk_arrived(conn.reads, msg.output_chunk)
                     elif kind == "task_exit":
                         steps.task_exit(ctl, conn.node, msg.task_exit)
                         quarantine.note_task_exit(ctl, conn.node, msg.task_exit)

@@ -16,7 +16,7 @@ import grpc
 from lingjun import launchers, slurm
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from lingjund.service import (accounting, allocations, authz, crontab, errors, faulttol, health, jobctl,
-                              jobs, network, nodes, priority, steps, topology, watch)
+                              joboutput, jobs, network, nodes, priority, steps, topology, watch)
 from lingjund.service import associations
 from lingjund.service.context import Controller
 from lingjund.store import store
@@ -327,6 +327,16 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         async for out in self._stream("AttachStep", request, context,
                                       steps.attach(self.ctl, request)):
             yield out
+
+    async def ReadJobOutput(self, request, context):
+        """lingjun logs: a job's batch output, from the agent of its batch node."""
+        try:
+            validate.check(request, self.ctl.config.authz)
+        except errors.SlurmError as e:
+            await status.abort(context, e)
+        async for chunk in self._stream("ReadJobOutput", request, context,
+                                        joboutput.read(self.ctl, request)):
+            yield chunk
 
     async def RunStep(self, request, context):
         try:

@@ -51,6 +51,8 @@ STATUS: dict[type[errors.SlurmError], grpc.StatusCode] = {
     authz.InvalidUserId: grpc.StatusCode.PERMISSION_DENIED,   # ESLURM_USER_ID_MISSING
     errors.NoSpace: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.NodeNotResponding: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.OutputUnreadable: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 # Slurm's name for each failure (slurm_errno.h), the ErrorInfo reason.
@@ -89,6 +91,8 @@ REASON: dict[type[errors.SlurmError], str] = {
     errors.InvalidQos: "ESLURM_INVALID_QOS",
     errors.NoSuchAccount: "ESLURM_INVALID_PARENT_ACCOUNT",   # sacctmgr's "doesn't exist"
     errors.UnknownOption: "EINVAL",
+    errors.NodeNotResponding: "ESLURM_NODE_NOT_AVAIL",
+    errors.OutputUnreadable: "EACCES",
 }
 # Failures that are no SlurmError, answered by the transport itself.
 INTERNAL = "ESLURM_INTERNAL"                          # a bug: see the controller's log

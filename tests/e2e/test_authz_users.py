@@ -95,6 +95,9 @@ def as_user(c: Cluster, user: str, command: str, *args: str, umask: int = 0o022)
             import encodings.idna  # noqa: F401
             import lingjun.client  # noqa: F401
             import lingjun.credential  # noqa: F401
+            import lingjun.sdk  # noqa: F401  (lingjun logs imports it when it runs)
+            from google.rpc import error_details_pb2  # noqa: F401  (lingjun.client.error_info)
+            from grpc_status import rpc_status  # noqa: F401
             import grpc._channel  # noqa: F401  (grpc imports these lazily)
             import grpc._interceptor  # noqa: F401
             import jwt  # noqa: F401
@@ -195,6 +198,20 @@ def test_alice_cannot_read_bobs_script_bob_can(cluster):
     assert (rc, out) == (0, f"batch script for job {jid} written to slurm-{jid}.sh\n"), err
     assert "echo bobs-secret" in (cluster.work / BOB / f"slurm-{jid}.sh").read_text()
     cluster.run(["scancel", str(jid)], check=True)
+
+
+def test_alice_cannot_read_bobs_job_output_bob_and_the_operator_can(cluster):
+    """lingjun logs relays the output file from the batch node's agent, which
+    reads it as root: the controller must refuse whoever does not own the job."""
+    jid = sbatch(cluster, BOB, "--wrap", "echo bobs-output")
+    assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "COMPLETED"
+    rc, out, err = as_user(cluster, ALICE, "lingjun", "logs", str(jid))
+    assert (rc, out, err) == (1, "", "lingjun logs: error: Access/permission denied\n")
+    rc, out, err = as_user(cluster, ALICE, "lingjun", "logs", "-f", str(jid))
+    assert (rc, out, err) == (1, "", "lingjun logs: error: Access/permission denied\n")
+    for user in (BOB, OPER):
+        rc, out, err = as_user(cluster, user, "lingjun", "logs", str(jid))
+        assert (rc, out, err) == (0, "bobs-output\n", ""), user
 
 
 def test_output_where_alice_may_not_write_fails_by_her_own_rights(cluster):

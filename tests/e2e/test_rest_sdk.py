@@ -301,6 +301,72 @@ def test_sattach_and_logs_label_every_rank_of_a_running_step(cluster):
     assert (p.returncode, p.stderr.strip()) == (1, "sattach: error: Job/step already completing or completed")
 
 
+def _hidden_from_client(cluster, directory: Path, argv: list[str]) -> list[str]:
+    """``argv`` as a client that does not mount ``directory``: run in a mount
+    namespace of its own where an empty tmpfs lies over it, as on a login node
+    without the job's filesystem. Its first line of output is what it sees of
+    the directory (``ls -A``; nothing), then the command's own."""
+    script = 'mount -t tmpfs tmpfs "$1" && shift && echo "seen:$(ls -A "$0")" && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+            str(directory), str(directory), *argv]
+
+
+def test_logs_follow_relays_output_the_client_cannot_read_until_the_job_ends(cluster):
+    """The job writes its output into a directory; the client follows it from a
+    mount namespace where that directory is an empty tmpfs, so it cannot open
+    the file and everything it prints came through the controller from the
+    batch node's agent. The output is longer than one relayed chunk, and its
+    last line is written just before the script exits: following ends when the
+    job ends, with every byte of the file."""
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare --mount is not permitted here")
+    hidden = cluster.work / "hidden"
+    hidden.mkdir()
+    job_id = cluster.sbatch("-o", str(hidden / "out-%j.out"), input=(
+        "#!/bin/bash\necho first\nsleep 2\nseq 1 40000\nsleep 1\necho last line of $SLURM_JOB_ID\n"))
+    cluster.wait_state(job_id, "RUNNING")
+    p = subprocess.Popen(_hidden_from_client(cluster, hidden, [f"{BIN}/lingjun", "logs", "-f", str(job_id)]),
+                         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cluster.work)
+    assert p.stdout.readline() == b"seen:\n"            # the client sees no file there
+    first = p.stdout.readline()
+    assert first == b"first\n"
+    assert cluster.state_of(job_id) == "RUNNING"        # it came while the job ran
+    rest, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert cluster.state_of(job_id) in ("COMPLETING", "COMPLETED")
+    want = (hidden / f"out-{job_id}.out").read_bytes()
+    assert len(want) > 64 * 1024
+    assert first + rest == want
+    assert want.endswith(f"last line of {job_id}\n".encode())
+    # read again, whole, once the job has ended
+    again = subprocess.run(_hidden_from_client(cluster, hidden, [f"{BIN}/lingjun", "logs", str(job_id)]),
+                           env=cluster.env, capture_output=True, cwd=cluster.work, timeout=60)
+    assert (again.returncode, again.stdout) == (0, b"seen:\n" + want), again.stderr
+
+
+def test_logs_of_an_unknown_job_fail_in_slurms_words(cluster):
+    for job in ("999999", "nosuch"):
+        p = cluster.run([f"{BIN}/lingjun", "logs", "-f", job])
+        assert (p.returncode, p.stdout, p.stderr) == (
+            1, "", f"lingjun logs: error: Invalid job id specified{': ' + job if job == 'nosuch' else ''}\n")
+
+
+def test_logs_of_a_job_whose_node_is_gone_say_where_the_output_is(cluster):
+    job_id = cluster.sbatch("-o", str(cluster.work / "gone-%j.out"), "--wrap", "echo here")
+    cluster.wait_state(job_id, "COMPLETED")
+    node = cluster.squeue(job_id, "%B")
+    assert cluster.run([f"{BIN}/lingjun", "logs", str(job_id)]).stdout == "here\n"
+    cluster.kill9(node)
+    try:
+        p = cluster.run([f"{BIN}/lingjun", "logs", str(job_id)])
+        assert (p.returncode, p.stdout, p.stderr) == (
+            1, "", f"lingjun logs: error: Job's output is on {node}, which is not responding\n")
+    finally:
+        cluster.restart(node)
+        cluster.wait_nodes_up(timeout=60)
+    assert cluster.run([f"{BIN}/lingjun", "logs", str(job_id)]).stdout == "here\n"
+
+
 # -- watching across a controller restart (last: it restarts the module's controller) --------
 
 def test_a_wait_resumes_from_its_cursor_across_a_controller_restart(cluster):
