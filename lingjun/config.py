@@ -20,6 +20,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
 
     [agent]
     metrics_address = ""            # HOST:PORT of each agent's /metrics (the same rules)
+    output_sink = ""                # batch output lines to "journald" or "file:/PATH" too
 
     [[nodes]]
     names = "node[1-4]"             # a hostlist expression
@@ -311,6 +312,27 @@ class AgentConfig:
     # lldpd's client: the agent reports the leaf switch it hears over LLDP at
     # registration ("" = do not ask; nothing is asked when it is not installed)
     lldpctl: str = "lldpctl"
+    # each batch job's output lines also to the site's log pipeline: "" (off),
+    # "journald" ("journald:/SOCKET" elsewhere) or "file:/PATH" (lingjun_agent/outputsink.py)
+    output_sink: str = ""
+
+
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+
+
+def output_sink_target(text: str) -> tuple[str, str]:
+    """[agent] output_sink as ("journald", socket) or ("file", path); ("", "") when off."""
+    if not text:
+        return "", ""
+    kind, sep, where = text.partition(":")
+    if kind == "journald":
+        where = where if sep else JOURNAL_SOCKET
+    elif kind != "file" or not sep:
+        raise ConfigError(f'[agent] output_sink: {text!r} is not "journald", '
+                          f'"journald:/SOCKET" or "file:/PATH"')
+    if not where.startswith("/"):
+        raise ConfigError(f"[agent] output_sink: {text!r}: the path must be absolute")
+    return kind, where
 
 
 @dataclass(frozen=True)
@@ -1010,6 +1032,7 @@ def parse(text: str, path: str = "") -> Config:
     agent = _take(_table(data, "agent"), AgentConfig, "[agent]")
     _check_address("[controller] metrics_address", controller.metrics_address)
     _check_address("[agent] metrics_address", agent.metrics_address)
+    output_sink_target(agent.output_sink)
     nodes: list[NodeConfig] = []
     for i, t in enumerate(_tables(data, "nodes")):
         t = dict(t)

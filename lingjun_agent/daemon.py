@@ -86,7 +86,7 @@ async def _main(agent: Agent, creds: CredentialServer | None = None,
 # waits for a restart (the agent's identity, its sockets and where it keeps state).
 RESTART_ONLY = ("auth", "agent.state_dir", "agent.device_root", "agent.sysfs_root",
                 "agent.mps_control", "controller.listen", "controller.address",
-                "network.rdma_sysfs_root", "agent.metrics_address")
+                "network.rdma_sysfs_root", "agent.metrics_address", "agent.output_sink")
 
 
 def reloader(agent: Agent, path: str | None, node: str, cfg: configmod.Config) -> Callable[[], None]:
@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                   rdma_root=cfg.network.rdma_sysfs_root, key=key, tls_ca=tls_ca,
                   job_env=job_env, sanity=cfg.sanity, configured=_configured(cfg, args.node),
                   device_root=cfg.agent.device_root, sysfs_root=cfg.agent.sysfs_root,
-                  mps_control=cfg.agent.mps_control, lldpctl=cfg.agent.lldpctl)
+                  mps_control=cfg.agent.mps_control, lldpctl=cfg.agent.lldpctl,
+                  output_sink=configmod.output_sink_target(cfg.agent.output_sink))
     try:
         asyncio.run(_main(agent, creds, commands, relay,
                           reloader(agent, args.config, args.node, cfg), cfg.agent.metrics_address))

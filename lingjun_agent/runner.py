@@ -50,7 +50,7 @@ import grpc
 
 from lingjun import auth, launchers
 from lingjun.v1 import agent_pb2, agent_pb2_grpc
-from lingjun_agent import gpus, gpuusage, inventory, lldp
+from lingjun_agent import gpus, gpuusage, inventory, lldp, outputsink
 from lingjun_agent.launcher import (
     batch,
     cgroups,
@@ -124,8 +124,12 @@ class Agent:
                  job_env: dict[str, str] | None = None,
                  sanity=None, configured: tuple[int, int, int] = (0, 0, 0),
                  device_root: str = "/dev", sysfs_root: str = "/sys",
-                 mps_control: str = "nvidia-cuda-mps-control", lldpctl: str = ""):
+                 mps_control: str = "nvidia-cuda-mps-control", lldpctl: str = "",
+                 output_sink: tuple[str, str] = ("", "")):
         self.node = node
+        # [agent] output_sink: batch output lines to the site's logs too (outputsink.py)
+        self.sink = outputsink.Sink(*output_sink, node) if output_sink[0] else None
+        self.forwarding: set[asyncio.Task] = set()
         self.controller = controller
         # the cluster key proves membership; tls_ca (PEM), when set, verifies the controller.
         if key is None:
@@ -630,6 +634,12 @@ class Agent:
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
             job_id=jid, pid=handle.pid, launcher_port=port)))
         self._watch(handle)
+        if self.sink is not None:
+            t = asyncio.create_task(outputsink.forward(
+                self.sink, jid, lb.user or str(lb.uid), lb.uid, lb.stdout_path,
+                lambda: jid in self.batches))
+            self.forwarding.add(t)            # kept until done: a task may be collected mid-run
+            t.add_done_callback(self.forwarding.discard)
         end = self.end_when_launched.pop(jid, None)
         if end is not None:        # cancelled (or timed out) while it was starting
             log.info("job=%d: ended on start: it was told to end while starting", jid)
