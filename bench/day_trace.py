@@ -32,8 +32,14 @@ of simulated time (Slurm's backfill runs every 30 s). Printed per mode:
 - the cost of the core: passes, median and worst time of one pass.
 
 Priority is the queue's order (``--priority``): ``basic`` is submission
-order (priority/basic). Fair share between the accounts needs the accounts'
-usage in the priority, which the multifactor plugin brings.
+order (priority/basic); ``multifactor`` is priority/multifactor with
+Lingjun's default weights (fair share 10,000, age 1,000, max age 7 days)
+and each account's Fair Tree factor (``lingjund/sched/fairshare.py``, the
+one sshare shows) from its GPU-seconds, decayed with ``--half-life``, over
+accounts a, b and c under root with RawShares from ``--shares``: the
+controller's ``[accounting]`` usage charging, played here per pass.
+
+    python bench/day_trace.py --priority basic,multifactor --modes on
 """
 from __future__ import annotations
 
@@ -50,8 +56,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lingjund.sched import fairshare  # noqa: E402
 from lingjund.sched.backfill import Backfill  # noqa: E402
 from lingjund.sched.cycle import schedule  # noqa: E402
+from lingjund.sched.plugins.multifactor import MultifactorPriority, Weights  # noqa: E402
 from lingjund.sched.plugins import DEFAULT_PROFILE  # noqa: E402
 from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView, RunningJob, Snapshot  # noqa: E402
 
@@ -131,9 +139,10 @@ class Run:
     gpu_ids: tuple
 
 
-def request(j: TraceJob, priority: int) -> JobRequest:
+def request(j: TraceJob, priority: int, fs: float = 1.0) -> JobRequest:
     common = dict(job_id=j.id, priority=priority, submit_time=T0 + j.submit,
-                  partition="batch", time_limit_min=j.limit_min)
+                  partition="batch", time_limit_min=j.limit_min, account=j.account,
+                  user=f"u{j.account}", fairshare=fs)
     if j.nodes == 1 and j.gpus < GPUS:
         return JobRequest(cpus_per_task=16 * j.gpus, gpus_per_node=j.gpus,
                           mem_per_node_mb=64_000 * j.gpus, **common)
@@ -142,11 +151,19 @@ def request(j: TraceJob, priority: int) -> JobRequest:
 
 
 def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
-             hours: float, priority: str = "basic") -> dict:
+             hours: float, priority: str = "basic", shares: dict[str, float] | None = None,
+             half_life_s: float = 7 * 86400) -> dict:
     names = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
     state = {n: Node(n) for n in names}
     part = PartitionView(name="batch", nodes=tuple(names), default=True, total_cpus=CPUS * nodes)
     profile = replace(DEFAULT_PROFILE, backfill=Backfill()) if backfill else DEFAULT_PROFILE
+    multifactor = priority == "multifactor"
+    if multifactor:
+        profile = replace(profile, queue_sort=MultifactorPriority(
+            Weights(age=1000, fairshare=10000, max_age_s=7 * 86400)))
+    raw_shares = {a: max(1, round((shares or {}).get(a, 1 / 3) * 100)) for a in "abc"}
+    usage = {a: 0.0 for a in "abc"}       # decayed GPU-seconds, as [accounting] charges them
+    fs = {a: 1.0 for a in "abc"}
     horizon = hours * 3600
     arrivals = list(trace)
     ai = 0
@@ -183,6 +200,9 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
         dt = nxt - now
         if dt > 0:
             per = account_running_gpus()
+            if multifactor:
+                for a in "abc":
+                    usage[a] = fairshare.advance(usage[a], now, nxt, per[a] * dt, half_life_s, "NONE")
             all_waiting = len({j.account for j in pending.values()}) == 3
             for a, g in per.items():
                 used[a] += g * dt
@@ -209,6 +229,10 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
             changed = True
         if not changed or now < last_pass + interval:
             continue
+        if multifactor:
+            tree = fairshare.fair_tree({"root": "", "a": "root", "b": "root", "c": "root"},
+                                       [(a, f"u{a}", 1, usage[a]) for a in "abc"], raw_shares)
+            fs = {a: tree[(a, f"u{a}")].fairshare for a in "abc"}
         snap = Snapshot(
             nodes=tuple(NodeView(name=s.name, cpus=CPUS, memory_mb=MEM, gpus=GPUS,
                                  alloc_cpus=s.cpus, alloc_memory_mb=s.mem,
@@ -216,7 +240,7 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
                                  running_jobs=s.jobs, partitions=("batch",))
                         for s in state.values()),
             partitions=(part,),
-            pending=tuple(request(j, 1_000_000 - j.id) for j in pending.values()),
+            pending=tuple(request(j, 1_000_000 - j.id, fs[j.account]) for j in pending.values()),
             running=tuple(RunningJob(job_id=r.job.id, nodes=r.nodes,
                                      end_time=T0 + r.start + r.job.limit_min * 60,
                                      cpus_per_node=r.cpus, mem_per_node_mb=r.mem,
@@ -254,7 +278,7 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
     late = [started[j] - t for j, t in reserved.items() if j in started and started[j] > t + interval]
     busy_total = sum(busy_used.values()) or 1.0
     return {
-        "backfill": backfill, "jobs": len(trace), "started": len(started),
+        "backfill": backfill, "priority": priority, "jobs": len(trace), "started": len(started),
         "still_pending": len(pending), "utilization": sum(used.values()) / total_gpu_s,
         "busy_hours": busy_time / 3600,
         "busy_share": {a: busy_used[a] / busy_total for a in "abc"},
@@ -268,7 +292,7 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
 
 
 def report(r: dict, shares: dict[str, float]) -> None:
-    mode = "backfill" if r["backfill"] else "no backfill"
+    mode = ("backfill" if r["backfill"] else "no backfill") + ", priority/" + r["priority"]
     print(f"\n== {mode}: {r['jobs']} jobs, {r['started']} started, {r['still_pending']} still "
           f"pending at the end of the day")
     print(f"utilization {r['utilization'] * 100:.1f}% of the GPU-hours from the first submission")
@@ -295,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=30.0, help="seconds between passes, at most")
     ap.add_argument("--shares", default="a=50,b=30,c=20")
     ap.add_argument("--modes", default="off,on", help="backfill off, on, or both (default)")
+    ap.add_argument("--priority", default="basic",
+                    help="basic, multifactor, or both (basic,multifactor)")
+    ap.add_argument("--half-life", type=float, default=7.0,
+                    help="PriorityDecayHalfLife of the usage multifactor weighs, in days")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     o = ap.parse_args(argv)
     if o.make_trace:
@@ -304,13 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     shares = {k: float(v) / 100 for k, v in (kv.split("=") for kv in o.shares.split(","))}
     trace = load_trace(o.trace, o.hours)
     results = []
-    for mode in o.modes.split(","):
-        t0 = time.perf_counter()
-        r = simulate(trace, o.nodes, mode == "on", o.interval, o.hours)
-        r["wall_s"] = time.perf_counter() - t0
-        report(r, shares)
-        results.append(r)
-    if len(results) == 2:
+    for prio in o.priority.split(","):
+        for mode in o.modes.split(","):
+            t0 = time.perf_counter()
+            r = simulate(trace, o.nodes, mode == "on", o.interval, o.hours, prio, shares,
+                         o.half_life * 86400)
+            r["wall_s"] = time.perf_counter() - t0
+            report(r, shares)
+            results.append(r)
+    if len(results) == 2 and results[0]["priority"] == results[1]["priority"]:
         off, on = results
         print(f"\nutilization: {off['utilization'] * 100:.1f}% without backfill, "
               f"{on['utilization'] * 100:.1f}% with it")
