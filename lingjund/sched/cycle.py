@@ -57,6 +57,13 @@ it asked none: before that, a placement over more than N leaves is no
 placement and the job waits with ``Resources`` (or ``Priority``) as any job
 that does not fit.
 
+Limits (``snapshot.limits``, ``limits.py``): after the filters, a job that
+would take its QOS or association past a limit (GrpTRES, MaxTRESPerUser,
+MaxJobsPerUser, MaxJobs, GrpJobs), counting running jobs and every start
+earlier in the pass, gets the limit's reason (``QOSGrpGRES``...) and blocks
+nothing; the placement found is checked again with what it really holds
+before it is committed and charged.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 

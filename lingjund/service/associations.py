@@ -16,15 +16,23 @@ holding "associations" a job whose (account, user, partition) has no
 association is refused with Slurm's "Invalid account or account/partition
 combination specified"; with "qos" a QOS the association does not allow,
 "Invalid qos specification"; with "limits" MaxWall (of the association, up
-its tree, and of the QOS) and, in the submit transaction
-(``check_submit_limits``), MaxSubmitJobs / GrpSubmitJobs /
+its tree, and of the QOS), MaxTRESPerJob (the association's, inherited, and
+the QOS's: cpu, node, gres/gpu of the least the job takes) and, in the
+submit transaction (``check_submit_limits``), MaxSubmitJobs / GrpSubmitJobs /
 MaxSubmitJobsPerUser: "Job violates accounting/QOS policy (job submit limit,
 user's size and/or time limits)". Nothing is written on a refusal.
 
-The limits a scheduling pass would hold jobs to (GrpTRES, GrpJobs, MaxJobs,
-MaxTRESPerJob, QOS MaxTRESPerUser...) are stored and shown, and read through
-``effective_association`` (an association with every unset limit inherited
-from its parents) and ``ctl.store.assoc.qos``; the core does not apply them yet.
+In the scheduling pass (with "limits"): ``pass_limits`` gives the core
+(``Snapshot.limits``, lingjund/sched/limits.py) the QOS GrpTRES,
+MaxTRESPerUser and MaxJobsPerUser, each user association's chain (its own
+GrpTRES/GrpJobs, MaxJobs inherited through ``effective_association``, then
+every account up to root with its GrpTRES/GrpJobs), and what the running jobs
+use of each, counted once per pass in O(running jobs); the tables themselves
+are rebuilt only when a record changes. The core holds a job that would pass
+one with Slurm's reason (QOSGrpGRES, AssocMaxJobsLimit...) and charges what
+it starts. Counted: cpu, node and gres/gpu. Not applied: mem and billing
+TRES, TRES-minutes, MaxTRESPerNode, per-partition associations' own limits
+(the plain association's count), a partition's QOS, DenyOnLimit.
 
 Usage: ``charge_usage`` (every ``[accounting] usage_interval_s``) decays every
 association's RawUsage and charges each running job's billing for the time it
