@@ -27,6 +27,12 @@ Situations:
 - ``fill``: half the nodes run a whole-node job; P pending whole-node jobs:
   the pass starts one job per free node (N/2 starts).
 
+``--limits``: [accounting] enforce = ["limits"]; alice and bob in account
+``ml`` (GrpTRES=gres/gpu=10000000, never reached: the chain is checked and
+charged), QOS ``normal`` MaxTRESPerUser=gres/gpu=6 x nodes: in ``fill`` alice
+holds 4 x nodes GPUs, so a quarter of the nodes start and her other jobs pend
+QOSMaxGRESPerUser; in ``nothing`` bob's jobs are under every limit.
+
 Backfill is on, as a controller's default; ``--no-backfill`` turns it off.
 With it the first pass also gives up to bf_max_job_test waiting jobs a
 reservation and stores them; later passes store only what changed.
@@ -49,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lingjun import config, slurm  # noqa: E402
 from lingjun.v1 import agent_pb2, api_pb2  # noqa: E402
 from lingjund.daemon import tune_gc  # noqa: E402
-from lingjund.service import scheduling  # noqa: E402
+from lingjund.service import associations, scheduling  # noqa: E402
 from lingjund.service.agents import Connection  # noqa: E402
 from lingjund.service.context import Controller  # noqa: E402
 from lingjund.store.store import Store  # noqa: E402
@@ -94,7 +100,7 @@ def switch_tree(nodes: int, leaf: int = 32, spine: int = 8) -> str:
 
 def build(tmp: str, nodes: int, pending: int, situation: str,
           gpu_topology: bool = False, backfill: bool = True, tree: bool = False,
-          gang_nodes: int = 1) -> tuple[Controller, list]:
+          gang_nodes: int = 1, limits: bool = False) -> tuple[Controller, list]:
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     conf = config.parse(f"""
 [controller]
@@ -110,6 +116,7 @@ nodes = "gpu[00001-{nodes:05d}]"
 default = true
 [scheduler]
 backfill = {"true" if backfill else "false"}
+{'[accounting]' + chr(10) + 'enforce = ["limits"]' if limits else ""}
 {switch_tree(nodes) if tree else ""}""")
     path = os.path.join(tmp, "db.sqlite")
     store = Store(path, synchronous="OFF", now=NOW)
@@ -127,6 +134,9 @@ backfill = {"true" if backfill else "false"}
     small = api_pb2.JobSpec(name="eval", user="bob", uid=1001, min_nodes=1, num_tasks=1,
                             cpus_per_task=1, gpus_per_node=1, batch=True,
                             script="#!/bin/sh\ntrue\n")
+    if limits:
+        for spec in (whole, gang, small):
+            spec.account = "ml"
     with store.transaction() as st:
         for n in names:
             st.put_node(n, registered=True, inventory=inv, agent_start_time=NOW, last_seen=NOW)
@@ -147,6 +157,13 @@ backfill = {"true" if backfill else "false"}
     store.close()
     store = Store(path, synchronous="OFF", now=NOW)      # a fresh start: all read back
     ctl = Controller(config=conf, store=store, clock=lambda: NOW)
+    if limits:
+        def acctmgr(verb, entity, names, **set_):
+            associations.acctmgr(ctl, api_pb2.AcctMgrRequest(
+                verb=verb, entity=entity, names=names, set=set_, requester_uid=0))
+        acctmgr("add", "account", ["ml"], grptres="gres/gpu=10000000")
+        acctmgr("add", "user", ["alice", "bob"], account="ml")
+        acctmgr("modify", "qos", ["normal"], maxtresperuser=f"gres/gpu={6 * nodes}")
     sinks = []
     for n in names:
         conn = Connection(node=n)
@@ -200,6 +217,8 @@ def main() -> None:
                     help="[topology] topology/tree: leaves of 32 nodes, spines of 8 leaves, a core")
     ap.add_argument("--gang-nodes", type=int, default=1,
                     help="fill: pending jobs ask this many whole nodes each (default 1)")
+    ap.add_argument("--limits", action="store_true",
+                    help="[accounting] enforce limits, with a QOS MaxTRESPerUser (see above)")
     ap.add_argument("--no-backfill", action="store_true",
                     help="[scheduler] backfill = false (sched/builtin), as before backfill")
     args = ap.parse_args()
@@ -208,7 +227,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 ctl, sinks = build(tmp, args.nodes, pending, situation, args.gpu_topology,
-                                   not args.no_backfill, args.switch_tree, args.gang_nodes)
+                                   not args.no_backfill, args.switch_tree, args.gang_nodes,
+                                   args.limits)
                 setup = time.perf_counter() - t0
                 tune_gc()           # as lingjund does once it has loaded its state
                 first = timed_pass(ctl)

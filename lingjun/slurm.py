@@ -61,6 +61,20 @@ def req_node_not_avail(nodes) -> str:
     """The reason text Slurm shows for a job whose -w nodes cannot be used."""
     return f"{REASON_REQ_NODE_NOT_AVAIL}, UnavailableNodes:{compress_hostlist(sorted(nodes))}"
 REASON_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
+# QOS and association limits a running job counts against (job_reason_string()):
+# the job waits for usage to drop and blocks no one.
+REASON_QOS_GRP_CPU = "QOSGrpCpuLimit"
+REASON_QOS_GRP_NODE = "QOSGrpNodeLimit"
+REASON_QOS_GRP_GRES = "QOSGrpGRES"
+REASON_QOS_MAX_CPU_PER_USER = "QOSMaxCpuPerUserLimit"
+REASON_QOS_MAX_NODE_PER_USER = "QOSMaxNodePerUserLimit"
+REASON_QOS_MAX_GRES_PER_USER = "QOSMaxGRESPerUser"
+REASON_QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+REASON_ASSOC_GRP_CPU = "AssocGrpCpuLimit"
+REASON_ASSOC_GRP_NODE = "AssocGrpNodeLimit"
+REASON_ASSOC_GRP_GRES = "AssocGrpGRES"
+REASON_ASSOC_GRP_JOBS = "AssocGrpJobsLimit"
+REASON_ASSOC_MAX_JOBS = "AssocMaxJobsLimit"
 
 # --- node states --------------------------------------------------------------
 NODE_IDLE = "IDLE"

@@ -57,6 +57,13 @@ it asked none: before that, a placement over more than N leaves is no
 placement and the job waits with ``Resources`` (or ``Priority``) as any job
 that does not fit.
 
+Limits (``snapshot.limits``, ``limits.py``): after the filters, a job that
+would take its QOS or association past a limit (GrpTRES, MaxTRESPerUser,
+MaxJobsPerUser, MaxJobs, GrpJobs), counting running jobs and every start
+earlier in the pass, gets the limit's reason (``QOSGrpGRES``...) and blocks
+nothing; the placement found is checked again with what it really holds
+before it is committed and charged.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
@@ -131,6 +138,7 @@ from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REA
                            REASON_RESOURCES, natural_key)
 from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
+from lingjund.sched.limits import PassLimits, least
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
 from lingjund.sched.pool import Placement, Share
@@ -166,6 +174,7 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     tested = 0                             # reservation queries so far (bf_max_job_test)
     not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
     no_resv: set[tuple] = set()            # key that found no time within the window
+    limits = PassLimits(snapshot.limits) if snapshot.limits is not None else None
 
     queue, priorities = _queue(profile, snapshot, partitions, now)
     for job in queue:
@@ -188,6 +197,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             unavailable = _required_refusal(profile, job, views)
             if unavailable is not None:
                 reasons[job.job_id] = unavailable
+                continue
+        if limits is not None:
+            refusal = limits.refusal(job, *least(job))
+            if refusal is not None:            # QOS/association limit: waits, blocks nobody
+                reasons[job.job_id] = refusal
                 continue
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
@@ -223,8 +237,13 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 where = allowed(only, excl)
 
         placed = 0
+        held = None                        # the limit that stopped it (or its array) here
         if key is None or key not in no_room:
             while placed < job.wanted:
+                if placed and limits is not None:
+                    held = limits.refusal(job, *least(job))
+                    if held is not None:
+                        break
                 with _blame(select):
                     if indexed:
                         placement = select.place_in(job, free.free(part.name, where), most)
@@ -237,6 +256,12 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                     if key is not None:
                         no_room.add(key)   # capacity only shrinks in a pass: stays so
                     break
+                if limits is not None:
+                    took = _took(placement)
+                    held = limits.refusal(job, *took)
+                    if held is not None:   # more than its least (whole nodes, -N range)
+                        break
+                    limits.charge(job, *took)
                 free.commit(placement.shares)
                 if bf is not None:
                     if future is not None:
@@ -246,6 +271,9 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 task = job.array_tasks[placed] if job.array_tasks else -1
                 starts.append(_start(job, placement, task))
                 placed += 1
+        if held is not None:
+            reasons[job.job_id] = held
+            continue
         if placed == job.wanted:
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
@@ -380,6 +408,12 @@ def _usable(profile: Profile, job: JobRequest, free: FreeCapacity, part: str,
         with _blame(f):
             ids = [i for i in ids if f.check_node(job, free.views[i]) is None]
     return tuple(ids), None if len(ids) == len(members) else frozenset(ids)
+
+
+def _took(placement: Placement) -> tuple[int, int, int]:
+    """(cpus, nodes, gpus) a placement holds, as limits count them."""
+    shares = placement.shares
+    return sum(s.cpus for s in shares), len(shares), sum(s.gpus for s in shares)
 
 
 def _start(job: JobRequest, placement: Placement, array_task_id: int = -1) -> Start:

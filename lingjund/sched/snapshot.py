@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from lingjund.sched.gpu_topology import GpuTopology
 from lingjund.sched.topology import Topology
+
+if TYPE_CHECKING:
+    from lingjund.sched.limits import Limits
 
 UNLIMITED = -1
 # The kinds of shared GPU (NodeView.alloc_shared), named as Slurm's gres are.
@@ -197,6 +200,9 @@ class Snapshot:
     preempt_exempt_s: float = 0.0
     # The network's switches (topology/tree, topology/block); None: topology/default.
     topology: Topology | None = None
+    # QOS and association limits and the running jobs' usage of them (limits.py);
+    # None: not enforced ([accounting] enforce without "limits").
+    limits: Limits | None = None
 
 
 @dataclass(frozen=True)

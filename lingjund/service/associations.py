@@ -16,15 +16,23 @@ holding "associations" a job whose (account, user, partition) has no
 association is refused with Slurm's "Invalid account or account/partition
 combination specified"; with "qos" a QOS the association does not allow,
 "Invalid qos specification"; with "limits" MaxWall (of the association, up
-its tree, and of the QOS) and, in the submit transaction
-(``check_submit_limits``), MaxSubmitJobs / GrpSubmitJobs /
+its tree, and of the QOS), MaxTRESPerJob (the association's, inherited, and
+the QOS's: cpu, node, gres/gpu of the least the job takes) and, in the
+submit transaction (``check_submit_limits``), MaxSubmitJobs / GrpSubmitJobs /
 MaxSubmitJobsPerUser: "Job violates accounting/QOS policy (job submit limit,
 user's size and/or time limits)". Nothing is written on a refusal.
 
-The limits a scheduling pass would hold jobs to (GrpTRES, GrpJobs, MaxJobs,
-MaxTRESPerJob, QOS MaxTRESPerUser...) are stored and shown, and read through
-``effective_association`` (an association with every unset limit inherited
-from its parents) and ``ctl.store.assoc.qos``; the core does not apply them yet.
+In the scheduling pass (with "limits"): ``pass_limits`` gives the core
+(``Snapshot.limits``, lingjund/sched/limits.py) the QOS GrpTRES,
+MaxTRESPerUser and MaxJobsPerUser, each user association's chain (its own
+GrpTRES/GrpJobs, MaxJobs inherited through ``effective_association``, then
+every account up to root with its GrpTRES/GrpJobs), and what the running jobs
+use of each, counted once per pass in O(running jobs); the tables themselves
+are rebuilt only when a record changes. The core holds a job that would pass
+one with Slurm's reason (QOSGrpGRES, AssocMaxJobsLimit...) and charges what
+it starts. Counted: cpu, node and gres/gpu. Not applied: mem and billing
+TRES, TRES-minutes, MaxTRESPerNode, per-partition associations' own limits
+(the plain association's count), a partition's QOS, DenyOnLimit.
 
 Usage: ``charge_usage`` (every ``[accounting] usage_interval_s``) decays every
 association's RawUsage and charges each running job's billing for the time it
@@ -43,9 +51,10 @@ import logging
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
-from lingjund.sched import fairshare
+from lingjund.sched import fairshare, limits
 from lingjund.service import authz, errors
 from lingjund.service.context import Controller
+from lingjund.service.views import gpus_per_node
 from lingjund.store.assoc import (UNSET, ADMIN_LEVELS, Account, AcctUser, Association, AssocTables,
                                   Qos)
 
@@ -529,6 +538,22 @@ def check_submit(ctl: Controller, spec: api_pb2.JobSpec, partition: str) -> None
                 raise authz.SubmitLimit()
             if spec.time_limit_min == 0:
                 spec.time_limit_min = wall
+        for cap in (a.max_tres_per_job, qos.max_tres_per_job):
+            if cap and _over(job_tres(spec), parse_tres(cap)):
+                raise authz.SubmitLimit()
+
+
+def job_tres(spec: api_pb2.JobSpec) -> dict[str, int]:
+    """The least cpu, node and gres/gpu a submitted job takes (what MaxTRESPerJob weighs)."""
+    nodes = spec.min_nodes or 1
+    tasks = spec.num_tasks or (spec.ntasks_per_node or 1) * nodes
+    gpus = gpus_per_node(spec, nodes) * nodes
+    return {"cpu": max(tasks * (spec.cpus_per_task or 1), gpus * spec.cpus_per_gpu),
+            "node": nodes, "gres/gpu": gpus}
+
+
+def _over(want: dict[str, int], cap: dict[str, int]) -> bool:
+    return any(name in cap and n > cap[name] for name, n in want.items())
 
 
 def check_submit_limits(ctl: Controller, st, spec: api_pb2.JobSpec, new_jobs: int) -> None:
@@ -553,6 +578,109 @@ def check_submit_limits(ctl: Controller, st, spec: api_pb2.JobSpec, new_jobs: in
     if q is not None and q.max_submit_jobs_per_user != UNSET and \
             live.qos_active.get((spec.uid, spec.qos), 0) + new_jobs > q.max_submit_jobs_per_user:
         raise authz.SubmitLimit()
+
+
+# -- limits in the scheduling pass -------------------------------------------------
+def parse_tres(text: str) -> dict[str, int]:
+    """A TRES list ("cpu=8,gres/gpu=4,node=2") as {name: count}; parts that are
+    not counts (mem=10G, -1) are left out."""
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.strip().lower().partition("=")
+        if value.isdigit():
+            out[name] = int(value)
+    return out
+
+
+def _tres_args(text: str) -> dict[str, int]:
+    t = parse_tres(text)
+    return {k: t[n] for k, n in (("cpu", "cpu"), ("node", "node"), ("gpu", "gres/gpu")) if n in t}
+
+
+def _chain(t: AssocTables, account: str) -> list[str]:
+    """``account`` and the accounts above it, up to root."""
+    out, acc = [], account
+    for _ in range(len(t.accounts) + 1):         # bounded: a loop in the parents ends
+        out.append(acc)
+        rec = t.accounts.get(acc)
+        if rec is None or not rec.parent:
+            break
+        acc = rec.parent
+    return out
+
+
+_LIMITS_CACHE: dict[int, tuple[int, tuple]] = {}
+
+
+def _limit_tables(t: AssocTables) -> tuple:
+    """(qos_grp, qos_user, assoc checks, assoc chains) of the records, built again
+    only when a record changed (``AssocTables.version``)."""
+    hit = _LIMITS_CACHE.get(id(t))
+    if hit is not None and hit[0] == t.version:
+        return hit[1]
+    qos_grp, qos_user = {}, {}
+    for q in t.qos.values():
+        g = limits.qos_grp(**_tres_args(q.grp_tres))
+        if g.any:
+            qos_grp[q.name] = g
+        u = limits.qos_per_user(**_tres_args(q.max_tres_per_user), jobs=q.max_jobs_per_user)
+        if u.any:
+            qos_user[q.name] = u
+    checks, chains = {}, {}
+    for (acc, user, part), a in t.assocs.items():
+        if not user or part:
+            continue            # per-partition associations: the plain one counts
+        own = ("assoc", acc, user)
+        found = [(own, limits.assoc_grp(**_tres_args(a.grp_tres), jobs=a.grp_jobs))]
+        eff = effective_association(t, acc, user)
+        if eff is not None and eff.max_jobs != UNSET:
+            found.append((own, limits.assoc_max_jobs(eff.max_jobs)))
+        keys = [own]
+        for name in _chain(t, acc):
+            key = ("account", name)
+            keys.append(key)
+            rec = t.assocs.get((name, "", ""))
+            if rec is not None:
+                found.append((key, limits.assoc_grp(**_tres_args(rec.grp_tres), jobs=rec.grp_jobs)))
+        found = tuple(f for f in found if f[1].any)
+        if found:
+            checks[(acc, user)] = found
+        chains[(acc, user)] = tuple(keys)
+    tables = (qos_grp, qos_user, checks, chains)
+    _LIMITS_CACHE.clear()
+    _LIMITS_CACHE[id(t)] = (t.version, tables)
+    return tables
+
+
+def pass_limits(ctl: Controller, running) -> limits.Limits | None:
+    """What a scheduling pass holds pending jobs to (``[accounting] enforce``
+    with "limits"; else None), with the usage of the ``running`` job records:
+    O(running jobs x depth of their account), the tables kept between passes."""
+    if not enforcing(ctl, "limits"):
+        return None
+    qos_grp, qos_user, checks, chains = _limit_tables(ctl.store.assoc)
+    if not (qos_grp or qos_user or checks):
+        return None
+    usage: dict = {}
+    for job in running:
+        if job.state != slurm.RUNNING:
+            continue
+        spec = job.spec
+        user = job.user or spec.user or str(spec.uid)
+        qos = spec.qos or "normal"
+        took = (sum(job.cpus_per_node), len(job.nodes), sum(job.gpus_per_node))
+        for key in (limits.qos_key(qos), limits.qos_user_key(qos, user),
+                    *chains.get((spec.account or user, user), ())):
+            u = usage.get(key)
+            if u is None:
+                usage[key] = [*took, 1]
+            else:
+                u[0] += took[0]
+                u[1] += took[1]
+                u[2] += took[2]
+                u[3] += 1
+    return limits.Limits(qos_grp=qos_grp, qos_user=qos_user, assoc=checks, chain=chains,
+                         usage={k: tuple(v) for k, v in usage.items()})
 
 
 # -- usage -------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from lingjund.sched.backfill import Backfill
 from lingjund.sched.cycle import schedule
 from lingjund.sched.plugins import Profile
 from lingjund.sched.snapshot import Plan, Snapshot, Start
-from lingjund.service import batch, dependencies, faulttol, health, preemption, priority, timers
+from lingjund.service import (associations, batch, dependencies, faulttol, health, preemption,
+                              priority, timers)
 from lingjund.service.context import Controller
 from lingjund.service.jobs import split_task
 from lingjund.service.views import build_snapshot
@@ -121,7 +122,12 @@ def prepare_pass(ctl: Controller) -> tuple[Snapshot, float] | None:
     ctl.store.evict_finished(now - ctl.config.controller.min_job_age_s)
     waiting = dependencies.settle(ctl, now)
     snap = build_snapshot(ctl, now, waiting)
-    return (snap, now) if snap.pending else None
+    if not snap.pending:
+        return None
+    held_to = associations.pass_limits(ctl, ctl.store.holding_jobs())
+    if held_to is not None:
+        snap = replace(snap, limits=held_to)
+    return snap, now
 
 
 def run_pass(ctl: Controller) -> int:
