@@ -904,6 +904,9 @@ class Agent:
         async def go() -> None:
             try:
                 await procs.terminate_job(self.mark, jid, grace_s)
+            except Exception:
+                log.exception("job=%d: ending its processes failed; not reported clean", jid)
+                return
             finally:
                 self.terminating.pop(jid, None)
             if report:

@@ -681,6 +681,9 @@ def pids(cg: JobCgroup) -> list[int]:
                 out.extend(int(x) for x in f.read().split())
         except FileNotFoundError:
             continue
+        except OSError as e:
+            if e.errno != errno.ENODEV:     # removed between the open and the read
+                raise
     return out
 
 
