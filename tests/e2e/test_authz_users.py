@@ -5,12 +5,13 @@ up --operator``, that is ``[authz] operators``). Their names carry this
 process's pid, so that parallel runs do not collide, and they are removed
 afterwards, even on failure.
 
-The commands run as those users in a forked child that has taken the user's
-groups, gid and uid (setgroups/setgid/setuid, as ``runuser`` does) and then
-calls the command's ``main`` (imported before the switch): the interpreter
-and its standard library live below /root, which other users cannot enter,
-so exec'ing it as them is not possible here. What the
-controller sees is the same: a connection from a process of that uid whose
+The commands run as those users as real processes with the user's groups,
+gid and uid (as ``runuser`` does), through a venv of the system's
+``/usr/bin/python3`` that runs this tree (``tests/e2e/users.py``): the
+suite's own interpreter lives below /root, which other users cannot enter.
+(They were once forked from the test process and switched ids there; a
+fork of a process holding gRPC's threads can hang in the child, and did.)
+What the controller sees: a connection from a process of that uid whose
 request says so. The jobs themselves are started by the agent (root) as
 their owner; their scripts use only /bin/sh and coreutils.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Cluster
+from tests.e2e.users import make_user_python
 
 TAG = str(os.getpid() % 100000)
 ALICE, BOB, OPER, GROUP = f"ljalice{TAG}", f"ljbob{TAG}", f"ljop{TAG}", f"ljgrp{TAG}"
@@ -62,6 +64,7 @@ def cluster(users):
     root = Path(tempfile.mkdtemp(prefix="lj-authz-", dir="/tmp"))
     root.chmod(0o755)
     c = Cluster(root, nodes=2, cpus=2)
+    c.user_bin = make_user_python(root / "python")
     c.run(["lingjun", "up", "--nodes", "2", "--cpus", "2", "--state-dir", str(c.state),
            "--port", str(c.port), "--kill-wait", "1", "--operator", OPER],
           check=True, timeout=90)
@@ -80,52 +83,28 @@ def cluster(users):
 
 def as_user(c: Cluster, user: str, command: str, *args: str, umask: int = 0o022):
     """Run ``command`` (sbatch, scancel, scontrol...) as ``user``; (rc, stdout, stderr)."""
-    import importlib
+    argv = [str(c.user_bin / command), *args]
+    return _run_as(c, user, argv, umask=umask)
+
+
+def _run_as(c: Cluster, user: str, argv: list[str], umask: int = 0o022,
+            extra_env: dict[str, str] | None = None):
     pw = pwd.getpwnam(user)
-    out = tempfile.TemporaryFile()
-    err = tempfile.TemporaryFile()
-    pid = os.fork()
-    if pid == 0:
-        rc = 99
-        try:
-            # Everything the command needs is imported first: the standard library
-            # lies below /root too, out of the user's reach once we are them.
-            main = importlib.import_module(f"cli.{command}").main
-            import cli.common  # noqa: F401
-            import encodings.idna  # noqa: F401
-            import lingjun.client  # noqa: F401
-            import lingjun.credential  # noqa: F401
-            import lingjun.sdk  # noqa: F401  (lingjun logs imports it when it runs)
-            from google.rpc import error_details_pb2  # noqa: F401  (lingjun.client.error_info)
-            from grpc_status import rpc_status  # noqa: F401
-            import grpc._channel  # noqa: F401  (grpc imports these lazily)
-            import grpc._interceptor  # noqa: F401
-            import jwt  # noqa: F401
-            os.setgroups(os.getgrouplist(user, pw.pw_gid))
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            os.umask(umask)
-            os.chdir(c.work / user)
-            os.environ.clear()
-            os.environ.update(PATH="/usr/bin:/bin", HOME=str(c.work / user), USER=user,
-                              LOGNAME=user, LINGJUN_CONTROLLER=c.address,
-                              LINGJUN_AUTH_SOCKET=str(c.state / "auth.sock"))
-            sys.stdout = open(out.fileno(), "w", closefd=False)
-            sys.stderr = open(err.fileno(), "w", closefd=False)
-            rc = main(list(args))
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(rc or 0)
-    _, status = os.waitpid(pid, 0)
-    out.seek(0)
-    err.seek(0)
-    return os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
+    env = dict(PATH=f"{c.user_bin}:/usr/bin:/bin", HOME=str(c.work / user), USER=user,
+               LOGNAME=user, LANG="C.UTF-8", LINGJUN_CONTROLLER=c.address,
+               LINGJUN_AUTH_SOCKET=str(c.state / "auth.sock"), **(extra_env or {}))
+    p = subprocess.Popen(argv, env=env, cwd=str(c.work / user), user=pw.pw_uid,
+                         group=pw.pw_gid, extra_groups=os.getgrouplist(user, pw.pw_gid),
+                         umask=umask, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(f"{argv} as {user} did not end within 60 s\n"
+                             f"stdout:\n{out}\nstderr:\n{err}") from None
+    return p.returncode, out, err
 
 
 def sbatch(c: Cluster, user: str, *args: str, umask: int = 0o022) -> int:
@@ -255,66 +234,43 @@ def test_a_negative_nice_is_the_operators_alone(cluster):
     cluster.run(["scancel", str(jid), str(op)], check=True)
 
 
-def _as_user_fn(user: str, fn) -> tuple[int, str]:
-    """Run ``fn()`` in a child that has become ``user``; (0, what it returned) or (1, the error)."""
-    import grpc
-    from lingjun import credential  # noqa: F401  (imported before the switch, as in as_user)
-    from lingjun.v1 import api_pb2_grpc  # noqa: F401
-    import grpc._channel  # noqa: F401
-    import encodings.idna  # noqa: F401
-    pw = pwd.getpwnam(user)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code, text = 99, ""
-        try:
-            os.close(r)
-            os.setgroups(os.getgrouplist(user, pw.pw_gid))
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            code, text = 0, str(fn())
-        except grpc.RpcError as e:
-            code, text = 1, f"{e.code().name}: {e.details()}"
-        except BaseException as e:  # noqa: BLE001
-            code, text = 2, repr(e)
-        finally:
-            os.write(w, f"{code}\n{text}".encode())
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    code, _, text = data.decode().partition("\n")
-    return int(code), text
+def _python_as(c: Cluster, user: str, code: str, **env: str) -> tuple[int, str]:
+    """Run Python ``code`` as ``user`` with the user's interpreter; (0, what it printed) or
+    (1, "CODE: details") for a refused gRPC call."""
+    wrapper = ("import grpc, sys\n"
+               "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) +
+               "except grpc.RpcError as e:\n"
+               "    print(f'{e.code().name}: {e.details()}', end=''); sys.exit(1)\n")
+    rc, out, err = _run_as(c, user, [str(c.user_bin / "python"), "-c", wrapper], extra_env=env)
+    assert rc in (0, 1), err
+    return rc, out
 
 
 def test_a_leaked_token_is_refused_from_any_other_user(cluster):
     """bob holds a token alice's process got (leaked through her job's environment, say):
     presented from bob's process it is refused, and alice's job stays as it was."""
-    import grpc
-    from lingjun import auth, credential
-    from lingjun.v1 import api_pb2, api_pb2_grpc
+    from lingjun import auth
     jid = sbatch(cluster, ALICE, "--hold", "--wrap", "true")
     sock = str(cluster.state / "auth.sock")
-    code, token = _as_user_fn(ALICE, lambda: credential.fetch_token(sock))
+    code, token = _python_as(cluster, ALICE, "from lingjun import credential\n"
+                                             f"print(credential.fetch_token({sock!r}), end='')")
     assert code == 0 and token, token
-
-    def cancel():
-        with grpc.insecure_channel(cluster.address) as ch:
-            reply = api_pb2_grpc.SlurmApiStub(ch).CancelJobs(
-                api_pb2.CancelJobsRequest(job_ids=[jid]), timeout=10,
-                metadata=((auth.TOKEN_METADATA, token),))
-        return "ok" if all(r.ok for r in reply.results) else reply
-
-    assert _as_user_fn(BOB, cancel) == (1, f"UNAUTHENTICATED: {auth.AUTH_ERROR}")
+    cancel = ("import os\n"
+              "from lingjun import auth\n"
+              "from lingjun.v1 import api_pb2, api_pb2_grpc\n"
+              f"with grpc.insecure_channel({cluster.address!r}) as ch:\n"
+              "    reply = api_pb2_grpc.SlurmApiStub(ch).CancelJobs(\n"
+              f"        api_pb2.CancelJobsRequest(job_ids=[{jid}]), timeout=10,\n"
+              "        metadata=((auth.TOKEN_METADATA, os.environ['LEAKED_TOKEN']),))\n"
+              "print('ok' if all(r.ok for r in reply.results) else reply, end='')")
+    assert _python_as(cluster, BOB, cancel, LEAKED_TOKEN=token) == \
+        (1, f"UNAUTHENTICATED: {auth.AUTH_ERROR}")
     assert cluster.squeue(jid, "%T %r") == "PENDING JobHeldUser"
     log = (cluster.state / "logs" / "lingjund.log").read_text()
     bob = pwd.getpwnam(BOB).pw_uid
     assert f"a token for uid {pwd.getpwnam(ALICE).pw_uid} presented by a process of uid {bob}" in log
     # the same token in alice's own hands still works
-    assert _as_user_fn(ALICE, cancel) == (0, "ok")
+    assert _python_as(cluster, ALICE, cancel, LEAKED_TOKEN=token) == (0, "ok")
     cluster.wait_state(jid, "CANCELLED", timeout=10)
 
 
