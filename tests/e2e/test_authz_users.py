@@ -22,9 +22,7 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -198,7 +196,7 @@ def test_output_where_alice_may_not_write_fails_by_her_own_rights(cluster):
     secret.mkdir(mode=0o700, exist_ok=True)
     link = cluster.work / ALICE / "sneaky"
     link.symlink_to(secret)                                 # a symlink does not lend root's rights
-    for target in (f"{secret}/out.txt", f"{link}/out.txt", f"../../root-only/out.txt"):
+    for target in (f"{secret}/out.txt", f"{link}/out.txt", "../../root-only/out.txt"):
         jid = sbatch(cluster, ALICE, "-o", target, "--wrap", "echo leaked")
         assert cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30) == "FAILED", target
     assert list(secret.iterdir()) == []
