@@ -171,6 +171,9 @@ class Agent:
         # batch jobs told to end while their script was being started: job ->
         # (grace, report); ended as soon as the start returns (_launch_batch)
         self.end_when_launched: dict[int, tuple[float, bool]] = {}
+        # Signals (scancel -s, a --signal warning) for a job whose script is
+        # being started: delivered once it has started, in the order they came.
+        self.signal_when_launched: dict[int, list[agent_pb2.SignalJob]] = {}
         self.output_reads: set[asyncio.Task] = set()    # answering ReadOutput (lingjun logs)
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
@@ -622,6 +625,7 @@ class Agent:
                                     end_time=now, max_rss_kb=0, error=str(e))
             self.unacked[jid] = res
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
+            self.signal_when_launched.pop(jid, None)
             end = self.end_when_launched.pop(jid, None)
             if end is not None and end[1]:
                 self._cleaned(jid)
@@ -640,6 +644,10 @@ class Agent:
                 lambda: jid in self.batches))
             self.forwarding.add(t)            # kept until done: a task may be collected mid-run
             t.add_done_callback(self.forwarding.discard)
+        for sj in self.signal_when_launched.pop(jid, ()):
+            log.info("job=%d: signal %d delivered on start: it came while starting",
+                     jid, sj.signal)
+            self._signal(sj)
         end = self.end_when_launched.pop(jid, None)
         if end is not None:        # cancelled (or timed out) while it was starting
             log.info("job=%d: ended on start: it was told to end while starting", jid)
@@ -874,6 +882,10 @@ class Agent:
                 self.steps[key].kill()
             elif key in self.starting_steps:
                 self.kill_when_started.add(key)
+            return
+        if sj.job_id in self.launching:
+            # its script is being started (a thread): no process to find yet
+            self.signal_when_launched.setdefault(sj.job_id, []).append(sj)
             return
         n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only,
                              steps_only=sj.steps_only)
