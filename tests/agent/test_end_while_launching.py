@@ -1,6 +1,7 @@
-"""A batch job told to end (or signalled) while its script is still being started ends (or gets the signal) as
-soon as it has started: the kill is not lost to the moment when there was no
-process to find (a scancel right after the job went RUNNING)."""
+"""A batch job told to end, or signalled, while its script is still being
+started gets it as soon as it has started: the kill or the signal is not lost
+to the moment when there was no process to find (a scancel right after the
+job went RUNNING)."""
 from __future__ import annotations
 
 import asyncio
