@@ -281,8 +281,9 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
             topology=topology.switches(c.topology.index))
 
     async def _stream(self, name: str, request, context, gen):
-        """A server stream: validated, then ``gen``'s messages; a SlurmError
-        ends it with its status."""
+        """A server stream: the request validated, then ``gen``'s messages; a
+        SlurmError ends it with its status."""
+        await self._valid(request, context)
         try:
             async for msg in gen:
                 yield msg
@@ -297,52 +298,44 @@ class SlurmApiServicer(api_pb2_grpc.SlurmApiServicer):
         finally:
             await gen.aclose()
 
-    async def _checked(self, request, context) -> None:
+    async def _valid(self, request, context) -> None:
+        """Abort the call with Slurm's words unless ``request`` is well formed."""
         try:
             validate.check(request, self.ctl.config.authz)
-            if len(request.job_ids) > MAX_IDS or len(request.nodes) > MAX_IDS:
-                raise errors.InvalidRequest("Too many job ids")
         except errors.SlurmError as e:
             await status.abort(context, e)
 
+    async def _few_ids(self, request, context) -> None:
+        if len(request.job_ids) > MAX_IDS or len(request.nodes) > MAX_IDS:
+            await status.abort(context, errors.InvalidRequest("Too many job ids"))
+
     async def WatchJobs(self, request, context):
         """Each committed change of a job after a cursor, as it commits (service/watch.py)."""
-        await self._checked(request, context)
+        await self._few_ids(request, context)
         async for ev in self._stream("WatchJobs", request, context,
                                      watch.watch(self.ctl, self.watchers, request, jobs=True)):
             yield ev
 
     async def WatchNodes(self, request, context):
-        await self._checked(request, context)
+        await self._few_ids(request, context)
         async for ev in self._stream("WatchNodes", request, context,
                                      watch.watch(self.ctl, self.watchers, request, jobs=False)):
             yield ev
 
     async def AttachStep(self, request, context):
         """sattach: a running step's task output from now on."""
-        try:
-            validate.check(request, self.ctl.config.authz)
-        except errors.SlurmError as e:
-            await status.abort(context, e)
         async for out in self._stream("AttachStep", request, context,
                                       steps.attach(self.ctl, request)):
             yield out
 
     async def ReadJobOutput(self, request, context):
         """lingjun logs: a job's batch output, from the agent of its batch node."""
-        try:
-            validate.check(request, self.ctl.config.authz)
-        except errors.SlurmError as e:
-            await status.abort(context, e)
         async for chunk in self._stream("ReadJobOutput", request, context,
                                         joboutput.read(self.ctl, request)):
             yield chunk
 
     async def RunStep(self, request, context):
-        try:
-            validate.check(request, self.ctl.config.authz)
-        except errors.SlurmError as e:
-            await status.abort(context, e)
+        await self._valid(request, context)
         gen = steps.run_step(self.ctl, request)
         try:
             async for ev in gen:

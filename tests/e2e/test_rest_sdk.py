@@ -322,8 +322,10 @@ def test_logs_follow_relays_output_the_client_cannot_read_until_the_job_ends(clu
         pytest.skip("unshare --mount is not permitted here")
     hidden = cluster.work / "hidden"
     hidden.mkdir()
+    gate = cluster.work / "logs-gate"      # the rest is written once the first line came
     job_id = cluster.sbatch("-o", str(hidden / "out-%j.out"), input=(
-        "#!/bin/bash\necho first\nsleep 2\nseq 1 40000\nsleep 1\necho last line of $SLURM_JOB_ID\n"))
+        f"#!/bin/bash\necho first\nwhile [ ! -e {gate} ]; do sleep 0.1; done\n"
+        "seq 1 40000\nsleep 1\necho last line of $SLURM_JOB_ID\n"))
     cluster.wait_state(job_id, "RUNNING")
     p = subprocess.Popen(_hidden_from_client(cluster, hidden, [f"{BIN}/lingjun", "logs", "-f", str(job_id)]),
                          env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cluster.work)
@@ -331,6 +333,7 @@ def test_logs_follow_relays_output_the_client_cannot_read_until_the_job_ends(clu
     first = p.stdout.readline()
     assert first == b"first\n"
     assert cluster.state_of(job_id) == "RUNNING"        # it came while the job ran
+    gate.touch()
     rest, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert cluster.state_of(job_id) in ("COMPLETING", "COMPLETED")
