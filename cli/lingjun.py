@@ -387,11 +387,14 @@ def _metrics_addresses(parsed, info: dict) -> dict[str, str]:
 def _stop(info: dict) -> int:
     procs = info.get("processes", {})
     live = {name: p for name, entry in procs.items() if (p := _alive(entry))}
-    # Agents first (so nothing relaunches), then the controller.
+    # Agents first (so nothing relaunches), then the controller. A process
+    # paused (SIGSTOP: a test freezing an agent, an operator's debugger) is
+    # continued so that it sees the TERM now rather than be killed in 10 s.
     order = sorted(live, key=lambda n: n == "lingjund")
     for name in order:
         try:
             live[name].send_signal(signal.SIGTERM)
+            live[name].send_signal(signal.SIGCONT)
         except psutil.Error:
             pass
     _, still = psutil.wait_procs(list(live.values()), timeout=10)
@@ -401,17 +404,21 @@ def _stop(info: dict) -> int:
         except psutil.Error:
             pass
     # The jobs' processes (and each node's fence keeper) outlive agents by
-    # design; `down` ends them too.
+    # design; `down` ends them too, every node's at once (each job gets its
+    # grace of 2 s once, not once per node).
     from lingjun_agent.launcher import cgroups, fencekeeper
     from lingjun_agent.launcher import procs as jobprocs
-    for node, state_dir in info.get("agent_state_dirs", {}).items():
-        mark = jobprocs.node_identity(node, state_dir)
+    nodes = info.get("agent_state_dirs", {})
+    marks = [jobprocs.node_identity(node, state_dir) for node, state_dir in nodes.items()]
+    for state_dir in nodes.values():
         fencekeeper.stop(state_dir)
-        for jid in jobprocs.running_jobs(mark):
-            try:
-                asyncio.run(jobprocs.terminate_job(mark, jid, 2.0))
-            except Exception:  # noqa: BLE001 - best effort while stopping
-                pass
+
+    async def end_jobs() -> None:
+        await asyncio.gather(*(jobprocs.terminate_job(mark, jid, 2.0)
+                               for mark in marks for jid in jobprocs.running_jobs(mark)),
+                             return_exceptions=True)     # best effort while stopping
+    asyncio.run(end_jobs())
+    for mark in marks:
         for cg in cgroups.jobs(mark):
             cgroups.remove(cg, timeout=0)
         cgroups.remove_node(mark)

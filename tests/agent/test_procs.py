@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -169,7 +170,7 @@ def test_the_calling_process_is_never_included(node, monkeypatch):
     env = dict(os.environ)
     env[MARK_VAR] = f"{node}:11"
     out = subprocess.run(
-        ["python", "-c",
+        [sys.executable, "-c",
          "import sys; from lingjun_agent.launcher.procs import job_processes; "
          f"print(len(job_processes({node!r}, 11)))"],
         env=env, capture_output=True, text=True, timeout=30,
