@@ -186,10 +186,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     no_resv: set[tuple] = set()            # key that found no time within the window
     limits = PassLimits(snapshot.limits) if snapshot.limits is not None else None
     # Lending (lending.py): jobs held only by a GrpTRES, tried after all others
-    # with the tasks they had placed; the borrowed running jobs, made once per pass.
+    # with the tasks they had placed; the borrowed running jobs, made once per pass
+    # (with lending turned off since they started, they still give way).
     lend = limits is not None and limits.limits.lend
     borrowers: list[tuple[JobRequest, int]] = []
-    borrowed = [r for r in snapshot.running if r.borrowed] if lend else []
+    borrowed = [r for r in snapshot.running if r.borrowed]
     no_lend: set[tuple] = set()            # (key, account) that no borrowed job makes room for
 
     def usable_of(job: JobRequest, part: PartitionView):

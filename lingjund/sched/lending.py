@@ -27,7 +27,9 @@ What it changes in a pass (``cycle.schedule``):
    PreemptMode: the fewest that make room (the same search as preemption,
    ``plugins/preempt.search``), not before PreemptExemptTime. The service
    requeues them (signal, GraceTime, requeue; a job that may not be
-   requeued ends PREEMPTED), and they wait as borrowers again.
+   requeued ends PREEMPTED), and they wait as borrowers again. A job that
+   started borrowed stays so until it ends, and gives way even after the
+   setting is turned off.
 
 Example: accounts A and B, GrpTRES=gres/gpu=4 each, 8 GPUs. A submits ten
 1-GPU jobs, B nothing: four start as A's own; the others wait AssocGrpGRES,

@@ -147,3 +147,10 @@ def test_an_owner_waits_for_its_borrowed_victim_rather_than_take_another():
     plan = schedule(snap(run, [pend(10, "b", gpus=2)]), NOW)
     assert plan.preemptions == ()
     assert plan.reasons[10] == REASON_RESOURCES
+
+
+def test_borrowed_jobs_still_give_way_after_lending_is_turned_off():
+    run = [running(1, "node1", 4, "a"), running(2, "node2", 4, "a", borrowed=True)]
+    plan = schedule(snap(run, [pend(10, "b", gpus=2), pend(11, "a")], lend=False), NOW)
+    assert [(p.victim, p.by) for p in plan.preemptions] == [(2, 10)]
+    assert plan.reasons[11] == REASON_ASSOC_GRP_GRES and not plan.starts
