@@ -106,8 +106,9 @@ Partition tiers and preemption. The queue is walked highest partition
 PriorityTier first (Slurm orders by tier before priority), the plugin's
 order kept within a tier. With a preemption plugin in the profile
 (``plugins/preempt.py``), a job that does not fit in step 3 asks it for
-victims before step 4: whole running jobs of lower tiers whose resources
-give it a placement. They go into the plan's ``preemptions``; the job itself
+victims before step 4: whole running jobs of lower tiers
+(preempt/partition_prio), or of a QOS its QOS may preempt (preempt/qos,
+``snapshot.qos``), whose resources give it a placement. They go into the plan's ``preemptions``; the job itself
 does not start in this pass (the victims still hold their nodes) and goes
 through step 4 as usual, which blocks its partition so that nothing lower
 takes the nodes the victims give back. Victims chosen for one job are not
