@@ -108,7 +108,8 @@ order kept within a tier. With a preemption plugin in the profile
 (``plugins/preempt.py``), a job that does not fit in step 3 asks it for
 victims before step 4: whole running jobs of lower tiers
 (preempt/partition_prio), or of a QOS its QOS may preempt (preempt/qos,
-``snapshot.qos``), whose resources give it a placement. They go into the plan's ``preemptions``; the job itself
+``snapshot.qos``), whose resources give it a placement. They go into the
+plan's ``preemptions``; the job itself
 does not start in this pass (the victims still hold their nodes) and goes
 through step 4 as usual, which blocks its partition so that nothing lower
 takes the nodes the victims give back. Victims chosen for one job are not
@@ -145,8 +146,8 @@ from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
-from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched import lending
+from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.limits import PassLimits, least
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
