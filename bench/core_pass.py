@@ -29,6 +29,12 @@ Situations:
 - ``fill``: every node is idle; the pass starts what fits in priority order
   until a job that does not fit blocks its partition.
 
+``--lend`` spreads the jobs over 100 accounts, each with GrpTRES of half
+its even share of the GPUs, and turns lending idle quota on
+(``sched/lending.py``): in ``nothing`` half the running jobs are borrowed
+(every job that does not fit asks which of them to preempt), in ``fill``
+the jobs past their account's quota borrow what the others left.
+
 ``--backfill`` runs the pass with sched/backfill at Slurm's defaults
 (``sched/backfill.py``): the jobs that cannot start get reservations (up to
 bf_max_job_test of them) and lower jobs start in front of them where they may.
@@ -57,6 +63,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lingjund.sched.backfill import Backfill  # noqa: E402
+from lingjund.sched import limits as L  # noqa: E402
 from lingjund.sched.cycle import schedule  # noqa: E402
 from lingjund.sched.gpu_topology import GpuTopology  # noqa: E402
 from lingjund.sched.plugins import DEFAULT_PROFILE  # noqa: E402
@@ -152,10 +159,35 @@ def build(nodes: int, pending: int, situation: str, seed: int = 14,
                     running=tuple(running))
 
 
+ACCOUNTS = 100
+
+
+def with_lending(snap: Snapshot, nodes: int, seed: int = 16) -> Snapshot:
+    """``snap`` with its jobs spread over ACCOUNTS accounts, each with GrpTRES
+    gres/gpu of half its even share, half the running jobs borrowed, lending on."""
+    rnd = random.Random(seed)
+    quota = max(1, nodes * GPUS // ACCOUNTS // 2)
+    names = [f"acct{i}" for i in range(ACCOUNTS)]
+    pending = tuple(replace(j, account=rnd.choice(names), user="u") for j in snap.pending)
+    running = tuple(replace(r, account=rnd.choice(names), borrowed=rnd.random() < 0.5)
+                    for r in snap.running)
+    usage: dict = {}
+    for r in running:
+        L.add_usage(usage, (("assoc", r.account, "u"),),
+                    (sum(r.cpus_per_node), len(r.nodes), sum(r.gpus_per_node)), r.borrowed)
+    limits = L.Limits(assoc={(a, "u"): ((("assoc", a, "u"), L.assoc_grp(gpu=quota)),)
+                             for a in names},
+                      chain={(a, "u"): (("assoc", a, "u"),) for a in names},
+                      usage={k: tuple(v) for k, v in usage.items()}, lend=True)
+    return replace(snap, pending=pending, running=running, limits=limits)
+
+
 def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above: float,
               arrays: bool = True, gangs: bool = True, gpu_topology: bool = False,
-              backfill: bool = False) -> dict:
+              backfill: bool = False, lend: bool = False) -> dict:
     snap = build(nodes, pending, situation, arrays=arrays, gangs=gangs, gpu_topology=gpu_topology)
+    if lend:
+        snap = with_lending(snap, nodes)
     profile = replace(DEFAULT_PROFILE, backfill=Backfill()) if backfill else DEFAULT_PROFILE
     times, cpu, starts, reserved = [], [], 0, 0
     for _ in range(repeat):
@@ -165,11 +197,12 @@ def one_point(nodes: int, pending: int, situation: str, repeat: int, once_above:
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         starts, reserved = len(plan.starts), len(plan.expected)
+        borrowed, preempted = sum(s.borrowed for s in plan.starts), len(plan.preemptions)
         if times[-1] > once_above:
             break
     return {"nodes": nodes, "pending": pending, "requests": len(snap.pending),
             "situation": situation, "starts": starts, "backfill": backfill,
-            "reserved": reserved,
+            "reserved": reserved, "lend": lend, "borrowed": borrowed, "preempted": preempted,
             "median_s": statistics.median(times), "median_cpu_s": statistics.median(cpu),
             "runs": len(times)}
 
@@ -192,13 +225,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="every node reports a GPU layout (two NVLink islands of 4)")
     ap.add_argument("--backfill", action="store_true",
                     help="schedule with sched/backfill (Slurm's default parameters)")
+    ap.add_argument("--lend", action="store_true",
+                    help="100 accounts with GPU quotas, lending idle quota on")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         print(json.dumps(one_point(args.nodes[0], args.pending[0], args.situation[0],
                                    args.repeat, args.once_above, not args.no_arrays,
-                                   not args.no_gangs, args.gpu_topology, args.backfill)))
+                                   not args.no_gangs, args.gpu_topology, args.backfill,
+                                   args.lend)))
         return 0
 
     rows = []
@@ -212,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--no-gangs"] if args.no_gangs else []
                 cmd += ["--gpu-topology"] if args.gpu_topology else []
                 cmd += ["--backfill"] if args.backfill else []
+                cmd += ["--lend"] if args.lend else []
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)

@@ -327,8 +327,10 @@ def _call(api, request, problem: str):
             return api.call("AcctMgr", request)
     except CommandError as e:
         said = e.message[len(problem):] if e.message.startswith(problem) else ""
-        if "doesn't exist" in said or said.startswith("Unknown "):
+        if "doesn't exist" in said or said.startswith(("Unknown ", "Bad Preempt Mode")):
             raise CommandError(" " + said) from None
+        if said.startswith("sacctmgr: error: "):      # Slurm says these as its own errors
+            raise CommandError(said) from None
         raise
 
 
@@ -425,6 +427,8 @@ def _said(a: Args, reply, cluster: str) -> str:
             v = s[k]
             if qlabels[k] == "MaxWall":
                 v = _wall(slurm.parse_time_limit(v))
+            elif qlabels[k] == "PreemptMode":
+                v = v.upper()
             lines.append(f"  {qlabels[k]:<25}= {v}")
     elif a.verb == "modify":
         if not reply.names and not reply.assocs:

@@ -69,6 +69,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     bf_window_min = 1440            # bf_window: how far ahead a reservation may be (minutes)
     bf_max_job_test = 500           # bf_max_job_test: jobs given a reservation per pass
     bf_resolution_s = 60            # bf_resolution: expected ends rounded up to this (seconds)
+    lend_idle_quota = false         # a job held only by a GrpTRES may borrow idle quota (Borrowed)
     [priority]                      # optional: Slurm's PriorityType and PriorityWeight*
     type = "priority/multifactor"   # (default) or "priority/basic": submission order less nice
     weight_age = 1000               # PriorityWeightAge (defaults: these five)
@@ -79,7 +80,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     max_age = "7-0"                 # PriorityMaxAge: age factor 1.0 from here on
     favor_small = false             # PriorityFavorSmall
     [preempt]                       # optional: preemptible work (Slurm's PreemptType...)
-    type = "partition_prio"         # or "none" (the default): no job preempts another
+    type = "partition_prio"         # or "qos" (sacctmgr's Preempt=), or "none" (the default)
     mode = "REQUEUE"                # PreemptMode of partitions that name none: OFF|CANCEL|REQUEUE
     exempt_time_s = 0               # PreemptExemptTime: a job runs this long before it may be preempted
 
@@ -393,6 +394,10 @@ class SchedulerConfig:
     bf_max_job_test: Annotated[int, Meta(ge=1, le=1_000_000)] = 500
     bf_resolution_s: Annotated[int, Meta(ge=1, le=3600)] = 60
     enable_user_top: bool = False                           # owners may scontrol top their jobs
+    # Lend idle quota (lingjund/sched/lending.py): a job held back only by a GrpTRES
+    # may run, as Borrowed, on what no other pending job can use, and is preempted
+    # (requeued) when a job within its own limits needs it back.
+    lend_idle_quota: bool = False
 
 
 PRIORITY_TYPES = ("priority/multifactor", "priority/basic")
@@ -436,14 +441,14 @@ def _priority(table: dict) -> PriorityConfig:
     return replace(cfg, type=kind)
 
 
-PREEMPT_TYPES = ("none", "partition_prio")
+PREEMPT_TYPES = ("none", "partition_prio", "qos")
 PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE")
 
 
 @dataclass(frozen=True)
 class PreemptConfig:
     """[preempt]: Slurm's PreemptType, PreemptMode and PreemptExemptTime."""
-    type: str = "none"               # "none" | "partition_prio" (preempt/none, preempt/partition_prio)
+    type: str = "none"               # "none" | "partition_prio" | "qos" (preempt/none, preempt/...)
     mode: str = "OFF"                # cluster PreemptMode: partitions without their own take it
     exempt_time_s: Seconds = 0.0     # PreemptExemptTime: minimum run time before a job may be preempted
 

@@ -75,6 +75,10 @@ REASON_ASSOC_GRP_NODE = "AssocGrpNodeLimit"
 REASON_ASSOC_GRP_GRES = "AssocGrpGRES"
 REASON_ASSOC_GRP_JOBS = "AssocGrpJobsLimit"
 REASON_ASSOC_MAX_JOBS = "AssocMaxJobsLimit"
+# Not Slurm's: the Reason of a RUNNING job that started on quota lent by other
+# accounts ([scheduler] lend_idle_quota, lingjund/sched/lending.py). It may be
+# preempted (requeued) whenever a job within its own limits needs what it holds.
+REASON_BORROWED = "Borrowed"
 
 # --- node states --------------------------------------------------------------
 NODE_IDLE = "IDLE"

@@ -64,6 +64,14 @@ earlier in the pass, gets the limit's reason (``QOSGrpGRES``...) and blocks
 nothing; the placement found is checked again with what it really holds
 before it is committed and charged.
 
+Lending (``limits.lend``, ``lending.py``): a job held back only by a
+GrpTRES is a borrower; after the whole queue, borrowers in queue order may
+start on what is left (not on blocked partitions' or reserved nodes), as
+``Start.borrowed``. A job within its limits that does not fit asks
+``lending.victims`` first: borrowed jobs of other accounts, preempted like
+any victim (arrays too, one task's room per pass), before the profile's
+preemption plugin is asked.
+
 A job naming a partition the snapshot does not have gets
 ``PartitionConfig`` and does not block.
 
@@ -98,8 +106,10 @@ Partition tiers and preemption. The queue is walked highest partition
 PriorityTier first (Slurm orders by tier before priority), the plugin's
 order kept within a tier. With a preemption plugin in the profile
 (``plugins/preempt.py``), a job that does not fit in step 3 asks it for
-victims before step 4: whole running jobs of lower tiers whose resources
-give it a placement. They go into the plan's ``preemptions``; the job itself
+victims before step 4: whole running jobs of lower tiers
+(preempt/partition_prio), or of a QOS its QOS may preempt (preempt/qos,
+``snapshot.qos``), whose resources give it a placement. They go into the
+plan's ``preemptions``; the job itself
 does not start in this pass (the victims still hold their nodes) and goes
 through step 4 as usual, which blocks its partition so that nothing lower
 takes the nodes the victims give back. Victims chosen for one job are not
@@ -136,13 +146,15 @@ from typing import Hashable
 
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
+from lingjund.sched import lending
 from lingjund.sched.backfill import Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.limits import PassLimits, least
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
 from lingjund.sched.plugins.partition import node_cap
 from lingjund.sched.pool import Placement, Share
-from lingjund.sched.snapshot import JobRequest, PartitionView, Plan, Preemption, Snapshot, Start
+from lingjund.sched.snapshot import (UNLIMITED, JobRequest, PartitionView, Plan, Preemption,
+                                     Snapshot, Start)
 
 
 # the usable-node key's part for a partition's spares: (SPARES, held back from this job)
@@ -175,6 +187,36 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
     no_resv: set[tuple] = set()            # key that found no time within the window
     limits = PassLimits(snapshot.limits) if snapshot.limits is not None else None
+    # Lending (lending.py): jobs held only by a GrpTRES, tried after all others
+    # with the tasks they had placed; the borrowed running jobs, made once per pass
+    # (with lending turned off since they started, they still give way).
+    lend = limits is not None and limits.limits.lend
+    borrowers: list[tuple[JobRequest, int]] = []
+    borrowed = [r for r in snapshot.running if r.borrowed]
+    no_lend: set[tuple] = set()            # (key, account) that no borrowed job makes room for
+
+    def usable_of(job: JobRequest, part: PartitionView):
+        """(usable key, node ids, the same as a set or None) of ``job`` in ``part``:
+        computed once per partition and node-filter key (jobs with the same
+        -x/-C/GPU type share it), else once per job."""
+        ukey = _node_key(profile, job)
+        if ukey is not None and part.spares:
+            ukey = (*ukey, (SPARES, not job.expedite))   # held back from all but expedited jobs
+        usable = usable_sets.get((part.name, ukey)) if ukey is not None else None
+        if usable is None:
+            usable = _usable(profile, job, free, part.name, ukey,
+                             part.spares if not job.expedite else ())
+            if ukey is not None:
+                usable_sets[(part.name, ukey)] = usable
+        return (ukey, *usable)
+
+    def shape_key(job: JobRequest, part: PartitionView, ukey) -> tuple | None:
+        """The key of what the select answers for ``job`` (None: not shared)."""
+        if not (indexed and ukey is not None):
+            return None
+        with _blame(select):
+            key = (part.name, ukey, select.shape(job))
+        return (*key, job.time_limit_min) if bf is not None else key
 
     queue, priorities = _queue(profile, snapshot, partitions, now)
     for job in queue:
@@ -202,6 +244,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
             refusal = limits.refusal(job, *least(job))
             if refusal is not None:            # QOS/association limit: waits, blocks nobody
                 reasons[job.job_id] = refusal
+                if lend and limits.borrower(job, *least(job)):
+                    borrowers.append((job, 0))
                 continue
         if part.name in blocked_parts:
             reasons[job.job_id] = REASON_PRIORITY
@@ -209,28 +253,13 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         if job.switches and now >= job.switches_until:
             job = replace(job, switches=0)     # waited max-wait for its switches: anywhere now
 
-        # The nodes this job may use at all: computed once per partition and node-filter
-        # key (jobs with the same -x/-C/GPU type share it), else once per job.
-        ukey = _node_key(profile, job)
-        if ukey is not None and part.spares:
-            ukey = (*ukey, (SPARES, not job.expedite))   # held back from all but expedited jobs
-        usable = usable_sets.get((part.name, ukey)) if ukey is not None else None
-        if usable is None:
-            usable = _usable(profile, job, free, part.name, ukey,
-                             part.spares if not job.expedite else ())
-            if ukey is not None:
-                usable_sets[(part.name, ukey)] = usable
-        ids, only = usable
+        # The nodes this job may use at all.
+        ukey, ids, only = usable_of(job, part)
         most = node_cap(part)
-        key = None
-        if indexed and ukey is not None:
-            with _blame(select):
-                key = (part.name, ukey, select.shape(job))
+        key = shape_key(job, part, ukey)       # with backfill, by limit: may fit before reservations
         where, excl = only, ()
         if bf is not None:
             end = job_end(job, now)
-            if key is not None:
-                key = (*key, job.time_limit_min)   # may fit before reservations: by limit
             if future is not None and future.resv:
                 # Nodes reserved for a higher job before this one would end: not now.
                 excl = future.excluded(now, end)
@@ -273,21 +302,31 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 placed += 1
         if held is not None:
             reasons[job.job_id] = held
+            if lend and limits.borrower(job, *least(job)):
+                borrowers.append((job, placed))
             continue
         if placed == job.wanted:
             if placed < len(job.array_tasks):    # the throttle, not resources, holds the rest
                 reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
             continue
         victims = None
-        if profile.preempt is not None and placed == 0 and not job.array_tasks:
+        if borrowed and (key, job.account) not in no_lend:
+            # Within its limits and no room: borrowed jobs of other accounts give way first.
+            victims = lending.victims(job, free.candidates(ids, schedulable=False), borrowed,
+                                      select, most, now, snapshot.preempt_exempt_s,
+                                      frozenset(claimed))
+            if victims is None and key is not None:
+                no_lend.add((key, job.account))   # fewer free and unclaimed later: still none
+        if victims is None and profile.preempt is not None and placed == 0 \
+                and not job.array_tasks:
             candidates = free.candidates(ids, schedulable=False)
             with _blame(profile.preempt):
                 victims = profile.preempt.victims(
                     job, part, candidates, snapshot.running, partitions, select, most,
-                    now, snapshot.preempt_exempt_s, frozenset(claimed))
-            for v in victims or ():
-                preemptions.append(Preemption(victim=v, by=job.job_id))
-                claimed.add(v)
+                    now, snapshot.preempt_exempt_s, frozenset(claimed), snapshot.qos)
+        for v in victims or ():
+            preemptions.append(Preemption(victim=v, by=job.job_id))
+            claimed.add(v)
 
         ever = ever_fits.get(key) if key is not None else None
         if ever is None:
@@ -333,6 +372,58 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
         # preempting): nothing lower in the partition may start, as Slurm's main scheduler.
         blocked_parts.add(part.name)
         free.block(part)
+
+    # Lending: the borrowers, in queue order, on what every other job left (lending.py).
+    for job, done in borrowers:
+        part = partitions[job.partition]
+        if part.name in blocked_parts:
+            continue                           # kept for a higher job
+        if done:                               # an array's tasks not placed as its own
+            slots = job.array_slots if job.array_slots == UNLIMITED else job.array_slots - done
+            job = replace(job, array_tasks=job.array_tasks[done:], array_slots=slots)
+        if job.switches and now >= job.switches_until:
+            job = replace(job, switches=0)
+        ukey, ids, only = usable_of(job, part)
+        key = shape_key(job, part, ukey)
+        if key is not None and key in no_room:
+            continue
+        most = node_cap(part)
+        where, excl = only, ()
+        end = job_end(job, now)
+        if future is not None and future.resv:   # delays no reserved start
+            excl = future.excluded(now, end)
+            where = allowed(only, excl)
+        placed = 0
+        while placed < job.wanted:
+            if limits.refusal(job, *least(job), borrowing=True) is not None:
+                break
+            with _blame(select):
+                if indexed:
+                    placement = select.place_in(job, free.free(part.name, where), most)
+                else:
+                    placement = select.place_gang(
+                        job, free.candidates(i for i in ids if i not in excl), most)
+            if placement is None:
+                if key is not None:
+                    no_room.add(key)
+                break
+            took = _took(placement)
+            if limits.refusal(job, *took, borrowing=True) is not None:
+                break
+            limits.charge(job, *took, borrowed=True)
+            free.commit(placement.shares)
+            if future is not None:
+                future.started(placement.shares, end)
+            elif bf is not None:
+                begun.append((placement.shares, end))
+            task = job.array_tasks[placed] if job.array_tasks else -1
+            starts.append(replace(_start(job, placement, task), borrowed=True))
+            placed += 1
+        if placed and placed == job.wanted:
+            if placed < len(job.array_tasks):
+                reasons[job.job_id] = REASON_ARRAY_TASK_LIMIT
+            else:
+                reasons.pop(job.job_id, None)
 
     return Plan(starts=tuple(starts), reasons=reasons, preemptions=tuple(preemptions),
                 expected=expected, priorities=priorities)

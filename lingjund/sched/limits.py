@@ -20,6 +20,14 @@ A job's check before placement uses the least it can take (its minimum
 nodes, tasks x CPUs per task, GPUs per node x nodes); the placement found is
 checked again with what it really holds before it is committed.
 
+Lending (``Limits.lend``, lending.py): a job that only a GrpTRES (of its
+QOS or of an association in its chain) holds back may borrow:
+``refusal(..., borrowing=True)`` leaves those TRES caps out (every other
+limit, GrpJobs included, still holds), and a borrowed job, running or
+started in the pass, is charged to the group scopes ("qos", "assoc",
+"account") as one job holding nothing: its TRES are not its account's own
+quota's (``charged``).
+
 Cost: one dict lookup per job for its scopes (kept per (qos, account, user)
 in the pass), then a few integer comparisons per scope.
 """
@@ -46,6 +54,8 @@ class Limit:
     gpu: int = UNLIMITED
     jobs: int = UNLIMITED
     reasons: tuple[str, str, str, str] = ("", "", "", "")
+    # a GrpTRES: its cpu/node/gpu caps may be lent (lending.py); jobs never are
+    lendable: bool = False
 
     @property
     def any(self) -> bool:
@@ -55,7 +65,7 @@ class Limit:
 def qos_grp(cpu=UNLIMITED, node=UNLIMITED, gpu=UNLIMITED) -> Limit:
     """A QOS's GrpTRES."""
     return Limit(cpu, node, gpu, UNLIMITED,
-                 (REASON_QOS_GRP_CPU, REASON_QOS_GRP_NODE, REASON_QOS_GRP_GRES, ""))
+                 (REASON_QOS_GRP_CPU, REASON_QOS_GRP_NODE, REASON_QOS_GRP_GRES, ""), lendable=True)
 
 
 def qos_per_user(cpu=UNLIMITED, node=UNLIMITED, gpu=UNLIMITED, jobs=UNLIMITED) -> Limit:
@@ -67,7 +77,8 @@ def qos_per_user(cpu=UNLIMITED, node=UNLIMITED, gpu=UNLIMITED, jobs=UNLIMITED) -
 def assoc_grp(cpu=UNLIMITED, node=UNLIMITED, gpu=UNLIMITED, jobs=UNLIMITED) -> Limit:
     """An association's GrpTRES and GrpJobs (its own and everything below it)."""
     return Limit(cpu, node, gpu, jobs, (REASON_ASSOC_GRP_CPU, REASON_ASSOC_GRP_NODE,
-                                        REASON_ASSOC_GRP_GRES, REASON_ASSOC_GRP_JOBS))
+                                        REASON_ASSOC_GRP_GRES, REASON_ASSOC_GRP_JOBS),
+                 lendable=True)
 
 
 def assoc_max_jobs(jobs: int) -> Limit:
@@ -85,6 +96,31 @@ def qos_user_key(qos: str, user: str) -> tuple:
     return ("qos_user", qos, user)
 
 
+# the scopes whose GrpTRES may be lent: a borrowed job counts there as a job only
+GROUP_SCOPES = frozenset({"qos", "assoc", "account"})
+NOTHING = (0, 0, 0)
+
+
+def charged(key: tuple, took: tuple[int, int, int], borrowed: bool) -> tuple[int, int, int]:
+    """The (cpus, nodes, gpus) a job holding ``took`` counts against scope ``key``."""
+    return NOTHING if borrowed and key[0] in GROUP_SCOPES else took
+
+
+def add_usage(usage: dict, keys, took: tuple[int, int, int], borrowed: bool = False) -> None:
+    """Count one job holding ``took`` against each scope of ``keys`` in ``usage``
+    (key -> [cpus, nodes, gpus, jobs])."""
+    for key in keys:
+        c, n, g = charged(key, took, borrowed)
+        u = usage.get(key)
+        if u is None:
+            usage[key] = [c, n, g, 1]
+        else:
+            u[0] += c
+            u[1] += n
+            u[2] += g
+            u[3] += 1
+
+
 @dataclass(frozen=True)
 class Limits:
     """The limits a pass holds pending jobs to, and the running jobs' usage."""
@@ -97,8 +133,10 @@ class Limits:
     assoc: Mapping[tuple[str, str], tuple[tuple[Hashable, Limit], ...]] = field(default_factory=dict)
     # (account, user) -> every scope key of its chain (what a start is charged to)
     chain: Mapping[tuple[str, str], tuple[Hashable, ...]] = field(default_factory=dict)
-    # scope key -> (cpus, nodes, gpus, jobs) of its running jobs
+    # scope key -> (cpus, nodes, gpus, jobs) of its running jobs (``add_usage``)
     usage: Mapping[Hashable, tuple[int, int, int, int]] = field(default_factory=dict)
+    # [scheduler] lend_idle_quota: a job held only by a GrpTRES may borrow (lending.py)
+    lend: bool = False
 
 
 def least(job: JobRequest) -> tuple[int, int, int]:
@@ -138,8 +176,10 @@ class PassLimits:
             hit = self._scopes[k] = (tuple(checks), tuple(charged))
         return hit
 
-    def refusal(self, job: JobRequest, cpus: int, nodes: int, gpus: int) -> str | None:
-        """The reason of the first limit starting ``job`` with this much would pass, or None."""
+    def refusal(self, job: JobRequest, cpus: int, nodes: int, gpus: int,
+                borrowing: bool = False) -> str | None:
+        """The reason of the first limit starting ``job`` with this much would pass, or
+        None. ``borrowing``: as a borrowed job, past which GrpTRES caps do not hold it."""
         checks = self._of(job)[0]
         if not checks:
             return None
@@ -149,6 +189,8 @@ class PassLimits:
             c, n, g, j = u if u is not None else (0, 0, 0, 0)
             if lim.jobs != UNLIMITED and j + 1 > lim.jobs:
                 return lim.reasons[3]
+            if borrowing and lim.lendable:
+                continue
             if lim.gpu != UNLIMITED and gpus and g + gpus > lim.gpu:
                 return lim.reasons[2]
             if lim.cpu != UNLIMITED and c + cpus > lim.cpu:
@@ -157,15 +199,12 @@ class PassLimits:
                 return lim.reasons[1]
         return None
 
-    def charge(self, job: JobRequest, cpus: int, nodes: int, gpus: int) -> None:
+    def borrower(self, job: JobRequest, cpus: int, nodes: int, gpus: int) -> bool:
+        """Whether lending is on and only lendable GrpTRES caps hold ``job`` back
+        (call after ``refusal`` gave a reason)."""
+        return self.limits.lend and self.refusal(job, cpus, nodes, gpus, borrowing=True) is None
+
+    def charge(self, job: JobRequest, cpus: int, nodes: int, gpus: int,
+               borrowed: bool = False) -> None:
         """Count a start of ``job`` holding this much against all its scopes."""
-        used = self.used
-        for key in self._of(job)[1]:
-            u = used.get(key)
-            if u is None:
-                used[key] = [cpus, nodes, gpus, 1]
-            else:
-                u[0] += cpus
-                u[1] += nodes
-                u[2] += gpus
-                u[3] += 1
+        add_usage(self.used, self._of(job)[1], (cpus, nodes, gpus), borrowed)

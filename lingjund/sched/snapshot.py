@@ -188,6 +188,22 @@ class RunningJob:
     # Already on its way out (being preempted, cancelled, timed out, or
     # cleaning up): never chosen again, and what it holds will come free.
     stopping: bool = False
+    # preempt/qos weighs its QOS; lending its account, and whether it runs on
+    # quota lent by others (borrowed: preemptible by a job within its limits)
+    account: str = ""
+    qos: str = ""
+    borrowed: bool = False
+
+
+@dataclass(frozen=True)
+class QosView:
+    """What preempt/qos reads of a QOS: the QOS its jobs may preempt (Slurm's
+    ``Preempt=``) and the PreemptMode of its own jobs ("" = their partition's,
+    Slurm's ``cluster``)."""
+
+    name: str
+    preempt: frozenset[str] = frozenset()
+    preempt_mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,6 +219,8 @@ class Snapshot:
     # QOS and association limits and the running jobs' usage of them (limits.py);
     # None: not enforced ([accounting] enforce without "limits").
     limits: Limits | None = None
+    # QOS name -> what preempt/qos reads of it (only QOS that preempt or set a mode)
+    qos: Mapping[str, QosView] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,8 @@ class Start:
     # The GPU indices it gets on each node (same order), lowest free first;
     # for a shard or MPS job the one GPU its share is on.
     gpu_ids_per_node: tuple[tuple[int, ...], ...] = ()
+    # started on quota lent by others (lending.py): runs with Reason=Borrowed
+    borrowed: bool = False
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,11 @@ submit transaction (``check_submit_limits``), MaxSubmitJobs / GrpSubmitJobs /
 MaxSubmitJobsPerUser: "Job violates accounting/QOS policy (job submit limit,
 user's size and/or time limits)". Nothing is written on a refusal.
 
+With ``[scheduler] lend_idle_quota`` a job held back only by a GrpTRES may
+borrow what nobody else can use (lingjund/sched/lending.py); a borrowed job
+runs with Reason=Borrowed and ``pass_limits`` counts it as a job but not
+for its TRES against the group scopes, so its account's quota stays its own.
+
 In the scheduling pass (with "limits"): ``pass_limits`` gives the core
 (``Snapshot.limits``, lingjund/sched/limits.py) the QOS GrpTRES,
 MaxTRESPerUser and MaxJobsPerUser, each user association's chain (its own
@@ -248,11 +253,50 @@ def _add_users(ctl, t: AssocTables, req, changes) -> api_pb2.AcctMgrResponse:
     return reply
 
 
+# PreemptMode values a QOS may take (stored as Slurm prints them); SUSPEND and
+# GANG are Slurm's too, but no job is ever suspended here, so they are refused.
+QOS_PREEMPT_MODES = {"off": "cluster", "cluster": "cluster", "cancel": "cancel",
+                     "requeue": "requeue"}
+
+
+def _qos_preemption(t: AssocTables, q: dict, fields: dict[str, str], names: list[str]) -> dict:
+    """``q`` with Preempt= and PreemptMode= checked and as stored, in Slurm's
+    words when wrong: an unknown QOS, a QOS that would preempt itself through
+    the list (a loop), a mode that is not one."""
+    if "preempt_mode" in q:
+        mode = QOS_PREEMPT_MODES.get(q["preempt_mode"].lower())
+        if mode is None:
+            raise BadOption(f"Bad Preempt Mode given: PreemptMode="
+                            f"{fields.get('preemptmode', q['preempt_mode'])}")
+        q = {**q, "preempt_mode": mode}
+    if "preempt" in q:
+        wanted = _list(q["preempt"])
+        for n in wanted:
+            if n not in t.qos:
+                raise BadOption(f"sacctmgr: error: You gave a bad qos '{n}'. "
+                                f"Valid QOS's are {','.join(t.qos)}")
+        preempts = {k: set(_list(v.preempt)) for k, v in t.qos.items()}
+        for name in names:
+            preempts[name] = set(wanted)
+        for name in names:
+            seen, todo = set(), list(preempts.get(name, ()))
+            while todo:
+                n = todo.pop()
+                if n == name:
+                    raise BadOption("sacctmgr: error: QOS Preemption loop detected\n"
+                                    " Error with request: QOS Preemption loop detected")
+                if n not in seen:
+                    seen.add(n)
+                    todo += preempts.get(n, ())
+        q = {**q, "preempt": ",".join(n for n in t.qos if n in wanted)}
+    return q
+
+
 def _add_qos(ctl, t: AssocTables, req, changes) -> api_pb2.AcctMgrResponse:
     fields = dict(req.set)
     fields.update(req.where)
     names = list(req.names) + _list(fields.pop("name", fields.pop("names", "")))
-    q = _settings(fields, QOS_FIELDS, "qos")
+    q = _qos_preemption(t, _settings(fields, QOS_FIELDS, "qos"), fields, [])
     reply = api_pb2.AcctMgrResponse()
     for name in dict.fromkeys(names):
         if name in t.qos:
@@ -343,7 +387,8 @@ def _modify_qos(ctl, t: AssocTables, req, changes) -> api_pb2.AcctMgrResponse:
     if unknown:
         k = sorted(unknown)[0]
         raise BadOption(f"Unknown condition: {k}={req.where[k]}")
-    q = _settings(dict(req.set), QOS_FIELDS, "qos")
+    q = _qos_preemption(t, _settings(dict(req.set), QOS_FIELDS, "qos"), dict(req.set),
+                        [n for n in _where_names(req, "name", "names") if n in t.qos])
     reply = api_pb2.AcctMgrResponse()
     for name in _where_names(req, "name", "names"):
         if name in t.qos and q:
@@ -669,18 +714,13 @@ def pass_limits(ctl: Controller, running) -> limits.Limits | None:
         user = job.user or spec.user or str(spec.uid)
         qos = spec.qos or "normal"
         took = (sum(job.cpus_per_node), len(job.nodes), sum(job.gpus_per_node))
-        for key in (limits.qos_key(qos), limits.qos_user_key(qos, user),
-                    *chains.get((spec.account or user, user), ())):
-            u = usage.get(key)
-            if u is None:
-                usage[key] = [*took, 1]
-            else:
-                u[0] += took[0]
-                u[1] += took[1]
-                u[2] += took[2]
-                u[3] += 1
+        # a borrowed job (Reason=Borrowed) holds none of its account's own quota
+        limits.add_usage(usage, (limits.qos_key(qos), limits.qos_user_key(qos, user),
+                                 *chains.get((spec.account or user, user), ())),
+                         took, job.reason == slurm.REASON_BORROWED)
     return limits.Limits(qos_grp=qos_grp, qos_user=qos_user, assoc=checks, chain=chains,
-                         usage={k: tuple(v) for k, v in usage.items()})
+                         usage={k: tuple(v) for k, v in usage.items()},
+                         lend=ctl.config.scheduler.lend_idle_quota)
 
 
 # -- usage -------------------------------------------------------------------------

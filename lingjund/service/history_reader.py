@@ -41,6 +41,7 @@ from lingjun.v1 import api_pb2
 from lingjund.service import faulttol, jobs
 from lingjund.service.context import Controller
 from lingjund.store import history
+from lingjund.store.assoc import AssocTables
 from lingjund.store.store import JobRecord
 
 PAGE_BYTES = 3 * 1024 * 1024      # under gRPC's default 4 MiB receive limit of any client
@@ -68,11 +69,13 @@ def history_query(req: api_pb2.GetJobsRequest, now: float) -> history.HistoryQue
 
 class _Nodes:
     """What job_info asks of the store: a node's reported inventory (its
-    GPU type), read from the database's nodes table."""
+    GPU type), read from the database's nodes table. No QOS records: under
+    preempt/qos a job of the history shows its partition's PreemptMode."""
 
     def __init__(self, reader: history.HistoryReader):
         self.reader = reader
         self._inv: dict | None = None
+        self.assoc = AssocTables()
 
     def node(self, name: str):
         if self._inv is None:

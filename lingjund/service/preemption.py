@@ -1,9 +1,17 @@
 """Preemption, carried out: the core names victims, this module stops them.
 
-With ``[preempt] type = "partition_prio"`` the scheduling pass runs with the
-``preempt/partition_prio`` plugin (``lingjund/sched/plugins/preempt.py``),
-whose plan names victims. For each one, in one transaction and only while
-it still runs and nothing else is stopping it:
+With ``[preempt] type = "partition_prio"`` (or ``"qos"``) the scheduling pass
+runs with the ``preempt/partition_prio`` (``preempt/qos``) plugin
+(``lingjund/sched/plugins/preempt.py``), whose plan names victims; with
+``[scheduler] lend_idle_quota`` it also names borrowed jobs that a job within
+its own limits needs gone (``lingjund/sched/lending.py``), whatever the type.
+
+A victim's PreemptMode (``mode_of``): a borrowed job's is REQUEUE; under
+preempt/qos its QOS's (sacctmgr PreemptMode=) unless that is ``cluster``;
+else its partition's, else the cluster's ``[preempt] mode``.
+
+For each victim, in one transaction and only while it still runs and
+nothing else is stopping it:
 
     RUNNING --preempt(by J)--> RUNNING, kill_reason PREEMPTED, PreemptTime=now
        |   at once: its --signal as it asked (B: the batch shell, else its
@@ -35,8 +43,9 @@ import signal as signals
 from lingjun import slurm
 from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
-from lingjund.sched.plugins import DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, Profile
-from lingjund.sched.snapshot import Preemption
+from lingjund.sched.plugins import (DEFAULT_PROFILE, PARTITION_PRIO_PROFILE, QOS_PREEMPT_PROFILE,
+                                   Profile)
+from lingjund.sched.snapshot import Preemption, QosView
 from lingjund.service import restarts
 from lingjund.service.context import Controller
 from lingjund.store.store import JobRecord
@@ -48,12 +57,54 @@ REQUEUE, CANCEL, OFF = "REQUEUE", "CANCEL", "OFF"
 
 def profile(ctl: Controller) -> Profile:
     """The scheduling profile for the configured PreemptType."""
-    return PARTITION_PRIO_PROFILE if ctl.config.preempt.enabled else DEFAULT_PROFILE
+    return {"partition_prio": PARTITION_PRIO_PROFILE,
+            "qos": QOS_PREEMPT_PROFILE}.get(ctl.config.preempt.type, DEFAULT_PROFILE)
+
+
+def borrowed(job: JobRecord) -> bool:
+    """Runs on quota lent by others (lingjund/sched/lending.py)."""
+    return job.state == slurm.RUNNING and job.reason == slurm.REASON_BORROWED
 
 
 def mode_of(ctl: Controller, job: JobRecord) -> str:
+    """The job's PreemptMode (see the module's docstring)."""
+    if borrowed(job):
+        return REQUEUE
+    if ctl.config.preempt.type == "qos":
+        q = ctl.store.assoc.qos.get(job.spec.qos or "normal")
+        mode = qos_mode(q.preempt_mode) if q is not None else ""
+        if mode:
+            return mode
     part = ctl.partition(job.partition)
     return ctl.config.preempt_mode(part) if part else OFF
+
+
+_QOS_VIEWS: dict[int, tuple[int, dict]] = {}
+
+
+def qos_views(ctl: Controller) -> dict[str, QosView]:
+    """What preempt/qos reads of each QOS that preempts or sets a mode, built
+    again only when a record changed (``AssocTables.version``)."""
+    t = ctl.store.assoc
+    hit = _QOS_VIEWS.get(id(t))
+    if hit is not None and hit[0] == t.version:
+        return hit[1]
+    views = {}
+    for q in t.qos.values():
+        preempt = frozenset(n for n in q.preempt.split(",") if n)
+        mode = qos_mode(q.preempt_mode)
+        if preempt or mode:
+            views[q.name] = QosView(q.name, preempt, mode)
+    _QOS_VIEWS.clear()
+    _QOS_VIEWS[id(t)] = (t.version, views)
+    return views
+
+
+def qos_mode(stored: str) -> str:
+    """A QOS's PreemptMode as the core weighs it: "" for ``cluster`` (its
+    partition's), else OFF, CANCEL or REQUEUE."""
+    mode = stored.upper()
+    return "" if mode in ("", "CLUSTER") else mode
 
 
 def grace_of(ctl: Controller, job: JobRecord) -> float:
@@ -69,7 +120,7 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 
 def eligible_time(ctl: Controller, job: JobRecord) -> float:
     """Slurm's PreemptEligibleTime (lifecycle.preempt_eligible_time)."""
-    preemptable = ctl.config.preempt.enabled and mode_of(ctl, job) != OFF
+    preemptable = (ctl.config.preempt.enabled and mode_of(ctl, job) != OFF) or borrowed(job)
     return lifecycle.preempt_eligible_time(job, preemptable, ctl.config.preempt.exempt_time_s)
 
 

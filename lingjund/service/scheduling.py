@@ -48,6 +48,8 @@ def _running_fields(job: JobRecord, s: Start, now: float) -> dict:
     fields = lifecycle.start(job, now, nodes=s.nodes, cpus_per_node=s.cpus_per_node,
                              mem_per_node=s.mem_per_node_mb, gpus_per_node=s.gpus_per_node,
                              gpu_ids=s.gpu_ids_per_node, tasks_per_node=s.tasks_per_node)
+    if s.borrowed:                  # on lent quota (lingjund/sched/lending.py): it shows
+        fields.update(reason=slurm.REASON_BORROWED)
     if job.sched_start or job.sched_nodes:
         fields.update(sched_start=0.0, sched_nodes=())     # started: no reservation now
     return fields
@@ -127,6 +129,8 @@ def prepare_pass(ctl: Controller) -> tuple[Snapshot, float] | None:
     held_to = associations.pass_limits(ctl, ctl.store.holding_jobs())
     if held_to is not None:
         snap = replace(snap, limits=held_to)
+    if ctl.config.preempt.type == "qos":
+        snap = replace(snap, qos=preemption.qos_views(ctl))
     return snap, now
 
 

@@ -148,7 +148,9 @@ def running_job(job: JobRecord) -> RunningJob:
         shards_per_node=job.spec.shards_per_node, mps_per_node=job.spec.mps_per_node,
         partition=job.partition, priority=job.priority,
         start_time=job.start_time,
-        stopping=job.state != slurm.RUNNING or bool(job.kill_reason))
+        stopping=job.state != slurm.RUNNING or bool(job.kill_reason),
+        account=job.spec.account, qos=job.spec.qos or "normal",
+        borrowed=job.reason == slurm.REASON_BORROWED)
 
 
 class Views:

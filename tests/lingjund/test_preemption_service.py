@@ -167,7 +167,7 @@ def test_preemption_off_leaves_running_jobs_alone(ctl):
 
 
 @pytest.mark.parametrize("text,error", [
-    ('[preempt]\ntype = "qos"\n', "[preempt] type"),
+    ('[preempt]\ntype = "suspend"\n', "[preempt] type"),
     ('[preempt]\nmode = "SUSPEND"\n', "[preempt] mode"),
     ('[[partitions]]\nname = "p"\npreempt_mode = "GANG"\n', "preempt_mode"),
     ('[[partitions]]\nname = "p"\ngrace_time_s = -1\n', "grace_time_s"),

@@ -32,11 +32,12 @@ from lingjund.sched.plugins.eligibility import JobEligibility
 from lingjund.sched.plugins.gang import GangPlacement
 from lingjund.sched.plugins.nodes import NodeRequest
 from lingjund.sched.plugins.partition import PartitionLimits
-from lingjund.sched.plugins.preempt import PartitionPrioPreempt
+from lingjund.sched.plugins.preempt import PartitionPrioPreempt, QosPreempt
 from lingjund.sched.plugins.multifactor import MultifactorPriority
 from lingjund.sched.plugins.priority import BasicPriority
 from lingjund.sched.pool import NodeFree, Placement
-from lingjund.sched.snapshot import JobRequest, NodeView, PartitionView, RunningJob, Snapshot
+from lingjund.sched.snapshot import (JobRequest, NodeView, PartitionView, QosView, RunningJob,
+                                     Snapshot)
 
 
 @runtime_checkable
@@ -124,10 +125,12 @@ class Preemptor(Protocol):
     def victims(self, job: JobRequest, part: PartitionView, candidates: Sequence[NodeFree],
                 running: Sequence[RunningJob], partitions: Mapping[str, PartitionView],
                 select: GangSelect, most_nodes: int, now: float, exempt_s: float,
-                claimed: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+                claimed: frozenset[int] = frozenset(),
+                qos: Mapping[str, QosView] | None = None) -> tuple[int, ...] | None:
         """Whole running jobs whose resources give ``job`` a placement on
         ``candidates``; an empty tuple when it only waits for jobs already
-        stopping; None when preempting cannot make it fit. Pure."""
+        stopping; None when preempting cannot make it fit. ``claimed``: victims
+        already chosen in this pass; ``qos``: the snapshot's QOS views. Pure."""
         ...
 
 
@@ -137,7 +140,7 @@ class PluginError(RuntimeError):
 
 REGISTRY: dict[str, QueueSort | JobFilter | GangSelect | NodeFilter | Preemptor] = {
     p.name: p for p in (BasicPriority(), MultifactorPriority(), JobEligibility(), PartitionLimits(),
-                        GangPlacement(), NodeRequest(), PartitionPrioPreempt())
+                        GangPlacement(), NodeRequest(), PartitionPrioPreempt(), QosPreempt())
 }
 
 
@@ -180,3 +183,7 @@ DEFAULT_PROFILE = build_profile("priority/basic",
 PARTITION_PRIO_PROFILE = build_profile("priority/basic",
                                        ("eligibility/basic", "partition/limits"),
                                        "select/gang", preempt="preempt/partition_prio")
+# PreemptType=preempt/qos: the default profile plus preemption by QOS.
+QOS_PREEMPT_PROFILE = build_profile("priority/basic",
+                                    ("eligibility/basic", "partition/limits"),
+                                    "select/gang", preempt="preempt/qos")

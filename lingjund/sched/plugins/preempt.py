@@ -1,13 +1,27 @@
-"""preempt/partition_prio: which running jobs to preempt for a pending job.
+"""Which running jobs to preempt for a pending job: preempt/partition_prio and preempt/qos.
 
-Slurm's PreemptType=preempt/partition_prio: a pending job of a partition with
-a higher PriorityTier may preempt running jobs of partitions with a lower
-tier whose PreemptMode is not OFF. Called by the pass (``cycle.schedule``)
-for a job that does not fit now; it answers with the victims, whole jobs,
-whose resources give the job a placement, or says why there are none.
+Both plugins answer the same question with the same search (``search``);
+they differ only in which running jobs may be victims at all:
 
-Example. node[1-4], 2 CPUs each. Partition ``low`` (tier 1, REQUEUE) and
-``high`` (tier 2), both on every node. Running in ``low``:
+- preempt/partition_prio (Slurm's PreemptType=preempt/partition_prio): a
+  pending job of a partition with a higher PriorityTier may preempt running
+  jobs of partitions with a lower tier whose PreemptMode is not OFF.
+- preempt/qos (PreemptType=preempt/qos): a pending job whose QOS lists
+  another QOS in its ``Preempt=`` (sacctmgr) may preempt running jobs of that
+  QOS, whatever their partitions' tiers. A victim's PreemptMode is its QOS's
+  (sacctmgr ``PreemptMode=``), else its partition's, else the cluster's; OFF
+  is never preempted. Example: QOS ``high`` with Preempt=low; a ``high`` job
+  that does not fit preempts running ``low`` jobs, never ``normal`` ones, and
+  a ``low`` job preempts nothing.
+
+Lending (``lending.py``) uses the same search for borrowed jobs.
+
+Called by the pass (``cycle.schedule``) for a job that does not fit now; the
+answer is the victims, whole jobs, whose resources give the job a placement,
+or why there are none.
+
+Example (partition_prio). node[1-4], 2 CPUs each. Partition ``low`` (tier 1,
+REQUEUE) and ``high`` (tier 2), both on every node. Running in ``low``:
 
     job  prio  nodes         start
     10   100   node[1-2]     t=0
@@ -19,11 +33,11 @@ frees two nodes except job 10, so the answer is (10,) even though 11 and
 12 have lower priority; for a 1-node ask it would be (11,), the lowest
 priority among the one-job answers.
 
-Rules, in order:
+Rules of the search, in order:
 
-1. Candidates: running jobs not already stopping, in a partition of a lower
-   tier whose PreemptMode is not OFF, running at least PreemptExemptTime,
-   holding something on a node the job may use.
+1. Candidates: running jobs not already stopping that the plugin allows
+   (above), running at least PreemptExemptTime, holding something on a node
+   the job may use.
 2. If the job fits once the jobs already stopping have let go (an earlier
    preemption, a cancel, a time limit), it waits for them: ``WAIT`` (no
    victims), so a job is never preempted twice and no extra one is taken.
@@ -36,10 +50,10 @@ Rules, in order:
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from lingjund.sched.pool import NodeFree
-from lingjund.sched.snapshot import JobRequest, PartitionView, RunningJob
+from lingjund.sched.snapshot import JobRequest, PartitionView, QosView, RunningJob
 
 OFF = "OFF"
 # Returned when the job only waits for jobs already on their way out.
@@ -54,39 +68,73 @@ class PartitionPrioPreempt:
     def victims(self, job: JobRequest, part: PartitionView, candidates: Sequence[NodeFree],
                 running: Sequence[RunningJob], partitions: Mapping[str, PartitionView],
                 select, most_nodes: int, now: float, exempt_s: float,
-                claimed: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+                claimed: frozenset[int] = frozenset(),
+                qos: Mapping[str, QosView] | None = None) -> tuple[int, ...] | None:
         """Job ids to preempt so ``job`` fits on ``candidates`` (its usable
         nodes as the pass sees them), ``WAIT`` when it only waits for jobs
         already stopping, or None when preemption cannot make it fit.
         ``claimed``: victims already chosen in this pass for other jobs.
         Pure: never changes ``candidates``."""
-        names = {n.name for n in candidates}
-        here = [r for r in running if names.intersection(r.nodes) and r.cpus_per_node]
-        base = _freed(candidates, [r for r in here if r.stopping or r.job_id in claimed])
-        if _fits(select, job, base, most_nodes):
-            return WAIT
-        pool = [r for r in here
-                if not r.stopping and r.job_id not in claimed
-                and _preemptible(r, part, partitions, now, exempt_s)]
-        pool.sort(key=lambda r: (r.priority, -r.start_time, r.job_id))
-        if not pool or not _fits(select, job, _freed(base, pool), most_nodes):
-            return None
-        tries = 0
-        for k in range(1, len(pool) + 1):
-            for combo in combinations(pool, k):
-                tries += 1
-                if tries > SEARCH_BUDGET:
-                    return _greedy(select, job, base, pool, most_nodes)
-                if _fits(select, job, _freed(base, combo), most_nodes):
-                    return tuple(sorted(r.job_id for r in combo))
-        return None   # unreachable: all of pool fits
+        def lower_tier(r: RunningJob) -> bool:
+            theirs = partitions.get(r.partition)
+            return (theirs is not None and theirs.priority_tier < part.priority_tier
+                    and theirs.preempt_mode != OFF)
+        return search(job, candidates, running, select, most_nodes, claimed,
+                      lambda r: lower_tier(r) and now >= r.start_time + exempt_s)
 
 
-def _preemptible(r: RunningJob, part: PartitionView, partitions: Mapping[str, PartitionView],
-                 now: float, exempt_s: float) -> bool:
-    theirs = partitions.get(r.partition)
-    return (theirs is not None and theirs.priority_tier < part.priority_tier
-            and theirs.preempt_mode != OFF and now >= r.start_time + exempt_s)
+class QosPreempt:
+    name = "preempt/qos"
+
+    def victims(self, job: JobRequest, part: PartitionView, candidates: Sequence[NodeFree],
+                running: Sequence[RunningJob], partitions: Mapping[str, PartitionView],
+                select, most_nodes: int, now: float, exempt_s: float,
+                claimed: frozenset[int] = frozenset(),
+                qos: Mapping[str, QosView] | None = None) -> tuple[int, ...] | None:
+        """As PartitionPrioPreempt's, with the victims those of a QOS that the
+        job's QOS may preempt (``qos``: the snapshot's QOS views)."""
+        qos = qos or {}
+        mine = qos.get(job.qos)
+        may = mine.preempt if mine is not None else frozenset()
+
+        def preemptible(r: RunningJob) -> bool:
+            if r.qos not in may or now < r.start_time + exempt_s:
+                return False
+            return qos_preempt_mode(qos.get(r.qos), partitions.get(r.partition)) != OFF
+        return search(job, candidates, running, select, most_nodes, claimed, preemptible)
+
+
+def qos_preempt_mode(theirs: QosView | None, part: PartitionView | None) -> str:
+    """A job's PreemptMode under preempt/qos: its QOS's, else its partition's
+    (which is the cluster's when the partition names none); OFF without either."""
+    if theirs is not None and theirs.preempt_mode:
+        return theirs.preempt_mode
+    return part.preempt_mode if part is not None else OFF
+
+
+def search(job: JobRequest, candidates: Sequence[NodeFree], running: Sequence[RunningJob],
+           select, most_nodes: int, claimed: frozenset[int],
+           preemptible: Callable[[RunningJob], bool]) -> tuple[int, ...] | None:
+    """The victims among ``running`` jobs that ``preemptible`` allows (the
+    module's rules 1-4): ``WAIT``, a tuple of job ids, or None. Pure."""
+    names = {n.name for n in candidates}
+    here = [r for r in running if names.intersection(r.nodes) and r.cpus_per_node]
+    base = _freed(candidates, [r for r in here if r.stopping or r.job_id in claimed])
+    if _fits(select, job, base, most_nodes):
+        return WAIT
+    pool = [r for r in here if not r.stopping and r.job_id not in claimed and preemptible(r)]
+    pool.sort(key=lambda r: (r.priority, -r.start_time, r.job_id))
+    if not pool or not _fits(select, job, _freed(base, pool), most_nodes):
+        return None
+    tries = 0
+    for k in range(1, len(pool) + 1):
+        for combo in combinations(pool, k):
+            tries += 1
+            if tries > SEARCH_BUDGET:
+                return _greedy(select, job, base, pool, most_nodes)
+            if _fits(select, job, _freed(base, combo), most_nodes):
+                return tuple(sorted(r.job_id for r in combo))
+    return None   # unreachable: all of pool fits
 
 
 def _greedy(select, job: JobRequest, base: Sequence[NodeFree], pool: Sequence[RunningJob],

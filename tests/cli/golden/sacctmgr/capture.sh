@@ -63,6 +63,15 @@ step show_bad_condition sacctmgr show account bogus=1
 step answer_no --stdin "n
 " sacctmgr add account ljzzz
 step show_cluster sacctmgr show cluster format=cluster -P
+step add_qos_low sacctmgr -i add qos ljlow
+step add_qos_preempt sacctmgr -i add qos ljhigh Preempt=ljlow PreemptMode=requeue
+step show_qos_preempt sacctmgr show qos format=Name,Preempt,PreemptMode
+step add_qos_bad_preempt sacctmgr -i add qos ljx Preempt=nosuch
+step modify_qos_bad_mode sacctmgr -i modify qos ljhigh set PreemptMode=bogus
+step modify_qos_preempt_loop sacctmgr -i modify qos ljlow set Preempt=ljhigh
+step modify_qos_mode sacctmgr -i modify qos ljlow set PreemptMode=Cancel
+step show_qos_preempt_P sacctmgr -P show qos format=Name,Preempt,PreemptMode
+step delete_qos_preempt sacctmgr -i delete qos ljhigh,ljlow
 # leave real Slurm as it was
 sacctmgr -i delete user ljdan,ljcarol >/dev/null 2>&1
 sacctmgr -i delete account ljphys,ljgeo,ljchem,ljbio,ljsub,ljzzz >/dev/null 2>&1
