@@ -13,6 +13,8 @@ import pytest
 
 from tests.e2e.conftest import Cluster, wait_for
 
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 START_HEADER = ("JOBID PARTITION NAME USER ST START_TIME NODES SCHEDNODES "
                 "NODELIST(REASON)")
 

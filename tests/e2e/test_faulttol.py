@@ -3,7 +3,6 @@ while the controller was down. Real agents are killed with SIGKILL, with the
 job processes they ran, as a machine that loses power would lose them."""
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path
@@ -14,6 +13,8 @@ import pytest
 from lingjun import slurm
 from lingjun_agent.launcher.procs import node_identity
 from tests.e2e.conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
 
 HEARTBEAT_TIMEOUT = 3.0
 BACKOFF = 1.0
@@ -160,8 +161,8 @@ def test_a_node_that_died_while_the_controller_was_down_is_handled_when_it_retur
     victim = first[0]          # the batch host this time
     lose_node(c, victim, jid)
     c.restart("lingjund")
-    second = wait_for("job running again without the lost node",
-                      lambda: moved(c, jid, victim), 40)
+    wait_for("job running again without the lost node",
+             lambda: moved(c, jid, victim), 40)
     c.wait_state(jid, "COMPLETED", timeout=60)
     log = (checkpoint_dir(c, jid) / "log").read_text().splitlines()
     assert [l.split()[1] for l in log[:2]] == ["restart=0", "restart=1"], log

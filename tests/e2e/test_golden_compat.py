@@ -33,7 +33,8 @@ from tests.cli.golden_files import golden_dir
 from tests.e2e.conftest import Cluster
 
 # capture.sh runs once for the module (~3 minutes: a job waits out its 1-minute limit).
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600),
+              pytest.mark.long]     # a minute or more: started first (tests/conftest.py)
 
 GOLDEN_WORK = "/tmp/anchor-golden"   # capture.sh's fixed work folder on the Slurm side
 STATE_OF = "state_of() { squeue"

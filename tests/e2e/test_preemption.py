@@ -19,6 +19,8 @@ import pytest
 
 from tests.e2e.conftest import Cluster
 
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 EXTRA = """
 [preempt]
 type = "partition_prio"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 
 import pytest
 
 from tests.e2e.conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ from lingjun import slurm
 from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.test_faulttol import checkpoint_dir, running_on
 
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 HANG_TIMEOUT = 4
 ELASTIC_HANG_TIMEOUT = 6
 # Each srun task beats from its start, in the shell (the heartbeat contract needs no

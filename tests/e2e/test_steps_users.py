@@ -20,6 +20,8 @@ import pytest
 from tests.e2e import users as u
 from tests.e2e.conftest import Cluster
 
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 TAG = str(os.getpid() % 100000)
 ALICE, BOB = f"ljsalice{TAG}", f"ljsbob{TAG}"
 COUNT_20 = "for i in $(seq 1 20); do echo $i; sleep 0.3; done"

@@ -1,6 +1,10 @@
 """--time: a job over its limit is killed (SIGTERM, grace, SIGKILL) and ends TIMEOUT."""
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 
 def test_job_over_its_time_limit_ends_timeout(cluster):
     out = cluster.work / "tl.out"

@@ -15,6 +15,8 @@ import pytest
 
 from bench import topology_placement as tp
 
+pytestmark = pytest.mark.long     # a minute or more: started first (tests/conftest.py)
+
 
 @pytest.mark.timeout(600)
 def test_gangs_keep_to_their_switches_and_span_fewer_leaves_than_without(tmp_path):
