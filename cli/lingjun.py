@@ -384,6 +384,24 @@ def _metrics_addresses(parsed, info: dict) -> dict[str, str]:
     return out
 
 
+def _wait_gone(procs: list, timeout: float) -> list:
+    """Those of ``procs`` still running after ``timeout`` s. A zombie has
+    ended: one whose parent is not us (a daemon restarted by hand or by a
+    test) stays a zombie until that parent reaps it, which psutil.wait_procs
+    would wait out to the end."""
+    def running(p) -> bool:
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    deadline = time.monotonic() + timeout
+    left = [p for p in procs if running(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if running(p)]
+    return left
+
+
 def _stop(info: dict) -> int:
     procs = info.get("processes", {})
     live = {name: p for name, entry in procs.items() if (p := _alive(entry))}
@@ -397,8 +415,7 @@ def _stop(info: dict) -> int:
             live[name].send_signal(signal.SIGCONT)
         except psutil.Error:
             pass
-    _, still = psutil.wait_procs(list(live.values()), timeout=10)
-    for p in still:
+    for p in _wait_gone(list(live.values()), 10.0):
         try:
             p.kill()
         except psutil.Error:
