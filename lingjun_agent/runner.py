@@ -42,6 +42,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -174,6 +175,10 @@ class Agent:
         # Signals (scancel -s, a --signal warning) for a job whose script is
         # being started: delivered once it has started, in the order they came.
         self.signal_when_launched: dict[int, list[agent_pb2.SignalJob]] = {}
+        # job -> (its batch script's stderr file, its uid): where a stop is
+        # announced as slurmstepd does (``_announce``). Not known again after an
+        # agent restart: a job adopted then is stopped without the line.
+        self.batch_stderr: dict[int, tuple[str, int]] = {}
         self.output_reads: set[asyncio.Task] = set()    # answering ReadOutput (lingjun logs)
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
@@ -553,6 +558,8 @@ class Agent:
             self._signal(msg.signal_job)
         elif kind == "terminate_job":
             t = msg.terminate_job
+            if t.announce:
+                self._announce(t.job_id, t.cause)
             self._terminate(t.job_id, t.grace_s, report=True)
         elif kind == "ack_batch_finished":
             self._forget(msg.ack_batch_finished.job_id)
@@ -633,6 +640,9 @@ class Agent:
         finally:
             self.launching.discard(jid)
         log.info("job=%d: batch script started, pid %d", jid, handle.pid)
+        err = lb.stderr_path or lb.stdout_path
+        if err:
+            self.batch_stderr[jid] = (os.path.join(lb.work_dir, err), lb.uid)
         self.activity.watch(jid, watch.batch_paths(lb.stdout_path, lb.stderr_path,
                                                    lb.work_dir, env))
         self.send(agent_pb2.AgentMessage(batch_started=agent_pb2.BatchStarted(
@@ -729,6 +739,7 @@ class Agent:
         async def wait() -> None:
             res = await handle.wait()
             self.batches.pop(handle.job_id, None)
+            self.batch_stderr.pop(handle.job_id, None)
             if self.job_gpus.pop(handle.job_id, None) is not None:
                 g = self.gpu_usage.take(handle.job_id)
                 res = dataclasses.replace(
@@ -890,6 +901,35 @@ class Agent:
         n = procs.signal_job(self.mark, sj.job_id, sj.signal, batch_only=sj.batch_only,
                              steps_only=sj.steps_only)
         log.info("job=%d: signal %d sent to %d process(es)", sj.job_id, sj.signal, n)
+
+    def _announce(self, jid: int, cause: str) -> None:
+        """Write slurmstepd's line for a stopped job into its batch script's
+        stderr, before the script is signalled: "slurmstepd-node1: error: ***
+        JOB 5 ON node1 CANCELLED AT 2026-12-02T10:05:25 DUE TO TIME LIMIT ***"
+        (no "DUE TO" for scancel). Tools and users grep for it to tell a time
+        limit or a preemption from a crash. Only into a regular file the job's
+        owner owns, opened without following a last-component symlink: the
+        agent is root, and the path is the user's to point anywhere."""
+        where = self.batch_stderr.get(jid)
+        if where is None or jid not in self.batches:
+            return
+        path, uid = where
+        due = f" DUE TO {cause}" if cause else ""
+        line = (f"slurmstepd-{self.node}: error: *** JOB {jid} ON {self.node} CANCELLED AT "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%S')}{due} ***\n")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as e:
+            log.info("job=%d: stop not written to %s: %s", jid, path, e)
+            return
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == uid:
+                os.write(fd, line.encode())
+        except OSError as e:
+            log.info("job=%d: stop not written to %s: %s", jid, path, e)
+        finally:
+            os.close(fd)
 
     def _terminate(self, jid: int, grace_s: float, report: bool) -> None:
         # The job's step tasks are among its marked processes: terminate_job

@@ -580,14 +580,18 @@ class SignalJob(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., batch_only: _Optional[bool] = ..., step_id: _Optional[int] = ..., steps_only: _Optional[bool] = ...) -> None: ...
 
 class TerminateJob(_message.Message):
-    __slots__ = ("job_id", "grace_s", "reason")
+    __slots__ = ("job_id", "grace_s", "reason", "announce", "cause")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     GRACE_S_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     grace_s: float
     reason: str
-    def __init__(self, job_id: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+    announce: bool
+    cause: str
+    def __init__(self, job_id: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ..., announce: _Optional[bool] = ..., cause: _Optional[str] = ...) -> None: ...
 
 class AckBatchFinished(_message.Message):
     __slots__ = ("job_id",)

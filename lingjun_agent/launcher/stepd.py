@@ -199,7 +199,12 @@ def _open_with_grace(path: str, append: bool) -> int:
 
 
 def _open_output(path: str, append: bool) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    """The script's output file, emptied first unless ``append``
+    (--open-mode). Always O_APPEND: every write lands at the end, so what the
+    agent adds (slurmstepd's "CANCELLED AT" line, written through a descriptor
+    of its own) is not overwritten by the script's next write, which it
+    would be at the script's own offset."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
     return os.open(path, flags, 0o666)
 
 

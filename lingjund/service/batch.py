@@ -33,6 +33,19 @@ from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")
 
+# What slurmstepd writes into a stopped batch script's stderr after "DUE TO"
+# (src/slurmd/slurmstepd/req.c), by why the job was stopped; "" for scancel
+# (no "DUE TO"). A stop not in here (a deadline, a hang, a straggler: ours)
+# writes no line.
+STEPD_CAUSES = {
+    slurm.CANCELLED: "",
+    slurm.TIMEOUT: "TIME LIMIT",
+    slurm.PREEMPTED: "PREEMPTION",
+    lifecycle.REQUEUE: "JOB REQUEUE",
+    lifecycle.REQUEUE_HOLD: "JOB REQUEUE",
+    lifecycle.NODE_LOST: "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS",
+}
+
 
 def output_paths(job: JobRecord) -> tuple[str, str]:
     """The batch script's stdout and stderr files on its node (``job.batch_host``),
@@ -189,8 +202,10 @@ def send(ctl: Controller, transitions: list[lifecycle.Transition]) -> None:
     for t in transitions:
         if not t.terminate:
             continue
+        cause = STEPD_CAUSES.get(t.fields.get("kill_reason", ""))
         msg = agent_pb2.ControllerMessage(terminate_job=agent_pb2.TerminateJob(
-            job_id=t.job_id, grace_s=t.grace_s, reason=t.why))
+            job_id=t.job_id, grace_s=t.grace_s, reason=t.why, announce=cause is not None,
+            cause=cause or ""))
         for n in t.terminate:
             ctl.agents.send(n, msg)
     if any(t.ended for t in transitions):
