@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 floors=$(mktemp -d)
 trap 'rm -rf "$floors"' EXIT
+python3 -m pip install -q packaging      # floors.py reads the requirements with it
 python3 .ci/floors.py > "$floors/floors.txt"
 # the test tools the subset needs, at their floors too
 python3 .ci/floors.py test | grep -E '^(pytest|pytest-timeout|grpcio-tools)==' >> "$floors/floors.txt"
