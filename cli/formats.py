@@ -18,7 +18,6 @@ import functools
 import itertools
 import os
 import operator
-import re
 import time
 from collections import namedtuple
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
@@ -43,22 +42,46 @@ class Field(namedtuple("Field", ("letter", "width", "right", "prefix", "computed
     __slots__ = ()
 
 
-_FIELD_RE = re.compile(r"%(\.)?(#|\d+)?([A-Za-z%])")
+def _field_at(fmt: str, i: int) -> tuple[bool, str, str, int] | None:
+    """The field that the "%" at ``i`` starts, as ``%(\\.)?(#|\\d+)?([A-Za-z%])``
+    matches it there: (dot, width text, letter, its end); None where that
+    pattern matches nothing (the "%" is literal text then). By hand: ``re``
+    costs every squeue and sinfo 3-4 ms to import."""
+    n = len(fmt)
+    j = i + 1
+    dot = j < n and fmt[j] == "."
+    if dot:
+        j += 1
+    k = j
+    if k < n and fmt[k] == "#":
+        k += 1
+    else:
+        while k < n and fmt[k].isdecimal():      # \d in a str pattern
+            k += 1
+    if k < n and (fmt[k] == "%" or (fmt[k].isascii() and fmt[k].isalpha())):
+        return dot, fmt[j:k], fmt[k], k + 1
+    return None
 
 
 def parse_format(fmt: str) -> tuple[list[Field], str]:
     """"%.18i %.9P" -> fields (each with the literal text before it) and the trailing text."""
     fields: list[Field] = []
     pos = 0
-    for m in _FIELD_RE.finditer(fmt):
-        prefix = fmt[pos:m.start()]
-        dot, width, letter = m.groups()
+    i = fmt.find("%")
+    while i >= 0:
+        found = _field_at(fmt, i)
+        if found is None:
+            i = fmt.find("%", i + 1)
+            continue
+        dot, width, letter, end = found
+        prefix = fmt[pos:i]
         if letter == "%":
             fields.append(Field("%", 0, False, prefix))
         else:
-            fields.append(Field(letter, 0 if width in (None, "#") else int(width),
-                                bool(dot), prefix, width == "#"))
-        pos = m.end()
+            fields.append(Field(letter, 0 if width in ("", "#") else int(width),
+                                dot, prefix, width == "#"))
+        pos = end
+        i = fmt.find("%", pos)
     return fields, fmt[pos:]
 
 
@@ -68,10 +91,26 @@ def bad_format_letters(fmt: str) -> list[str]:
     which parse_format already does by leaving it as literal text."""
     bad = []
     for token in (t for t in fmt.split("%")[1:] if t):
-        m = re.match(r"\.?\d*(.)", token, re.S)
-        if m and not m.group(1).isalpha():
-            bad.append(m.group(1))
+        letter = _type_char(token)
+        if letter is not None and not letter.isalpha():
+            bad.append(letter)
     return bad
+
+
+def _type_char(token: str) -> str | None:
+    r"""What ``re.match(r"\.?\d*(.)", token, re.S)`` takes as group 1: the
+    character after an optional dot and the digits, backing off one character
+    where the token ends there (".12" -> "2", "." -> ".")."""
+    n = len(token)
+    j = 1 if token[:1] == "." else 0
+    k = j
+    while k < n and token[k].isdecimal():
+        k += 1
+    if k < n:
+        return token[k]
+    if k > j:
+        return token[k - 1]         # the last digit
+    return token[0] if j else None  # "." alone
 
 
 def pad(value: str, width: int, right: bool) -> str:
@@ -592,7 +631,7 @@ class FormatError(ValueError):
     """A -o/-O/--format specification that the command cannot print."""
 
 
-_O_SIZE = re.compile(r"(\.)?(\d*)(.*)", re.S)
+_O_SIZE = slurm.Pattern(r"(?s)(\.)?(\d*)(.*)")
 
 
 def split_O_token(token: str) -> tuple[str, int, bool, str]:

@@ -18,7 +18,6 @@ which both commands call.
 """
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
@@ -58,8 +57,11 @@ def _count(text: str, option: str, minimum: int = 1) -> int:
     return n
 
 
+_NODE_COUNT_RE = slurm.Pattern(r"(\d+)([kKmM]?)")
+
+
 def _node_count(text: str) -> int:
-    m = re.fullmatch(r"(\d+)([kKmM]?)", text.strip())
+    m = _NODE_COUNT_RE.fullmatch(text.strip())
     if not m:
         raise ValueError(text)
     return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]

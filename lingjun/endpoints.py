@@ -14,8 +14,9 @@ config file, else the local cluster's, else /run/lingjun/auth.sock; with
 from __future__ import annotations
 
 import functools
-import json
 import os
+
+from lingjun.cjson import loads
 
 DEFAULT_AUTH_SOCKET = "/run/lingjun/auth.sock"     # lingjun.config.AuthConfig.socket
 
@@ -40,8 +41,8 @@ def _pointer() -> str:
 
 
 def _read_pointer() -> dict:
-    with open(_pointer(), encoding="utf-8") as f:
-        return json.load(f)
+    with open(_pointer(), "rb") as f:
+        return loads(f.read())
 
 
 SYSTEM_CONF = "/etc/lingjun/lingjun.toml"
