@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import pwd
 import sys
-from contextlib import contextmanager
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, TextIO
@@ -122,29 +121,47 @@ def own_options(prog: str, opts: Iterable[ParsedOption], usage: str,
         yield key, value, spelled
 
 
-@contextmanager
-def bad_values(prog: str) -> Iterator[None]:
+# The two context managers below are classes, not @contextlib.contextmanager
+# generators: contextlib (with collections and functools) costs every command
+# a millisecond or more to import.
+
+class bad_values:   # noqa: N801 - used as a function: ``with bad_values(PROG):``
     """A ValueError while reading option values (a FormatError among them) ends
     the command with "<prog>: error: <its text>", exit 1."""
-    try:
-        yield
-    except ValueError as e:
-        raise CommandError(f"{prog}: error: {e}") from None
+
+    def __init__(self, prog: str):
+        self.prog = prog
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, e, tb) -> bool:
+        if kind is not None and issubclass(kind, ValueError):
+            raise CommandError(f"{self.prog}: error: {e}") from None
+        return False
 
 
-@contextmanager
-def controller_errors(prefix: str, not_found: str | None = None) -> Iterator[None]:
+class controller_errors:   # noqa: N801 - used as a function
     """A failed call to the controller ends the command in Slurm's words:
     ``prefix`` and the connect failure, or ``prefix`` and the controller's own
     text; ``not_found``, when given, is the whole message for NOT_FOUND."""
-    try:
-        yield
-    except ControllerUnreachable:
-        raise CommandError(prefix + CONNECT_FAILURE) from None
-    except refusals() as e:
-        if not_found is not None and is_not_found(e):
-            raise CommandError(not_found) from None
-        raise CommandError(prefix + details(e)) from None
+
+    def __init__(self, prefix: str, not_found: str | None = None):
+        self.prefix, self.not_found = prefix, not_found
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, e, tb) -> bool:
+        if kind is None:
+            return False
+        if issubclass(kind, ControllerUnreachable):
+            raise CommandError(self.prefix + CONNECT_FAILURE) from None
+        if issubclass(kind, refusals()):
+            if self.not_found is not None and is_not_found(e):
+                raise CommandError(self.not_found) from None
+            raise CommandError(self.prefix + details(e)) from None
+        return False
 
 
 def refusals() -> tuple[type[BaseException], ...]:

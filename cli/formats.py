@@ -14,17 +14,16 @@ checked against golden Slurm output with hand-built messages.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import operator
 import time
-from collections import namedtuple
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, Sequence
 
 from lingjun import slurm
+from lingjun.lean import lru_cache, record
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
 
@@ -33,7 +32,7 @@ SLURM_VERSION = "22.05.8"
 # --- generic %-format machinery (squeue -o, sinfo -o) -----------------------
 
 
-class Field(namedtuple("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
+class Field(record("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
                        defaults=(0, False, "", False, ""))):
     """One %-field of a format string: letter, width (0 = natural), justification
     (right), the literal text before it (prefix) and after it (suffix, -O
@@ -236,7 +235,7 @@ def _opt_time(ts: int) -> str:
                        os.environ.get("SLURM_TIME_FORMAT", ""))
 
 
-@functools.lru_cache(maxsize=65536)
+@lru_cache(maxsize=65536)
 def _local_time(ts: int, *zone) -> str:
     return slurm.format_timestamp(ts, unknown="N/A")
 
@@ -384,7 +383,7 @@ def _states(jobs) -> list[str]:
     return [s or slurm.PENDING for s in _attr(jobs, "state")]
 
 
-@functools.lru_cache(maxsize=256)
+@lru_cache(maxsize=256)
 def _state_code(state: str) -> str:
     return slurm.job_state_code(state)
 
@@ -395,7 +394,7 @@ def _col_used(jobs, now):
             for j, s, t in zip(jobs, _attr(jobs, "state"), _attr(jobs, "start_time"))]
 
 
-@functools.lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
 def _in_parens(reason: str) -> str:
     return f"({reason or slurm.REASON_NONE})"
 
@@ -406,7 +405,7 @@ def _col_reason_list(jobs, now):
             for s, r, n in zip(_attr(jobs, "state"), _attr(jobs, "reason"), _attr(jobs, "nodes"))]
 
 
-@functools.lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
 def _time_limit(minutes: int) -> str:
     return slurm.format_time_limit(minutes)
 

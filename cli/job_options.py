@@ -18,7 +18,7 @@ which both commands call.
 """
 from __future__ import annotations
 
-from collections import namedtuple
+from lingjun.lean import record
 
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def _positive(field_name: str, option: str) -> Callable[[str], dict]:
     return lambda text: {field_name: _count(text, option)}
 
 
-class JobOption(namedtuple("JobOption", "key short arg reader env aliases",
+class JobOption(record("JobOption", "key short arg reader env aliases",
                            defaults=("", REQUIRED, None, {}, ()))):
     """One shared option. ``reader`` turns its value into JobSpec fields (None:
     the command reads it itself); ``env`` is each command's input variable

@@ -13,10 +13,10 @@ config file, else the local cluster's, else /run/lingjun/auth.sock; with
 """
 from __future__ import annotations
 
-import functools
 import os
 
 from lingjun.cjson import loads
+from lingjun.lean import lru_cache
 
 DEFAULT_AUTH_SOCKET = "/run/lingjun/auth.sock"     # lingjun.config.AuthConfig.socket
 
@@ -84,7 +84,7 @@ def _config(path: str | None):
     return _parsed(path, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-@functools.lru_cache(maxsize=4)
+@lru_cache(maxsize=4)
 def _parsed(path: str | None, mtime_ns: int, size: int, inode: int):
     from lingjun import config
     return config.load(path)

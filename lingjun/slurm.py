@@ -6,12 +6,12 @@ Every command and the controller import their words from here, so that
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
 import time
-from collections import namedtuple
+
+from lingjun.lean import Pattern, lru_cache, record
 
 
 # --- job states (squeue.1 JOB STATE CODES) --------------------------------
@@ -209,27 +209,6 @@ def node_state_drain_word(state: str, drain: bool, completing: bool = False) -> 
 # --- time limits -------------------------------------------------------------
 UNLIMITED = -1          # time limits in minutes; also "infinite"
 
-class Pattern:
-    """``re.compile(pattern)``, compiled on its first use.
-
-    ``re`` (with ``enum``) costs a command's start 3-4 ms, and each pattern
-    compiled at import a few hundred microseconds more, for options most
-    calls do not give: a command imports ``re`` only when it parses one.
-    Flags go inline (``(?i)``, ``(?s)``). The methods are the compiled
-    pattern's."""
-    __slots__ = ("pattern", "_compiled")
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-        self._compiled = None
-
-    def __getattr__(self, name: str):
-        if self._compiled is None:
-            import re
-            self._compiled = re.compile(self.pattern)
-        return getattr(self._compiled, name)
-
-
 _TIME_RE = Pattern(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
@@ -339,7 +318,7 @@ def format_timestamp(ts: int | float | None, unknown: str = "Unknown") -> str:
     return time.strftime(fmt, when)
 
 
-@functools.lru_cache(maxsize=8)
+@lru_cache(maxsize=8)
 def _time_format(setting: str) -> str | None:
     """SLURM_TIME_FORMAT's strftime format; None for "relative"."""
     if setting in ("", "standard"):
@@ -488,7 +467,7 @@ DEFAULT_MAX_ARRAY_SIZE = 1001     # Slurm's MaxArraySize: indices 0 .. 1000
 _ARRAY_ITEM_RE = Pattern(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 
 
-class ArraySpec(namedtuple("ArraySpec", ("indices", "max_running"), defaults=(0,))):
+class ArraySpec(record("ArraySpec", ("indices", "max_running"), defaults=(0,))):
     """An --array value: the task indices (ascending, distinct) and the %N throttle
     (max_running, 0 = none). A named tuple: every command imports this module,
     and dataclasses would cost each one its import of inspect."""

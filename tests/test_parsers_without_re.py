@@ -8,7 +8,7 @@ import re
 from hypothesis import given, strategies as st
 
 from cli import common, formats
-from lingjun import cjson, slurm
+from lingjun import cjson, lean, slurm
 
 # the characters that matter to the patterns, and a few that \d or isalpha
 # read differently from ASCII (superscript two, Arabic-Indic one, e acute)
@@ -53,7 +53,7 @@ def test_job_words_ids_and_natural_keys_read_as_the_patterns(text):
 
 
 def test_a_pattern_compiles_on_first_use_with_inline_flags():
-    p = slurm.Pattern(r"(?i)^(\d+)([KMG]?)$")
+    p = lean.Pattern(r"(?i)^(\d+)([KMG]?)$")
     assert p._compiled is None
     assert p.match("12g").groups() == ("12", "g")
     assert p._compiled is not None
@@ -87,3 +87,33 @@ def test_cjson_refuses_what_json_refuses():
         except ValueError:
             continue
         raise AssertionError(f"cjson accepts {bad!r}")
+
+
+def test_a_record_is_a_named_tuple():
+    from collections import namedtuple
+    for fields, defaults, args, kwargs in (
+            (("a", "b", "c"), (2, 3), (1,), {}), ("a b c", (), (1, 2, 3), {}),
+            (("a", "b"), (0,), (), {"a": 5}), (("a", "b"), (), (1,), {"b": "2"})):
+        ours, theirs = lean.record("R", fields, defaults), namedtuple("R", fields, defaults=defaults)
+        one, other = ours(*args, **kwargs), theirs(*args, **kwargs)
+        assert (one == other, hash(tuple(one)) == hash(tuple(other)), repr(one)) == (True, True, repr(other))
+        assert [getattr(one, f) for f in other._fields] == list(other)
+    R = lean.record("R", ("a", "b"), (0,))
+    for args, kwargs in (((), {}), ((1, 2, 3), {}), ((1,), {"a": 2}), ((1,), {"z": 2})):
+        try:
+            R(*args, **kwargs)
+        except TypeError:
+            continue
+        raise AssertionError(f"R{args, kwargs} accepted")
+
+
+def test_lru_cache_caches():
+    calls = []
+
+    @lean.lru_cache(maxsize=2)
+    def f(x):
+        """doc"""
+        calls.append(x)
+        return x * 2
+    assert [f(1), f(1), f(2), f(3), f(1)] == [2, 2, 4, 6, 2]
+    assert calls == [1, 2, 3, 1] and f.__name__ == "f" and f.__doc__ == "doc"
