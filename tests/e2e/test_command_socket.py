@@ -31,11 +31,14 @@ ALICE = f"ljcalice{TAG}"
 HEAVY = ("grpc", "asyncio", "ssl", "_ssl", "jwt", "google")
 # Slower to load than the work the command does: dataclasses (with inspect, ast,
 # dis, tokenize) 6 ms, typing 2 ms, hostlist 2.6 ms, re (with enum) 3-4 ms, json
-# 2 ms more (its modules compile regular expressions). Type hints and named
-# tuples do without the first two; a host list is expanded only where one is
-# given; patterns are compiled on first use (slurm.Pattern) and JSON goes
-# through json's C half (lingjun/cjson.py).
-SLOW = ("dataclasses", "inspect", "typing", "hostlist", "re", "enum", "json")
+# 2 ms more (its modules compile regular expressions), collections, functools and
+# contextlib 2 ms together. Type hints do without typing; a host list is expanded
+# only where one is given; named tuples, LRU caches and patterns come from
+# lingjun/lean.py, JSON through json's C half (lingjun/cjson.py).
+SLOW = ("dataclasses", "inspect", "typing", "hostlist", "re", "enum", "json", "collections",
+        "functools", "contextlib")
+# sinfo's NODELIST is ranged here, by python-hostlist, which loads these
+HOSTLIST = {"hostlist", "re", "enum", "collections", "functools"}
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +144,7 @@ def test_the_common_path_loads_no_grpc_asyncio_tls_jwt_or_protobuf(cluster):
     for command, *args in (["sinfo"], ["scontrol", "ping"], ["scontrol", "show", "job", jid]):
         q, mods = loaded(c, py, f"{BIN}/{command}", *args)
         assert q.returncode == 0 and q.stdout, q.stderr
-        # sinfo's NODELIST is ranged here, by python-hostlist (which imports re)
-        slow = set(SLOW_HERE) - ({"hostlist", "re", "enum"} if command == "sinfo" else set())
+        slow = set(SLOW_HERE) - (HOSTLIST if command == "sinfo" else set())
         assert not mods & (set(HEAVY) | slow), f"{command} {args} imported {sorted(mods & (set(HEAVY) | slow))}"
     q, _ = loaded(c, py, f"{BIN}/squeue", "-h", "-j", jid, "-o", "%i %T %j %r")
     assert q.stdout.split() == [jid, "PENDING", "light", "JobHeldUser"]
