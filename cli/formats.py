@@ -1305,21 +1305,25 @@ def _job_size(part: api_pb2.PartitionInfo | None) -> str:
     return f"{lo}-{hi}"
 
 
-def _aggregate(nodes: list[api_pb2.NodeInfo]) -> dict[str, str]:
+def _aggregate(nodes: list[api_pb2.NodeInfo], hosts: bool = True) -> dict[str, str]:
+    """The letters of a group of nodes; ``hosts``: with the hostnames and addresses
+    (%n, %o: ranged by python-hostlist, 5 ms of sinfo's start where nothing prints them)."""
     a = sum(n.cpus_alloc for n in nodes)
     t = sum(n.cpus for n in nodes)
     o = sum(n.cpus - n.cpus_alloc for n in nodes if _node_other(n))
     na = sum(1 for n in nodes if not _node_other(n) and (n.cpus_alloc or n.state in ("ALLOCATED", "MIXED")))
     no = sum(1 for n in nodes if _node_other(n))
     names = sorted((n.name for n in nodes), key=slurm.natural_key)
-    return {
+    values = {
         "N": slurm.compress_hostlist(names), "D": str(len(nodes)),
-        "n": slurm.compress_hostlist([n.hostname or n.name for n in nodes]),
-        "o": slurm.compress_hostlist([(node_port(n)[0]) for n in nodes]),
         "C": f"{a}/{t - a - o}/{o}/{t}",
         "F": f"{na}/{len(nodes) - na - no}/{no}/{len(nodes)}",
         "A": f"{na}/{len(nodes) - na - no}",
     }
+    if hosts:
+        values["n"] = slurm.compress_hostlist([n.hostname or n.name for n in nodes])
+        values["o"] = slurm.compress_hostlist([(node_port(n)[0]) for n in nodes])
+    return values
 
 
 def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.PartitionInfo],
@@ -1333,6 +1337,8 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
     "_reason_time" besides their letters."""
     fields, trailer = (fields_O, "") if fields_O is not None else parse_format(fmt)
     letters = {f.letter for f in fields}
+    # %n and %o only where printed or maybe sorted on (-S)
+    hosts = bool(letters & {"n", "o"}) or order_rows is not None
     by_part = bool(letters & set("PRalLshgkpSBIM")) or node_oriented
     part_by_name = {p.name: p for p in parts}
     order = [p.name for p in parts]
@@ -1362,7 +1368,7 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
     if node_oriented:
         for n, p in members:
             v = sinfo_node_values(n, p)
-            v.update(_aggregate([n]))
+            v.update(_aggregate([n], hosts))
             v.update(hidden(n, p))
             rows.append(v)
     else:
@@ -1381,7 +1387,7 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
         for key in ordered:
             v, ns, _, _ = groups[key]
             v = dict(v)
-            v.update(_aggregate(ns))
+            v.update(_aggregate(ns, hosts))
             rows.append(v)
 
     if order_rows is not None:

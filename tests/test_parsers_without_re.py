@@ -117,3 +117,18 @@ def test_lru_cache_caches():
         return x * 2
     assert [f(1), f(1), f(2), f(3), f(1)] == [2, 2, 4, 6, 2]
     assert calls == [1, 2, 3, 1] and f.__name__ == "f" and f.__doc__ == "doc"
+
+
+NAMES = st.lists(st.builds(lambda p, n, z: p + ("0" if z else "") + str(n),
+                           st.sampled_from(["node", "n", "gpu-", "a_b", "x.y", "rack1n", "", " n", "é"]),
+                           st.integers(0, 40), st.booleans()),
+                 min_size=1, max_size=8)
+
+
+@given(NAMES)
+def test_ranging_one_prefix_by_hand_is_python_hostlists_answer(names):
+    import hostlist
+    ours = slurm._one_prefix_ranges(names)
+    assert ours is None or ours == hostlist.collect_hostlist(list(names))
+    if len(names) > 1:
+        assert slurm.compress_hostlist(names) == hostlist.collect_hostlist(list(names))
