@@ -765,7 +765,8 @@ def main(argv: list[str] | None = None, api=None, stdin: TextIO | None = None,
          env: Mapping[str, str] | None = None, cwd: str | None = None,
          out: TextIO | None = None, err: TextIO | None = None,
          sleep: Callable[[float], None] = time.sleep) -> int:
-    return run(_sbatch, argv, api, out, err, stdin=stdin, env=env, cwd=cwd, sleep=sleep)
+    return run(_sbatch, argv, api, out, err, stdin=stdin, env=env, cwd=cwd, sleep=sleep,
+               exit_now=stdin is None and env is None and cwd is None)
 
 
 def _sbatch(argv: list[str], api, out: TextIO, err: TextIO, stdin: TextIO | None,

@@ -61,7 +61,7 @@ _STATE_TESTS = {
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_sinfo, argv, api, out, err)
+    return run(_sinfo, argv, api, out, err, exit_now=True)
 
 
 def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:

@@ -80,7 +80,7 @@ def parse_states(text: str) -> set[str] | None:
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_squeue, argv, api, out, err)
+    return run(_squeue, argv, api, out, err, exit_now=True)
 
 
 def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
