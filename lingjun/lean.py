@@ -40,6 +40,8 @@ def record(name: str, fields: tuple[str, ...] | str, defaults: tuple = ()) -> ty
     index = {f: i for i, f in enumerate(fields)}
 
     def __new__(cls, *args, **kwargs):
+        if not kwargs and first_default <= len(args) <= n:     # the usual call: positional
+            return tuple.__new__(cls, args + defaults[len(args) - first_default:])
         if len(args) > n:
             raise TypeError(f"{name}.__new__() takes {n + 1} positional arguments "
                             f"but {len(args) + 1} were given")
