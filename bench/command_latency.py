@@ -214,14 +214,22 @@ def breakdown(bin_dir: str, env: dict[str, str], runs: int) -> list[tuple[str, f
     def minus(a, b):
         return a[0] - b[0], a[1] - b[1]
 
-    bare = med([py, "-S", "-c", "pass"])
-    site = med([py, "-c", "pass"])
-    stdlib = med([py, "-c", "import re, json, _socket"])
-    rows = [("python -S -c pass (the interpreter)", *bare), ("site (python -c pass - above)", *minus(site, bare)),
-            ("re, json, _socket (the stdlib the commands need)", *minus(stdlib, site))]
+    # Each stage ends with os._exit, as the commands do (cli.common.run): the
+    # interpreter's teardown is a row of its own, the part they skip.
+    end = "; import os; os._exit(0)"
+    bare = med([py, "-S", "-c", "pass" + end])
+    teardown = minus(med([py, "-S", "-c", "pass"]), bare)
+    site = med([py, "-c", "pass" + end])
+    # the C modules the commands load beyond the start-up (re, json, collections,
+    # functools, contextlib no longer: lingjun/cjson.py, lingjun/lean.py)
+    stdlib = med([py, "-c", "import _socket, _json, _operator, math, time" + end])
+    rows = [("python -S, ended by os._exit (the interpreter)", *bare),
+            ("its teardown (python -S -c pass - above): skipped", *teardown),
+            ("site (python -c pass - python -S)", *minus(site, bare)),
+            ("_socket, _json, ...: the C modules the commands need", *minus(stdlib, site))]
     for mod, args in (("cli.sbatch", ["sbatch", "--parsable", "-H", "--wrap", "true"]),
                       ("cli.squeue", ["squeue"])):
-        imp = med([py, "-c", f"import {mod}"])
+        imp = med([py, "-c", f"import {mod}" + end])
         whole = med([os.path.join(bin_dir, args[0]), *args[1:]])
         rows.append((f"import {mod}: our modules (- the stdlib above)", *minus(imp, stdlib)))
         rows.append((f"{' '.join(args)}: parse, connect, answer, print, exit", *minus(whole, imp)))
@@ -250,6 +258,10 @@ def socket_round_trips(env: dict[str, str], runs: int) -> list[tuple[str, float]
         for label, call in calls:
             times = []
             for _ in range(runs):
+                # 10 ms apart, as a command's start keeps them: calls closer than
+                # GroupCommit.QUIET_S (5 ms) look like a storm, and a submission
+                # waits GATHER_S for company
+                time.sleep(0.01)
                 t0 = time.perf_counter()
                 call()
                 times.append(time.perf_counter() - t0)

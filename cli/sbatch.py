@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections import namedtuple
+from lingjun.lean import record
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Mapping, TextIO
@@ -270,7 +270,7 @@ _BAD_GRES = CommandError("sbatch: error: Batch job submission failed: "
                          "Invalid generic resource (gres) specification", 1)
 
 
-class GresRequest(namedtuple("GresRequest", ("gpu_type", "gpus", "shards", "mps", "gpu_mem_mb"),
+class GresRequest(record("GresRequest", ("gpu_type", "gpus", "shards", "mps", "gpu_mem_mb"),
                              defaults=("", 0, 0, 0, 0))):
     """What --gres asks of each node: whole GPUs (``gpu_type``, ``gpus``), or
     ``shards`` (shard:N) or ``mps`` (mps:P, P of one GPU's MPS count) of one GPU,
@@ -765,7 +765,8 @@ def main(argv: list[str] | None = None, api=None, stdin: TextIO | None = None,
          env: Mapping[str, str] | None = None, cwd: str | None = None,
          out: TextIO | None = None, err: TextIO | None = None,
          sleep: Callable[[float], None] = time.sleep) -> int:
-    return run(_sbatch, argv, api, out, err, stdin=stdin, env=env, cwd=cwd, sleep=sleep)
+    return run(_sbatch, argv, api, out, err, stdin=stdin, env=env, cwd=cwd, sleep=sleep,
+               exit_now=stdin is None and env is None and cwd is None)
 
 
 def _sbatch(argv: list[str], api, out: TextIO, err: TextIO, stdin: TextIO | None,

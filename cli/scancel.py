@@ -52,7 +52,7 @@ QUIET_ERRORS = frozenset({"Job/step already completing or completed"})
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_scancel, argv, api, out, err)
+    return run(_scancel, argv, api, out, err, exit_now=True)
 
 
 def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:

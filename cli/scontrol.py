@@ -512,7 +512,7 @@ def _ordered_hostlist(names: list[str]) -> str:
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_scontrol, argv, api, out, err)
+    return run(_scontrol, argv, api, out, err, exit_now=True)
 
 
 def _scontrol(argv: list[str], api, out: TextIO, err: TextIO) -> int:

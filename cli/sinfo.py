@@ -8,7 +8,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats, formats_json, helptext
+from cli import formats, helptext
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
 from cli import sorting
 from cli.options import NO, REQUIRED, Opt, comma_list, env_options
@@ -61,7 +61,7 @@ _STATE_TESTS = {
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_sinfo, argv, api, out, err)
+    return run(_sinfo, argv, api, out, err, exit_now=True)
 
 
 def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
@@ -129,6 +129,7 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         if partitions:
             parts = [p for p in parts if p.name in partitions]
             nodes = [n for n in nodes if set(n.partitions) & set(partitions)]
+        from cli import formats_json    # here: json (and re with it) cost every sinfo 5 ms
         doc = formats_json.sinfo_document(nodes, parts)
         out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
         return 0

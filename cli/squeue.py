@@ -20,7 +20,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats, formats_json, helptext
+from cli import formats, helptext
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
                         make_api, own_options, parse_array_selectors, parse_options, resolve_user,
                         run, select_array_tasks, select_jobs)
@@ -80,7 +80,7 @@ def parse_states(text: str) -> set[str] | None:
 
 def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    return run(_squeue, argv, api, out, err)
+    return run(_squeue, argv, api, out, err, exit_now=True)
 
 
 def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
@@ -244,6 +244,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 def _dump(api, kind: str, out: TextIO) -> int:
     with controller_errors("slurm_load_jobs error: "):
         reply = api.call("GetJobs", messages.GetJobsRequest(all_states=True))
+    from cli import formats_json    # here: json (and re with it) cost every squeue 5 ms
     doc = formats_json.squeue_document(reply.jobs, cluster_name(api))
     out.write(formats_json.dump_json(doc) if kind == "json" else formats_json.dump_yaml(doc))
     return 0

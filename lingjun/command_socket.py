@@ -7,7 +7,8 @@ connection ends. The daemon asks the kernel who is calling (``SO_PEERCRED``)
 instead of a token, and answers through the controller's own SlurmApi code
 (``lingjund/transport/command_socket.py``; an agent serving it relays the
 call to its controller with a token minted for that uid). So a command needs
-neither gRPC nor protobuf, TLS or JWT: only ``socket`` and ``json``.
+neither gRPC nor protobuf, TLS or JWT: only ``_socket`` and ``_json`` (the C
+halves of ``socket`` and ``json``; ``lingjun/cjson.py``).
 
     request:  {"method": "SubmitJob", "request": {...SubmitJobRequest's fields...}}
     answer:   {"reply": {...SubmitJobResponse's fields...}}
@@ -24,9 +25,9 @@ When no daemon serves the socket the command falls back to gRPC
 from __future__ import annotations
 
 import _socket   # the C module: socket.py's enum conversions cost a command 2 ms
-import json
 import os
 
+from lingjun.cjson import dumps, loads
 from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
 
@@ -80,8 +81,8 @@ class LargeReply(SocketUnavailable):
 def _request_line(method: str, request) -> bytes:
     if not isinstance(request, Message):
         request = from_protobuf(request)        # a caller that built a protobuf message
-    return json.dumps({"method": method, "request": request.to_dict()}, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    return dumps({"method": method, "request": request.to_dict()}).encode(
+        "utf-8", "surrogatepass") + b"\n"
 
 
 class LocalApi:
@@ -119,8 +120,8 @@ class LocalApi:
         finally:
             s.close()
         try:
-            answer = json.loads(b"".join(chunks))
-        except ValueError:
+            answer = loads(b"".join(chunks))
+        except (ValueError, RecursionError):
             answer = None
         if not isinstance(answer, dict):
             raise ControllerUnreachable(f"{self.path}: no answer")

@@ -13,9 +13,10 @@ config file, else the local cluster's, else /run/lingjun/auth.sock; with
 """
 from __future__ import annotations
 
-import functools
-import json
 import os
+
+from lingjun.cjson import loads
+from lingjun.lean import lru_cache
 
 DEFAULT_AUTH_SOCKET = "/run/lingjun/auth.sock"     # lingjun.config.AuthConfig.socket
 
@@ -40,8 +41,8 @@ def _pointer() -> str:
 
 
 def _read_pointer() -> dict:
-    with open(_pointer(), encoding="utf-8") as f:
-        return json.load(f)
+    with open(_pointer(), "rb") as f:
+        return loads(f.read())
 
 
 SYSTEM_CONF = "/etc/lingjun/lingjun.toml"
@@ -83,7 +84,7 @@ def _config(path: str | None):
     return _parsed(path, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-@functools.lru_cache(maxsize=4)
+@lru_cache(maxsize=4)
 def _parsed(path: str | None, mtime_ns: int, size: int, inode: int):
     from lingjun import config
     return config.load(path)

@@ -6,13 +6,12 @@ Every command and the controller import their words from here, so that
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
-import re
 import sys
 import time
-from collections import namedtuple
+
+from lingjun.lean import Pattern, lru_cache, record
 
 
 # --- job states (squeue.1 JOB STATE CODES) --------------------------------
@@ -214,7 +213,7 @@ def node_state_drain_word(state: str, drain: bool, completing: bool = False) -> 
 # --- time limits -------------------------------------------------------------
 UNLIMITED = -1          # time limits in minutes; also "infinite"
 
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_TIME_RE = Pattern(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
 def parse_time_limit(s: str) -> int:
@@ -323,7 +322,7 @@ def format_timestamp(ts: int | float | None, unknown: str = "Unknown") -> str:
     return time.strftime(fmt, when)
 
 
-@functools.lru_cache(maxsize=8)
+@lru_cache(maxsize=8)
 def _time_format(setting: str) -> str | None:
     """SLURM_TIME_FORMAT's strftime format; None for "relative"."""
     if setting in ("", "standard"):
@@ -361,7 +360,7 @@ def format_date_line(ts: int | float) -> str:
 
 
 # --- sizes --------------------------------------------------------------------
-_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)B?$", re.IGNORECASE)
+_SIZE_RE = Pattern(r"(?i)^(\d+(?:\.\d+)?)([KMGTP]?)B?$")
 _SIZE_MULT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 
 
@@ -390,13 +389,29 @@ def format_size_mb(mb: int) -> str:
 
 
 # --- hostlists ----------------------------------------------------------------
-_NUM_RE = re.compile(r"(\d+)")
-
-
 def natural_key(name: str) -> tuple:
     """Sort key that puts node2 before node10 (numbers compare as numbers)."""
-    parts = _NUM_RE.split(name)
+    parts = _digit_split(name)
     return tuple((0, int(p), p) if i % 2 else (1, 0, p) for i, p in enumerate(parts))
+
+
+def _digit_split(name: str) -> list[str]:
+    r"""``re.split(r"(\d+)", name)``: text and runs of decimal digits, taking turns,
+    text first and last ("node10" -> ["node", "10", ""])."""
+    parts = []
+    start = i = 0
+    n = len(name)
+    while i < n:
+        if name[i].isdecimal():         # what \d matches in a str pattern
+            j = i + 1
+            while j < n and name[j].isdecimal():
+                j += 1
+            parts += (name[start:i], name[i:j])
+            start = i = j
+        else:
+            i += 1
+    parts.append(name[start:])
+    return parts
 
 
 def expand_hostlist(expr: str) -> list[str]:
@@ -417,8 +432,51 @@ def compress_hostlist(names) -> str:
         return ""
     if len(names) == 1 and not any(c in names[0] for c in "[],"):
         return names[0]         # the common case, and hostlist's answer: 30 µs saved a job in sacct
+    ranged = _one_prefix_ranges(names)
+    if ranged is not None:
+        return ranged
     import hostlist
     return hostlist.collect_hostlist(list(names))
+
+
+_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.")
+
+
+def _one_prefix_ranges(names: list[str]) -> str | None:
+    """collect_hostlist's answer where every name is one prefix (ASCII letters,
+    "-", "_", ".") and a number without leading zeros ("node1", "node12": a
+    cluster's usual names), else None (python-hostlist answers those).
+    python-hostlist costs sinfo 5 ms to import (it brings re and collections),
+    more than ranging a few names takes."""
+    prefix = None
+    numbers = set()
+    for name in names:
+        i = len(name)
+        while i and "0" <= name[i - 1] <= "9":
+            i -= 1
+        digits = name[i:]
+        if not digits or (digits[0] == "0" and len(digits) > 1) or i == 0:
+            return None
+        head = name[:i]
+        if prefix is None:
+            if not all(c in _PREFIX_CHARS for c in head):
+                return None
+            prefix = head
+        elif head != prefix:
+            return None
+        numbers.add(int(digits))
+    ordered = sorted(numbers)
+    if len(ordered) == 1:
+        return f"{prefix}{ordered[0]}"
+    runs = []
+    start = prev = ordered[0]
+    for n in ordered[1:]:
+        if n != prev + 1:
+            runs.append(f"{start}-{prev}" if prev != start else str(start))
+            start = n
+        prev = n
+    runs.append(f"{start}-{prev}" if prev != start else str(start))
+    return f"{prefix}[{','.join(runs)}]"
 
 
 def compress_counts(counts) -> str:
@@ -437,11 +495,14 @@ def compress_counts(counts) -> str:
     return ",".join(out)
 
 
+_COUNT_RE = Pattern(r"(\d+)(?:\(x(\d+)\))?")
+
+
 def expand_counts(s: str) -> list[int]:
     """The inverse of compress_counts: "2(x2),1" -> [2, 2, 1]."""
     out: list[int] = []
     for part in (p for p in s.split(",") if p):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        m = _COUNT_RE.fullmatch(part.strip())
         if not m:
             raise ValueError(f"invalid count list {s!r}")
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
@@ -450,10 +511,10 @@ def expand_counts(s: str) -> list[int]:
 
 # --- job arrays -----------------------------------------------------------------
 DEFAULT_MAX_ARRAY_SIZE = 1001     # Slurm's MaxArraySize: indices 0 .. 1000
-_ARRAY_ITEM_RE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+_ARRAY_ITEM_RE = Pattern(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 
 
-class ArraySpec(namedtuple("ArraySpec", ("indices", "max_running"), defaults=(0,))):
+class ArraySpec(record("ArraySpec", ("indices", "max_running"), defaults=(0,))):
     """An --array value: the task indices (ascending, distinct) and the %N throttle
     (max_running, 0 = none). A named tuple: every command imports this module,
     and dataclasses would cost each one its import of inspect."""
@@ -544,13 +605,10 @@ def array_task_text(task_str: str, max_running: int = 0) -> str:
 # own words, before anything is sent (Slurm's ids are 32-bit; any id that
 # fits but names no job gets the controller's "Invalid job id specified").
 MAX_JOB_ID = 2 ** 63 - 1
-_JOB_ID_RE = re.compile(r"[0-9]+\Z")
-
-
 def is_job_id(text: str) -> bool:
     """True for decimal digits naming 0..MAX_JOB_ID (no sign, no spaces; 0 names
     no job, and the controller says so)."""
-    return bool(_JOB_ID_RE.match(text)) and int(text) <= MAX_JOB_ID
+    return text.isascii() and text.isdigit() and int(text) <= MAX_JOB_ID
 
 
 def parse_job_id(text: str) -> int:
@@ -644,7 +702,7 @@ def parse_mail_type(s: str) -> str:
 # far and the next term), and so do we. Counts ("a*2") and matching OR across
 # the nodes of a job ("[a|b]" meaning all nodes alike) are not modelled:
 # brackets group like parentheses.
-_FEATURE_TOKEN = re.compile(r"\s*([A-Za-z0-9_.:+=/@-]+|[&|,()\[\]*])")
+_FEATURE_TOKEN = Pattern(r"\s*([A-Za-z0-9_.:+=/@-]+|[&|,()\[\]*])")
 
 
 def _constraint_tokens(expr: str) -> list[str]:
@@ -745,6 +803,9 @@ class TimeSpecError(ValueError):
         self.text, self.pos = text, pos
 
 
+_UTS_RE = Pattern(r"\s*[+-]?\d+")
+
+
 def parse_time(text: str, now: float, past: bool = False) -> int:
     """A date as every Slurm command reads one (sbatch --begin/--deadline,
     scontrol update StartTime=, sacct -S/-E): Unix seconds, local time.
@@ -781,7 +842,7 @@ def parse_time(text: str, now: float, past: bool = False) -> int:
         return ord(c) - 48 if "0" <= c <= "9" else None
 
     if s[:3].lower() == "uts":
-        m = re.fullmatch(r"\s*[+-]?\d+", s[3:])
+        m = _UTS_RE.fullmatch(s[3:])
         if not m or int(s[3:]) < 1000000:
             raise TimeSpecError(s, 0)
         return int(s[3:])

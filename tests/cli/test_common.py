@@ -73,3 +73,26 @@ def test_controller_errors_speak_slurm(raised, not_found, want):
         with controller_errors("slurm_load_node error: ", not_found=not_found):
             raise raised
     assert (got.value.message, got.value.rc) == (want, 1)
+
+
+def test_a_command_called_with_its_streams_returns_and_the_process_goes_on():
+    """exit_now ends only a whole process (the console script's call): a caller
+    that hands argv, api or streams gets the status back."""
+    from cli.common import run
+    out, err = io.StringIO(), io.StringIO()
+    assert run(lambda argv, api, out, err: out.write("x") and 3, [], None, out, err,
+               exit_now=True) == 3
+    assert out.getvalue() == "x"
+
+
+def test_a_whole_command_process_ends_with_its_status_and_all_its_output(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys\nfrom cli.common import run, CommandError\n"
+            "def body(argv, api, out, err):\n"
+            "    out.write('partial line without newline')\n"
+            "    raise CommandError('cmd: error: ' + ' '.join(argv), 7)\n"
+            "sys.exit(run(body, None, None, None, None, exit_now=True))\n")
+    p = subprocess.run([sys.executable, "-c", code, "a", "b"], capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (7, "partial line without newline", "cmd: error: a b\n")
