@@ -45,7 +45,7 @@ from cli.options import VERSION
 import grpc
 import psutil
 
-from lingjun import auth
+from lingjun import auth, credential
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
 from lingjun.v1 import api_pb2
 from lingjund import statedir
@@ -221,9 +221,12 @@ def _table_items(given, flag: str) -> dict[str, str]:
 
 
 def _alive(entry: dict) -> psutil.Process | None:
+    """The process of ``entry`` if it still runs (a zombie, not yet reaped by
+    whoever is its parent now, has ended)."""
     try:
         p = psutil.Process(entry["pid"])
-        if abs(p.create_time() - entry["create_time"]) < 0.5:
+        if (abs(p.create_time() - entry["create_time"]) < 0.5
+                and p.status() != psutil.STATUS_ZOMBIE):
             return p
     except (psutil.Error, KeyError):
         pass
@@ -323,9 +326,11 @@ def cmd_up(args) -> int:
         try:
             if not Path(parsed.auth.socket).exists():   # the controller makes it before it serves
                 raise ControllerUnreachable("not yet")
+            # bound is not yet listening: a connect between the two is refused
+            credential.fetch_token(parsed.auth.socket)
             api.call("Ping", api_pb2.PingRequest(), timeout=1)
             break
-        except ControllerUnreachable:
+        except (ControllerUnreachable, credential.CredentialUnavailable):
             if time.time() > deadline or not _alive(procs["lingjund"]):
                 print(f"{PROG}: error: the controller did not start; see {state}/logs/lingjund.log",
                       file=sys.stderr)

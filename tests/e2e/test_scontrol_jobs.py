@@ -139,7 +139,11 @@ def test_requeue_reruns_a_job_with_restarts_1(cluster):
         time.sleep(0.2)
     go.touch()
     cluster.wait_state(job, "COMPLETED", timeout=30)
-    assert out.read_text().split("\n")[:2] == ["run", "run 1"], out.read_text()
+    lines = out.read_text().split("\n")
+    assert (lines[0], lines[2]) == ("run", "run 1"), lines
+    # between the runs, slurmstepd's line for the stop, as Slurm writes it
+    assert re.fullmatch(rf"slurmstepd-node\d: error: \*\*\* JOB {job} ON node\d CANCELLED AT "
+                        r"\S+ DUE TO JOB REQUEUE \*\*\*", lines[1]), lines
     assert field(show(cluster, job), "Restarts") == "1"
 
 
