@@ -8,19 +8,26 @@ import asyncio
 import os
 import time
 
+import pytest
+
 from lingjun import auth
 from lingjun.v1 import agent_pb2
 from lingjun_agent import runner as runner_mod
 from lingjun_agent.runner import Agent
 
 
-def test_a_job_terminated_while_its_script_starts_is_ended_once_started(tmp_path, monkeypatch):
+@pytest.fixture
+def slow_start(monkeypatch):
+    """The start of a loaded node: a second in its thread before the script runs."""
     real = runner_mod.batch.start_batch
 
-    def slow_start(*args, **kw):          # the start of a loaded node: a second in a thread
+    def slow(*args, **kw):
         time.sleep(1.0)
         return real(*args, **kw)
-    monkeypatch.setattr(runner_mod.batch, "start_batch", slow_start)
+    monkeypatch.setattr(runner_mod.batch, "start_batch", slow)
+
+
+def test_a_job_terminated_while_its_script_starts_is_ended_once_started(tmp_path, slow_start):
     out = tmp_path / "job.out"
 
     async def scenario() -> list:
@@ -54,14 +61,8 @@ def test_a_job_terminated_while_its_script_starts_is_ended_once_started(tmp_path
     assert finished and finished[0].signal in (15, 9), (kinds, finished)
 
 
-def test_a_signal_sent_while_its_script_starts_is_delivered_once_started(tmp_path, monkeypatch):
+def test_a_signal_sent_while_its_script_starts_is_delivered_once_started(tmp_path, slow_start):
     """scancel -s USR1 (or a --signal warning) right after the job went RUNNING."""
-    real = runner_mod.batch.start_batch
-
-    def slow_start(*args, **kw):
-        time.sleep(1.0)
-        return real(*args, **kw)
-    monkeypatch.setattr(runner_mod.batch, "start_batch", slow_start)
     out = tmp_path / "job.out"
 
     async def scenario() -> list:

@@ -13,6 +13,7 @@ from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import associations as A, batch, jobs, preemption, scheduling
 from lingjund.service.agents import Connection
 from tests.lingjund import handclock
+from tests.lingjund.test_assoc_limits import sacctmgr
 
 NODES = ("node1", "node2")
 
@@ -35,11 +36,6 @@ gpus = 4
 name = "debug"
 nodes = "ALL"
 """
-
-
-def sacctmgr(ctl, verb, entity, names, **set_):
-    return A.acctmgr(ctl, api_pb2.AcctMgrRequest(verb=verb, entity=entity, names=names, set=set_,
-                                                 requester_uid=0))
 
 
 def make(tmp_path, text, grptres="gres/gpu=4"):
