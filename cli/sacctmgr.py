@@ -81,11 +81,11 @@ DEFAULT_FORMATS = {
 }
 # what a user may write for a key (Slurm matches a prefix, case-insensitive)
 SET_KEYS = ("account", "accounts", "adminlevel", "cluster", "clusters", "defaultaccount", "defaultqos",
-            "description", "fairshare", "flags", "grpjobs", "grpsubmitjobs", "grptres", "maxjobs",
+            "description", "fairshare", "flags", "gracetime", "grpjobs", "grpsubmitjobs", "grptres", "maxjobs",
             "maxjobsperuser", "maxjobspu", "maxsubmitjobs", "maxsubmitjobsperuser", "maxsubmitpu",
             "maxtres", "maxtresperjob", "maxtresperuser", "maxtrespu", "maxwall",
             "maxwalldurationperjob", "name", "names", "organization", "parent", "partition",
-            "partitions", "preempt", "preemptmode", "priority", "qos", "qoslevel", "shares",
+            "partitions", "preempt", "preemptexempttime", "preemptmode", "priority", "qos", "qoslevel", "shares",
             "usagefactor", "user", "users")
 ALIASES = {"defaultaccount": ("defaultaccount", "defacct", "defaultacct"), "description": ("descr",),
            "organization": ("org",), "fairshare": ("share",), "grpsubmitjobs": ("grpsubmit",),
@@ -133,7 +133,10 @@ def _assoc_values(a, cluster: str) -> dict[str, str]:
 
 def _qos_values(q) -> dict[str, str]:
     return {"name": q.name, "description": q.description, "descr": q.description,
-            "priority": str(q.priority), "gracetime": "00:00:00", "preempt": q.preempt,
+            "priority": str(q.priority), "gracetime": slurm.format_duration(q.grace_time),
+            "preemptexempttime": (slurm.format_duration(q.preempt_exempt_time)
+                                  if q.preempt_exempt_time >= 0 else ""),
+            "preempt": q.preempt,
             "preemptmode": q.preempt_mode or "cluster", "flags": q.flags,
             "usagefactor": f"{q.usage_factor:.6f}", "grptres": q.grp_tres,
             "maxtres": q.max_tres_per_job, "maxtresperjob": q.max_tres_per_job,
@@ -327,7 +330,7 @@ def _call(api, request, problem: str):
             return api.call("AcctMgr", request)
     except CommandError as e:
         said = e.message[len(problem):] if e.message.startswith(problem) else ""
-        if "doesn't exist" in said or said.startswith(("Unknown ", "Bad Preempt Mode")):
+        if "doesn't exist" in said or said.startswith(("Unknown ", "Bad Preempt Mode", "Bad PreemptExemptTime")):
             raise CommandError(" " + said) from None
         if said.startswith("sacctmgr: error: "):      # Slurm says these as its own errors
             raise CommandError(said) from None
@@ -422,13 +425,16 @@ def _said(a: Args, reply, cluster: str) -> str:
                    "maxjobspu": "MaxJobsPerUser", "maxjobsperuser": "MaxJobsPerUser",
                    "maxsubmitpu": "MaxSubmitJobsPerUser", "maxsubmitjobsperuser": "MaxSubmitJobsPerUser",
                    "maxtres": "MaxTRESPerJob", "maxtresperjob": "MaxTRESPerJob", "grptres": "GrpTRES",
-                   "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags"}
+                   "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags",
+                   "gracetime": "GraceTime", "preemptexempttime": "PreemptExemptTime"}
         for k in sorted((k for k in s if k in qlabels), key=lambda k: qlabels[k]):
             v = s[k]
             if qlabels[k] == "MaxWall":
                 v = _wall(slurm.parse_time_limit(v))
             elif qlabels[k] == "PreemptMode":
                 v = v.upper()
+            elif qlabels[k] == "PreemptExemptTime":
+                v = slurm.format_duration(slurm.parse_time_seconds(v))
             lines.append(f"  {qlabels[k]:<25}= {v}")
     elif a.verb == "modify":
         if not reply.names and not reply.assocs:

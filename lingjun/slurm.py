@@ -210,6 +210,10 @@ def node_state_drain_word(state: str, drain: bool, completing: bool = False) -> 
     return "DRAINING" if busy else "DRAINED"
 
 
+# the QOS of a job that names none, and of a fresh cluster (slurmdbd's)
+DEFAULT_QOS = "normal"
+
+
 # --- time limits -------------------------------------------------------------
 UNLIMITED = -1          # time limits in minutes; also "infinite"
 

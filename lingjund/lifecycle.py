@@ -162,6 +162,9 @@ class Limits:
     prolog_timeout_s: float = 0.0
     started_at: float = 0.0        # this controller's start: silence counts from here at the latest
     grace_s: Mapping[str, float] = field(default_factory=dict)   # partition -> GraceTime
+    # QOS -> GraceTime under preempt/qos, where a victim's grace is its QOS's
+    # (Slurm's preempt/qos); None: the partition's
+    qos_grace_s: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -306,11 +309,19 @@ def deadline_due(job: JobRecord) -> float | None:
     return None
 
 
-def grace_due(job: JobRecord, grace_s: Mapping[str, float]) -> float | None:
+def grace_due(job: JobRecord, lim: Limits) -> float | None:
     if (job.state == slurm.RUNNING and job.kill_reason == slurm.PREEMPTED
             and not job.preempt_killed):
-        return job.preempt_time + grace_s.get(job.partition, 0.0)
+        return job.preempt_time + grace_of(job, lim)
     return None
+
+
+def grace_of(job: JobRecord, lim: Limits) -> float:
+    """The GraceTime a preempted job gets: its QOS's under preempt/qos
+    (``lim.qos_grace_s``), else its partition's."""
+    if lim.qos_grace_s is not None:
+        return lim.qos_grace_s.get(job.spec.qos or slurm.DEFAULT_QOS, 0.0)
+    return lim.grace_s.get(job.partition, 0.0)
 
 
 def preempt_eligible_time(job: JobRecord, preemptable: bool, exempt_s: float) -> float:
@@ -506,7 +517,7 @@ def job_timers(view: View, now: float, skip: frozenset[int] = frozenset()) -> li
         if t is not None and now >= t:
             deadlines.append(Stop(job.job_id, slurm.DEADLINE, "deadline"))
             continue
-        t = grace_due(job, view.limits.grace_s)
+        t = grace_due(job, view.limits)
         if t is not None and now >= t:
             graces.append(Stop(job.job_id, slurm.PREEMPTED, "preempted",
                                exit_signal=int(signals.SIGTERM)))
@@ -540,7 +551,7 @@ def next_deadline(view: View, now: float) -> float | None:
     moments: list[float] = []
     for job in view.running:
         for t in (time_limit_due(job), warning_due(job), deadline_due(job),
-                  grace_due(job, lim.grace_s)):
+                  grace_due(job, lim)):
             if t is not None:
                 moments.append(t)
         t = hang_after(job, view.activity)

@@ -1507,7 +1507,7 @@ class AssocInfo(_message.Message):
     def __init__(self, id: _Optional[int] = ..., cluster: _Optional[str] = ..., account: _Optional[str] = ..., user: _Optional[str] = ..., partition: _Optional[str] = ..., parent: _Optional[str] = ..., shares: _Optional[int] = ..., grp_tres: _Optional[str] = ..., grp_jobs: _Optional[int] = ..., grp_submit_jobs: _Optional[int] = ..., max_tres_per_job: _Optional[str] = ..., max_jobs: _Optional[int] = ..., max_submit_jobs: _Optional[int] = ..., max_wall_min: _Optional[int] = ..., qos: _Optional[str] = ..., default_qos: _Optional[str] = ..., raw_usage: _Optional[float] = ..., norm_shares: _Optional[float] = ..., norm_usage: _Optional[float] = ..., effective_usage: _Optional[float] = ..., fairshare: _Optional[float] = ..., level_fs: _Optional[float] = ...) -> None: ...
 
 class QosInfo(_message.Message):
-    __slots__ = ("name", "description", "priority", "usage_factor", "grp_tres", "max_tres_per_user", "max_tres_per_job", "max_jobs_per_user", "max_submit_jobs_per_user", "max_wall_min", "preempt", "preempt_mode", "flags")
+    __slots__ = ("name", "description", "priority", "usage_factor", "grp_tres", "max_tres_per_user", "max_tres_per_job", "max_jobs_per_user", "max_submit_jobs_per_user", "max_wall_min", "preempt", "preempt_mode", "flags", "grace_time", "preempt_exempt_time")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -1521,6 +1521,8 @@ class QosInfo(_message.Message):
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_MODE_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    GRACE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_EXEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     priority: int
@@ -1534,7 +1536,9 @@ class QosInfo(_message.Message):
     preempt: str
     preempt_mode: str
     flags: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., priority: _Optional[int] = ..., usage_factor: _Optional[float] = ..., grp_tres: _Optional[str] = ..., max_tres_per_user: _Optional[str] = ..., max_tres_per_job: _Optional[str] = ..., max_jobs_per_user: _Optional[int] = ..., max_submit_jobs_per_user: _Optional[int] = ..., max_wall_min: _Optional[int] = ..., preempt: _Optional[str] = ..., preempt_mode: _Optional[str] = ..., flags: _Optional[str] = ...) -> None: ...
+    grace_time: int
+    preempt_exempt_time: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., priority: _Optional[int] = ..., usage_factor: _Optional[float] = ..., grp_tres: _Optional[str] = ..., max_tres_per_user: _Optional[str] = ..., max_tres_per_job: _Optional[str] = ..., max_jobs_per_user: _Optional[int] = ..., max_submit_jobs_per_user: _Optional[int] = ..., max_wall_min: _Optional[int] = ..., preempt: _Optional[str] = ..., preempt_mode: _Optional[str] = ..., flags: _Optional[str] = ..., grace_time: _Optional[int] = ..., preempt_exempt_time: _Optional[int] = ...) -> None: ...
 
 class GetAssociationsRequest(_message.Message):
     __slots__ = ("with_usage",)

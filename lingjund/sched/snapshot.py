@@ -198,12 +198,14 @@ class RunningJob:
 @dataclass(frozen=True)
 class QosView:
     """What preempt/qos reads of a QOS: the QOS its jobs may preempt (Slurm's
-    ``Preempt=``) and the PreemptMode of its own jobs ("" = their partition's,
-    Slurm's ``cluster``)."""
+    ``Preempt=``), the PreemptMode of its own jobs ("" = their partition's,
+    Slurm's ``cluster``) and how long they run before they may be preempted."""
 
     name: str
     preempt: frozenset[str] = frozenset()
     preempt_mode: str = ""
+    # its jobs' PreemptExemptTime in seconds; negative: the cluster's
+    exempt_s: float = -1.0
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ QOS_FIELDS = {
     "maxsubmitpu": "max_submit_jobs_per_user",
     "maxwall": "max_wall_min", "maxwalldurationperjob": "max_wall_min",
     "preempt": "preempt", "preemptmode": "preempt_mode", "flags": "flags",
+    "gracetime": "grace_time", "preemptexempttime": "preempt_exempt_time",
 }
 ACCOUNT_FIELDS = {"description": "description", "organization": "organization", "parent": "parent"}
 USER_FIELDS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
@@ -121,6 +122,23 @@ def _value(field: str, text: str):
         except ValueError:
             raise BadOption() from None
         return UNSET if v < 0 else v
+    if field == "grace_time":
+        # seconds. Slurm 22.05 reads the leading digits (GraceTime=1:30 is one
+        # second) and adds the QOS even when there are none; a value that is
+        # not a whole number is refused here, and nothing changes.
+        if text.startswith("-") and text[1:].isdigit():
+            return 0
+        if not text.isdigit():
+            raise BadOption(f"sacctmgr: error: Invalid value for GraceTime ({text})")
+        return int(text)
+    if field == "preempt_exempt_time":
+        if text in ("-1", ""):
+            return UNSET
+        try:
+            v = slurm.parse_time_seconds(text)
+        except ValueError:
+            raise BadOption(f"Bad PreemptExemptTime format: PreemptExemptTime={text}") from None
+        return UNSET if v < 0 else v
     if field == "usage_factor":
         try:
             return float(text)
@@ -144,8 +162,9 @@ def _settings(fields: dict[str, str], allowed: dict[str, str], where: str) -> di
             raise BadOption(f"Unknown option: {k}={v}")
         try:
             out[f] = _value(f, v)
-        except BadOption:
-            raise BadOption(f"Unknown option: {k}={v}") from None
+        except BadOption as e:
+            said = e.args[0] if e.args and e.args[0] != BadOption.message else ""
+            raise BadOption(said or f"Unknown option: {k}={v}") from None
     return out
 
 

@@ -93,8 +93,8 @@ def qos_views(ctl: Controller) -> dict[str, QosView]:
     for q in t.qos.values():
         preempt = frozenset(n for n in q.preempt.split(",") if n)
         mode = qos_mode(q.preempt_mode)
-        if preempt or mode:
-            views[q.name] = QosView(q.name, preempt, mode)
+        if preempt or mode or q.preempt_exempt_time >= 0:
+            views[q.name] = QosView(q.name, preempt, mode, float(q.preempt_exempt_time))
     _QOS_VIEWS.clear()
     _QOS_VIEWS[id(t)] = (t.version, views)
     return views
@@ -108,8 +108,21 @@ def qos_mode(stored: str) -> str:
 
 
 def grace_of(ctl: Controller, job: JobRecord) -> float:
+    """Its QOS's GraceTime under preempt/qos (Slurm's), else its partition's."""
+    if ctl.config.preempt.type == "qos":
+        q = ctl.store.assoc.qos.get(job.spec.qos or slurm.DEFAULT_QOS)
+        return float(q.grace_time) if q is not None else 0.0
     part = ctl.partition(job.partition)
     return part.grace_time_s if part else 0.0
+
+
+def exempt_of(ctl: Controller, job: JobRecord) -> float:
+    """PreemptExemptTime: its QOS's when set, under preempt/qos; else the cluster's."""
+    if ctl.config.preempt.type == "qos":
+        q = ctl.store.assoc.qos.get(job.spec.qos or slurm.DEFAULT_QOS)
+        if q is not None and q.preempt_exempt_time >= 0:
+            return float(q.preempt_exempt_time)
+    return ctl.config.preempt.exempt_time_s
 
 
 def requeueable(ctl: Controller, job: JobRecord) -> bool:
@@ -121,7 +134,7 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
 def eligible_time(ctl: Controller, job: JobRecord) -> float:
     """Slurm's PreemptEligibleTime (lifecycle.preempt_eligible_time)."""
     preemptable = (ctl.config.preempt.enabled and mode_of(ctl, job) != OFF) or borrowed(job)
-    return lifecycle.preempt_eligible_time(job, preemptable, ctl.config.preempt.exempt_time_s)
+    return lifecycle.preempt_eligible_time(job, preemptable, exempt_of(ctl, job))
 
 
 def note_preempted(ctl: Controller, job: JobRecord, by: int, requeue: bool, now: float) -> None:

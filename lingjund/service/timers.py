@@ -34,7 +34,9 @@ def limits(ctl: Controller) -> lifecycle.Limits:
         heartbeat_timeout_s=ctl.config.controller.heartbeat_timeout_s,
         prolog_timeout_s=ctl.config.sanity.prolog_timeout_s,
         started_at=ctl.started_at,
-        grace_s={p.name: p.grace_time_s for p in ctl.partitions()})
+        grace_s={p.name: p.grace_time_s for p in ctl.partitions()},
+        qos_grace_s=({q.name: float(q.grace_time) for q in ctl.store.assoc.qos.values()}
+                     if ctl.config.preempt.type == "qos" else None))
 
 
 def view(ctl: Controller, now: float, *, jobs: bool = True, deadlines: bool = True,

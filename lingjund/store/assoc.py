@@ -85,6 +85,8 @@ class Qos:
     preempt: str = ""
     preempt_mode: str = "cluster"
     flags: str = ""
+    grace_time: int = 0                   # seconds (GraceTime)
+    preempt_exempt_time: int = UNSET      # seconds (PreemptExemptTime); UNSET: the cluster's
 
 
 Record = Account | AcctUser | Association | Qos

@@ -344,4 +344,12 @@ MIGRATIONS: list[str] = [
         flags TEXT NOT NULL DEFAULT ''
     )
     """,
+    # 20
+    """
+    -- a QOS's preemption times (sacctmgr GraceTime=, PreemptExemptTime=), in
+    -- seconds, applied to its jobs under preempt/qos (PreemptExemptTime -1:
+    -- unset, the cluster's holds)
+    ALTER TABLE qos ADD COLUMN grace_time INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE qos ADD COLUMN preempt_exempt_time INTEGER NOT NULL DEFAULT -1
+    """,
 ]

@@ -142,6 +142,37 @@ def test_the_victims_qos_mode_requeue_requeues_it(by_qos):
     assert state(ctl, high)[0] == slurm.RUNNING
 
 
+def test_the_victims_qos_gracetime_decides_when_it_is_killed(by_qos):
+    """Under preempt/qos a victim's GraceTime is its QOS's (Slurm's preempt/qos),
+    not its partition's; its QOS's PreemptExemptTime shows as PreemptEligibleTime."""
+    ctl = by_qos
+    sacctmgr(ctl, "modify", "qos", ["low"], gracetime="30", preemptexempttime="0:20")
+    low = submit(ctl, gpus=4, qos="low", requeue=True, num_tasks=1, cpus_per_task=16, min_nodes=2)
+    scheduling.run_pass(ctl)
+    launched(ctl, low)
+    assert preemption.eligible_time(ctl, ctl.store.job(low)) == ctl.store.job(low).start_time + 20
+    ctl.clock.now += 10                        # inside low's PreemptExemptTime
+    high = submit(ctl, user="bob", gpus=1, qos="high")
+    scheduling.run_pass(ctl)
+    assert ctl.store.job(low).kill_reason == ""
+    ctl.clock.now += 15
+    scheduling.run_pass(ctl)
+    assert ctl.store.job(low).kill_reason == "PREEMPTED"
+    preempted_at = ctl.store.job(low).preempt_time
+    ctl.clock.now = preempted_at + 29.9        # in low's 30 s of grace
+    scheduling.run_pass(ctl)
+    assert not ctl.store.job(low).preempt_killed, "killed before its QOS's GraceTime"
+    ctl.clock.now = preempted_at + 30.1
+    scheduling.run_pass(ctl)
+    assert ctl.store.job(low).preempt_killed
+    [ev] = [e for e in ctl.store.job_events(low) if e.kind == "preempted"]
+    assert "after 30 s grace" in ev.text, ev.text
+    finish(ctl, low)
+    ctl.clock.now += 1
+    scheduling.run_pass(ctl)
+    assert state(ctl, high)[0] == slurm.RUNNING
+
+
 def test_a_normal_job_preempts_nothing_under_preempt_qos(by_qos):
     ctl = by_qos
     low = submit(ctl, gpus=4, qos="low", num_tasks=1, cpus_per_task=16, min_nodes=2)

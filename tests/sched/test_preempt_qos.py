@@ -59,6 +59,13 @@ CASES = [
     pytest.param([run(10, "node[1-4]", "low", start=NOW - 90)], [want(20, "high")],
                  {"exempt": 60}, {20: (10,)},
                  id="past PreemptExemptTime it may go"),
+    pytest.param([run(10, "node[1-4]", "low", start=NOW - 90)], [want(20, "high")],
+                 {"exempt": 0, "qos": {**QOS, "low": QosView("low", exempt_s=120)}}, {},
+                 id="the victim QOS's own PreemptExemptTime holds over the cluster's"),
+    pytest.param([run(10, "node[1-4]", "low", start=NOW - 90)], [want(20, "high")],
+                 {"exempt": 600, "qos": {**QOS, "low": QosView("low", exempt_s=60)}},
+                 {20: (10,)},
+                 id="a shorter QOS PreemptExemptTime frees it before the cluster's would"),
     pytest.param([run(10, "node[1-4]", "low", stopping=True)], [want(20, "high")], {}, {},
                  id="a low job already stopping is waited for, not preempted twice"),
 ]

@@ -98,9 +98,13 @@ class QosPreempt:
         may = mine.preempt if mine is not None else frozenset()
 
         def preemptible(r: RunningJob) -> bool:
-            if r.qos not in may or now < r.start_time + exempt_s:
+            if r.qos not in may:
                 return False
-            return qos_preempt_mode(qos.get(r.qos), partitions.get(r.partition)) != OFF
+            theirs = qos.get(r.qos)
+            if now < r.start_time + (theirs.exempt_s if theirs is not None
+                                     and theirs.exempt_s >= 0 else exempt_s):
+                return False
+            return qos_preempt_mode(theirs, partitions.get(r.partition)) != OFF
         return search(job, candidates, running, select, most_nodes, claimed, preemptible)
 
 

@@ -72,6 +72,12 @@ step modify_qos_preempt_loop sacctmgr -i modify qos ljlow set Preempt=ljhigh
 step modify_qos_mode sacctmgr -i modify qos ljlow set PreemptMode=Cancel
 step show_qos_preempt_P sacctmgr -P show qos format=Name,Preempt,PreemptMode
 step delete_qos_preempt sacctmgr -i delete qos ljhigh,ljlow
+step add_qos_grace sacctmgr -i add qos ljgrace GraceTime=120 PreemptExemptTime=5:00
+step show_qos_grace sacctmgr show qos ljgrace format=Name,GraceTime,PreemptExemptTime
+step modify_qos_grace sacctmgr -i modify qos ljgrace set GraceTime=90000 PreemptExemptTime=-1
+step show_qos_grace_P sacctmgr -P show qos ljgrace format=Name,GraceTime,PreemptExemptTime
+step modify_qos_bad_exempt sacctmgr -i modify qos ljgrace set PreemptExemptTime=zz
+step delete_qos_grace sacctmgr -i delete qos ljgrace
 # leave real Slurm as it was
 sacctmgr -i delete user ljdan,ljcarol >/dev/null 2>&1
 sacctmgr -i delete account ljphys,ljgeo,ljchem,ljbio,ljsub,ljzzz >/dev/null 2>&1
