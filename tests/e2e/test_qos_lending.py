@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import BIN, Cluster, wait_for
+from tests.e2e.test_preemption import _field, _show
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -56,15 +57,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.down()
-
-
-def _show(c: Cluster, jid: int) -> str:
-    return c.run(["scontrol", "-o", "show", "job", str(jid)], check=True).stdout
-
-
-def _field(text: str, key: str) -> str:
-    m = re.search(rf"(?:^|\s){key}=(\S*)", text)
-    return m.group(1) if m else ""
 
 
 def _events_after(c: Cluster, cursor: int) -> list[tuple[int, int, str]]:
