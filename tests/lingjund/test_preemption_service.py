@@ -108,8 +108,11 @@ def test_victim_gets_its_signal_then_the_kill_after_grace_then_requeues(ctl):
 
     ctl.clock.now += 0.2
     scheduling.run_pass(ctl)
-    assert sorted((n, k) for n, k, _ in sent(ctl)) == [("node1", "terminate_job"),
-                                                       ("node2", "terminate_job")]
+    kills = sent(ctl)
+    assert sorted((n, k) for n, k, _ in kills) == [("node1", "terminate_job"),
+                                                   ("node2", "terminate_job")]
+    # the batch node writes slurmstepd's "... DUE TO PREEMPTION ***" into the output
+    assert {(m.announce, m.cause) for _, _, m in kills} == {(True, "PREEMPTION")}
     finish(ctl, victim, sig=signal.SIGTERM)
     job = ctl.store.job(victim)
     assert (job.state, job.reason, job.restarts) == (slurm.PENDING, slurm.REASON_BEGIN_TIME, 1)
