@@ -6,6 +6,8 @@ the hand clock and runs passes as the controller would.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lingjun import slurm
@@ -190,6 +192,13 @@ def test_bad_qos_preemption_settings_change_nothing(by_qos):
     for kw in ({"preempt": "nosuch"}, {"preemptmode": "suspend"}, {"preempt": "high"}):
         with pytest.raises(A.BadOption):
             sacctmgr(ctl, "modify", "qos", ["low" if kw.get("preempt") == "high" else "high"], **kw)
+    assert ctl.store.assoc.qos == before
+    # GraceTime is whole seconds (Slurm would read "1:30" as 1 s), PreemptExemptTime a time
+    for kw, said in (({"gracetime": "1:30"}, "Invalid value for GraceTime (1:30)"),
+                     ({"gracetime": "abc"}, "Invalid value for GraceTime (abc)"),
+                     ({"preemptexempttime": "zz"}, "Bad PreemptExemptTime format")):
+        with pytest.raises(A.BadOption, match=re.escape(said)):
+            sacctmgr(ctl, "modify", "qos", ["low"], **kw)
     assert ctl.store.assoc.qos == before
 
 
