@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
 
 
 def entries(sock: socket.socket) -> list[dict[str, bytes]]:
@@ -81,7 +81,9 @@ def test_a_sink_that_is_gone_costs_the_job_nothing(journal):
         jid = c.sbatch("-o", str(c.work / "gone-%j.out"), "--wrap", "echo kept")
         c.wait_state(jid, "COMPLETED")
         assert (c.work / f"gone-{jid}.out").read_text() == "kept\n"
-        log = (c.state / "logs" / "node1.log").read_text()
-        assert f"job={jid}: output sink refused" in log, log[-2000:]
+        # said by the job's supervisor, which may write it after the job's end is known
+        wait_for("the agent's log says the sink refused",
+                 lambda: f"job={jid}: output sink refused" in (c.state / "logs" / "node1.log").read_text(),
+                 10)
     finally:
         os.unlink(sock_path)
