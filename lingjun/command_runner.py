@@ -360,6 +360,10 @@ class Runner:
 
     SPARES = 2
     RESPAWN_PAUSE_S = 1.0      # after a spare ended without a caller (a fault)
+    # A spare that took a caller is replaced this long after (or at once when
+    # none is left): forking the runner (~1.5 ms of CPU) right away would
+    # compete with that command for a core on a small machine.
+    REFILL_DELAY_S = 0.02
 
     def __init__(self, path: str):
         self.path = path
@@ -370,6 +374,7 @@ class Runner:
         self.callers: dict[int, int] = {}           # caller's conn fd -> pidfd
         self.mount_ns = os.stat("/proc/self/ns/mnt").st_ino
         self.pause_until = 0.0
+        self.refill_at = 0.0     # the next spare is forked once the last taken has had its start
         self.closed: set[int] = set()     # fds closed while handling this poll's events
 
     def listen(self) -> None:
@@ -398,7 +403,8 @@ class Runner:
             if ping_every is not None and now >= next_ping:
                 sdnotify.notify("WATCHDOG=1")
                 next_ping = now + ping_every
-            due = [t for t in (self.pause_until, next_ping if ping_every else 0.0) if t > now]
+            due = [t for t in (self.pause_until, self.refill_at, next_ping if ping_every else 0.0)
+                   if t > now]
             try:
                 events = self.poll.poll((min(due) - now) * 1000 if due else None)
             except InterruptedError:
@@ -421,6 +427,9 @@ class Runner:
         return len(self.handoffs)
 
     def _top_up(self) -> None:
+        now = time.monotonic()
+        if self._spares() > 0 and now < self.refill_at:
+            return          # a command is starting: its fork would take its core
         while (self._spares() < self.SPARES and len(self.children) < MAX_CHILDREN
                and time.monotonic() >= self.pause_until):
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -465,6 +474,7 @@ class Runner:
         except OSError:
             fds = []
         child.taken = True      # the handoff stays open: the child says there that it told its caller
+        self.refill_at = time.monotonic() + self.REFILL_DELAY_S
         if not fds:             # a spare that ended without a caller: a fault
             log.warning("a spare (pid %d) ended without taking a caller", child.pid)
             self.pause_until = time.monotonic() + self.RESPAWN_PAUSE_S
