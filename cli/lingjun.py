@@ -475,8 +475,9 @@ def cmd_status(args) -> int:
         print(f"{PROG}: no local cluster is running", file=sys.stderr)
         return 1
     state, info = found
+    width = max(10, *map(len, info["processes"]))
     for name, entry in info["processes"].items():
-        print(f"{name:10} pid {entry['pid']:>7}  {'running' if _alive(entry) else 'stopped'}")
+        print(f"{name:{width}} pid {entry['pid']:>7}  {'running' if _alive(entry) else 'stopped'}")
     print(f"controller {info['address']}, state {state}")
     return 0
 
