@@ -79,7 +79,16 @@ MAGIC = b"LJRUN1"
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
 MAX_CHILDREN = 256       # commands at once; more callers wait in the socket's backlog
-RLIMITS = tuple(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
+# /proc/PID/limits's names (fs/proc/base.c) -> the resource.
+LIMIT_NAMES = {b"Max cpu time": "RLIMIT_CPU", b"Max file size": "RLIMIT_FSIZE",
+               b"Max data size": "RLIMIT_DATA", b"Max stack size": "RLIMIT_STACK",
+               b"Max core file size": "RLIMIT_CORE", b"Max resident set": "RLIMIT_RSS",
+               b"Max processes": "RLIMIT_NPROC", b"Max open files": "RLIMIT_NOFILE",
+               b"Max locked memory": "RLIMIT_MEMLOCK", b"Max address space": "RLIMIT_AS",
+               b"Max file locks": "RLIMIT_LOCKS", b"Max pending signals": "RLIMIT_SIGPENDING",
+               b"Max msgqueue size": "RLIMIT_MSGQUEUE", b"Max nice priority": "RLIMIT_NICE",
+               b"Max realtime priority": "RLIMIT_RTPRIO", b"Max realtime timeout": "RLIMIT_RTTIME"}
+LIMITS = {name: getattr(resource, r) for name, r in LIMIT_NAMES.items() if hasattr(resource, r)}
 
 
 def runner_path(auth_socket: str) -> str:
@@ -147,31 +156,77 @@ def _receive(conn: socket.socket) -> tuple[list[int], bytes]:
     return fds, b"".join(chunks)
 
 
-def _groups_of(pid: int, uid: int, gid: int) -> list[int]:
-    """The calling process's supplementary groups (``newgrp`` and ``sg`` included)."""
+class CallerGone(Exception):
+    """The process that connected is not there to read from (it ended, and its
+    pid may be another's by now)."""
+
+
+def _process(pid: int) -> tuple[bytes, frozenset[int], list[int] | None]:
+    """(start time, uids, supplementary groups) of process ``pid``, from /proc."""
     try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19]
+        uids, groups = frozenset(), None
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
-                if line.startswith(b"Groups:"):
-                    return [int(g) for g in line.split()[1:]]
-    except OSError:
-        pass
+                if line.startswith(b"Uid:"):
+                    uids = frozenset(int(u) for u in line.split()[1:])
+                elif line.startswith(b"Groups:"):
+                    groups = [int(g) for g in line.split()[1:]]
+    except (OSError, IndexError, ValueError):
+        raise CallerGone(f"pid {pid}") from None
+    return start, uids, groups
+
+
+def _caller(pid: int, uid: int, gid: int) -> tuple[list[int], list]:
+    """The calling process's supplementary groups (``newgrp`` and ``sg``
+    included) and resource limits. Read from /proc and ``prlimit`` by pid, so
+    checked to be the process that connected: the same start time before and
+    after, and every one of its uids the kernel's word for the caller.
+    Otherwise CallerGone: a pid reused by another user's process must not
+    lend its groups or limits."""
+    before = _process(pid)
+    limits = _limits(pid)
+    if _process(pid) != before or before[1] != {uid}:
+        raise CallerGone(f"pid {pid}")
+    groups = before[2]
+    if groups is None:
+        try:
+            groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+        except KeyError:
+            groups = [gid]
+    return groups, limits
+
+
+def _limits(pid: int) -> list[tuple[int, tuple[int, int]]]:
+    """Process ``pid``'s resource limits, from /proc/PID/limits (prlimit(2) on
+    another user's process needs CAP_SYS_RESOURCE; the file does not)."""
+    def value(word: bytes) -> int:
+        return resource.RLIM_INFINITY if word == b"unlimited" else int(word)
+    out = []
     try:
-        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
-    except KeyError:
-        return [gid]
+        with open(f"/proc/{pid}/limits", "rb") as f:
+            next(f)                                   # the heading
+            for line in f:
+                name, soft, hard = line[:26].rstrip(), line[26:47].strip(), line[47:68].strip()
+                if name in LIMITS:
+                    out.append((LIMITS[name], (value(soft), value(hard))))
+    except (OSError, ValueError, StopIteration):
+        raise CallerGone(f"pid {pid}") from None
+    return out
 
 
 def _become(pid: int, uid: int, gid: int) -> None:
     """This process as the caller: its limits, groups, gid and uid, in that order
     (raising a hard limit and setting groups need root, which the last step drops)."""
-    for which in RLIMITS:
+    groups, limits = _caller(pid, uid, gid)
+    for which, value in limits:
         try:
-            resource.setrlimit(which, resource.prlimit(pid, which))
+            resource.setrlimit(which, value)
         except (OSError, ValueError):
             pass        # not root (a runner serving its own user): keep ours
     if os.geteuid() == 0:
-        os.setgroups(_groups_of(pid, uid, gid))
+        os.setgroups(groups)
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     if os.getuid() != uid or os.geteuid() != uid:
@@ -200,7 +255,11 @@ def _child(conn: socket.socket, pid: int, uid: int, gid: int) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)      # as CPython starts
         os.setsid()              # not in the runner's process group
-        _become(pid, uid, gid)
+        try:
+            _become(pid, uid, gid)
+        except CallerGone as e:
+            _tell(conn, f"refused the calling process is gone ({e})")
+            _exit(0)
         for where in _LIBRARIES:
             if not os.access(where, os.R_OK | os.X_OK):
                 # what a command imports later (lazily) this caller could not read
@@ -220,7 +279,8 @@ def _child(conn: socket.socket, pid: int, uid: int, gid: int) -> None:
         os.environ.clear()
         for entry in env:
             key, _, value = entry.partition(b"=")
-            os.environb[key] = value
+            if key and b"\0" not in key:
+                os.environb[key] = value
         time.tzset()
         _streams()
         sys.argv = [command, *args]

@@ -13,6 +13,7 @@ The other user is a real account (``useradd``, removed after).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -22,7 +23,7 @@ from datetime import datetime
 import psutil
 import pytest
 
-from lingjun.command_runner import runner_path
+from lingjun.command_runner import CallerGone, _caller, runner_path
 from tests.e2e import users as u
 from tests.e2e.conftest import Cluster, wait_for
 
@@ -302,3 +303,24 @@ def test_the_runner_stops_with_the_cluster_and_leaves_no_socket(root_dir):
         c.down()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not os.path.exists(path)
+
+
+def test_the_caller_is_read_from_its_process_and_a_stranger_is_not_taken_for_it(bob):
+    """Groups and resource limits come from the calling process itself (what
+    ``newgrp`` or ``ulimit`` gave it), and only while every uid of that pid is
+    the caller's: a pid that another user's process took over lends nothing."""
+    p = subprocess.Popen(["prlimit", "--nofile=123:456", "sleep", "30"], user=bob.uid,
+                         group=bob.gid, extra_groups=[bob.gid, 4], stdin=subprocess.DEVNULL)
+    try:
+        wait_for("prlimit has exec'd sleep",
+                 lambda: psutil.Process(p.pid).name() == "sleep", 10)
+        groups, limits = _caller(p.pid, bob.uid, bob.gid)
+        assert sorted(groups) == sorted({bob.gid, 4})
+        assert dict(limits)[resource.RLIMIT_NOFILE] == (123, 456)
+        with pytest.raises(CallerGone):
+            _caller(p.pid, bob.uid + 1, bob.gid)
+    finally:
+        p.kill()
+        p.wait()
+    with pytest.raises(CallerGone):
+        _caller(p.pid, bob.uid, bob.gid)
