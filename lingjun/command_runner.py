@@ -66,6 +66,7 @@ import sys
 import time
 
 from lingjun import credential, sdnotify
+from lingjun.endpoints import beside_auth_socket
 
 log = logging.getLogger("lingjun.runner")
 
@@ -94,10 +95,7 @@ LIMITS = {name: getattr(resource, r) for name, r in LIMIT_NAMES.items() if hasat
 def runner_path(auth_socket: str) -> str:
     """The runner's socket beside the credential socket:
     /run/lingjun/auth.sock -> /run/lingjun/auth.runner.sock."""
-    head, tail = os.path.split(auth_socket)
-    stem, dot, ext = tail.rpartition(".")
-    name = f"{stem}.runner.{ext}" if dot and stem else f"{tail}.runner"
-    return os.path.join(head, name)
+    return beside_auth_socket(auth_socket, "runner")
 
 
 class BadRequest(ValueError):

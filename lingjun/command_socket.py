@@ -25,10 +25,9 @@ When no daemon serves the socket the command falls back to gRPC
 from __future__ import annotations
 
 import _socket   # the C module: socket.py's enum conversions cost a command 2 ms
-import os
 
 from lingjun.cjson import dumps, loads
-from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable
+from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable, beside_auth_socket
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024       # a request line; the daemon refuses longer ones
@@ -38,10 +37,7 @@ UNAVAILABLE = "UNAVAILABLE"
 def commands_path(auth_socket: str) -> str:
     """The command socket beside the credential socket ``auth_socket``:
     /run/lingjun/auth.sock -> /run/lingjun/auth.commands.sock."""
-    head, tail = os.path.split(auth_socket)
-    stem, dot, ext = tail.rpartition(".")
-    name = f"{stem}.commands.{ext}" if dot and stem else f"{tail}.commands"
-    return os.path.join(head, name)
+    return beside_auth_socket(auth_socket, "commands")
 
 
 class ControllerError(Exception):

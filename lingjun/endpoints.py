@@ -119,6 +119,15 @@ def _auth_setting(path: str, key: str, default: str) -> str:
     return value if isinstance(value, str) else default
 
 
+def beside_auth_socket(auth_socket: str, word: str) -> str:
+    """A socket the same host serves beside the credential socket, named by
+    ``word``: (/run/lingjun/auth.sock, "commands") -> /run/lingjun/auth.commands.sock."""
+    head, tail = os.path.split(auth_socket)
+    stem, dot, ext = tail.rpartition(".")
+    name = f"{stem}.{word}.{ext}" if dot and stem else f"{tail}.{word}"
+    return os.path.join(head, name)
+
+
 def auth_socket() -> str:
     return _client_setting("LINGJUN_AUTH_SOCKET", "socket", "auth_socket", DEFAULT_AUTH_SOCKET)
 
