@@ -80,6 +80,54 @@ def job_end(job: JobRequest, start: float) -> float:
     return start + job.time_limit_min * 60
 
 
+class Frontier:
+    """For one shape of job in one pass: how late a job of that shape must start, by its
+    time limit. What the pass's reservation queries learned, so that the next job of
+    the shape does not walk again the times the last one found full.
+
+    Why it holds. A query for a job of limit L that found time T (or none, NEVER)
+    says that at no candidate time before T does the job fit for L. The pass only
+    takes (a start holds its nodes until its end, a reservation holds its nodes), so
+    that stays true for the rest of the pass. A job of the same shape (the same
+    partition, usable nodes and ``select.shape``) with a limit L' >= L asks the same
+    of the same nodes at each time T', minus the nodes some reservation holds during
+    [T', T' + L'): a superset of those held during [T', T' + L). Fewer nodes never
+    make a placement that failed succeed (the pass's ``no_room`` holds for the same
+    reason), so it fits at no time before T either: its search may begin at T. A
+    shorter limit may fit before a reservation that a longer one runs into, so it
+    learns nothing from a longer one.
+
+    Example: job 20 (4 nodes, 2 h) finds 14:00; job 21 (4 nodes, 3 h) starts its
+    search at 14:00; job 22 (4 nodes, 30 min) starts at the first end time, and may
+    find 12:00 in front of job 20's reservation; job 23 (4 nodes, 1 h) then starts
+    at 12:00.
+
+    Kept as the records not outdone by another (no record with a shorter or equal
+    limit and a later time): limits ascending, times ascending."""
+
+    __slots__ = ("_limit", "_time")
+
+    def __init__(self) -> None:
+        self._limit: list[float] = []     # seconds (NEVER: no limit), ascending
+        self._time: list[float] = []      # the time learned for it, ascending
+
+    def not_before(self, limit_s: float) -> float:
+        """The first time a job of this shape with ``limit_s`` may fit (0: any)."""
+        k = bisect_right(self._limit, limit_s)
+        return self._time[k - 1] if k else 0.0
+
+    def learn(self, limit_s: float, found: float) -> None:
+        """A job of this shape and ``limit_s`` fits at no candidate time before ``found``."""
+        if self.not_before(limit_s) >= found:
+            return                        # known already
+        k = bisect_left(self._limit, limit_s)
+        j = k
+        while j < len(self._limit) and self._time[j] <= found:
+            j += 1                        # longer limits that learned no later: outdone
+        self._limit[k:j] = [limit_s]
+        self._time[k:j] = [found]
+
+
 class Allowed:
     """The node ids a placement may use: those of ``only`` (None: all) not in ``excluded``.
 

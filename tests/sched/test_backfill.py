@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lingjund.sched.backfill import Backfill
+from lingjund.sched.backfill import NEVER, Backfill, Frontier
 from lingjund.sched.cycle import schedule
 from lingjund.sched.plugins import DEFAULT_PROFILE
 from lingjund.sched.snapshot import RunningJob, Snapshot
@@ -125,3 +125,44 @@ def test_second_reservation_goes_after_the_first_on_shared_nodes():
     assert plan.expected[10][0] == NOW + 600
     assert plan.expected[11][0] == NOW + 1200
     assert outcomes(plan) == {10: "Resources", 11: "Priority"}
+
+
+def test_a_shorter_limit_fits_in_front_of_a_reservation_a_longer_one_of_its_shape_ran_into():
+    # node1 free from +600, node2 from +1200; job 10 (both nodes, 10 min) reserves
+    # [+1200, +1800). Jobs 11-13 are one shape (one node, 2 CPUs) and differ only in
+    # their limits. 11 (30 min) would overlap 10's reservation before +1800: +1800.
+    # 12 (5 min) fits before it, at +600: what 11 learned (backfill.Frontier) binds
+    # only limits of 30 min or more. 13 (60 min) begins its search at +1800, as 11
+    # found, and finds node2 free of reservations then.
+    nodes = [busy("node1", 2), busy("node2", 2)]
+    running = (RunningJob(job_id=7, nodes=("node1",), end_time=NOW + 600,
+                          cpus_per_node=(2,), mem_per_node_mb=(0,)),
+               RunningJob(job_id=8, nodes=("node2",), end_time=NOW + 1200,
+                          cpus_per_node=(2,), mem_per_node_mb=(0,)))
+    pending = (job(10, prio=400, nodes=2, cpus=2, time_limit_min=10),
+               job(11, prio=300, cpus=2, time_limit_min=30),
+               job(12, prio=200, cpus=2, time_limit_min=5),
+               job(13, prio=100, cpus=2, time_limit_min=60))
+    plan = schedule(replace(cluster(nodes, pending), running=running), NOW, BACKFILL)
+    assert plan.expected == {10: (NOW + 1200, ("node1", "node2")),
+                             11: (NOW + 1800, ("node1",)),
+                             12: (NOW + 600, ("node1",)),
+                             13: (NOW + 1800, ("node2",))}
+
+
+def test_the_frontier_keeps_for_each_limit_the_latest_time_a_shorter_or_equal_one_found():
+    f = Frontier()
+    assert f.not_before(600) == 0.0
+    f.learn(1800, 5_000)            # 30 min: nothing before 5,000
+    assert f.not_before(600) == 0.0 and f.not_before(1800) == 5_000
+    assert f.not_before(NEVER) == 5_000
+    f.learn(300, 2_000)             # 5 min: nothing before 2,000
+    assert f.not_before(300) == 2_000 and f.not_before(900) == 2_000
+    assert f.not_before(1800) == 5_000
+    f.learn(3600, 4_000)            # outdone by the 30-min record: nothing changes
+    assert f.not_before(3600) == 5_000
+    f.learn(600, 7_000)             # 10 min, later: outdoes 30 min
+    assert f.not_before(300) == 2_000 and f.not_before(1800) == 7_000
+    f.learn(7200, NEVER)            # 2 h: no time at all within the window
+    assert f.not_before(7200) == NEVER and f.not_before(NEVER) == NEVER
+    assert f.not_before(3600) == 7_000
