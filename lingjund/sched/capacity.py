@@ -177,15 +177,23 @@ class NodeIndex:
             if i is None or i not in self._bucket_of or (only is not None and i not in only):
                 return None       # a required node that can take no rank: never satisfied
             req.add(i)
-        ordered = sorted(ranks, key=lambda a: -a.cpus)
+        if ranks and ranks.count(ranks[0]) == len(ranks):
+            ordered = ranks       # all alike (the usual gang): nothing to sort or compare
+            groups = [(0, len(ranks))]
+        else:
+            ordered = sorted(ranks, key=lambda a: -a.cpus)
+            groups = []
+            start = 0
+            while start < len(ordered):
+                end = start + 1
+                while end < len(ordered) and ordered[end] == ordered[start]:
+                    end += 1
+                groups.append((start, end))
+                start = end
         used: set[int] = set()
         got: list[tuple[int, Share]] = []
-        start = 0
-        while start < len(ordered):
+        for start, end in groups:
             ask = ordered[start]
-            end = start + 1
-            while end < len(ordered) and ordered[end] == ask:
-                end += 1
             # Ranks with equal asks are interchangeable: the best ``end - start`` nodes
             # in one walk are what rank-by-rank choice would give them.
             chosen = self._best(ask, end - start, used, req, only)
@@ -194,7 +202,6 @@ class NodeIndex:
             for i, share in chosen:
                 used.add(i)
                 got.append((i, share))
-            start = end
         if not req <= used:
             return None
         got.sort(key=lambda t: t[0])
