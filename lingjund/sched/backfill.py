@@ -53,7 +53,8 @@ Pure: no clock (``now`` is an argument), no I/O.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
+from heapq import heappop, heappush
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -165,6 +166,54 @@ def _released(job: RunningJob, nodes: Sequence[NodeFree], ids: dict[str, int]
                        shards=job.shards_per_node, mps=job.mps_per_node)
 
 
+class _Held:
+    """The ids of the nodes reservations hold during [t, end), for one job's walk
+    over candidate times: t ascending, and end (t plus its limit) with it.
+
+    Why: ``Future.excluded`` looks at every reservation for each (t, end), and a
+    job's walk asks a new pair at each time (its own limit): with hundreds of
+    reservations that was most of a query. Here each reservation comes in once,
+    when end passes its start, and goes once, when t reaches its end; a node held
+    by two (back to back, each overlapping the interval) stays until both went.
+    The set answered is this walk's own, changed by the next ``during``."""
+
+    __slots__ = ("resv", "by_start", "k", "ending", "count", "ids")
+
+    def __init__(self, resv: Sequence[tuple[float, float, tuple[int, ...]]],
+                 by_start: Sequence[tuple[float, int]]):
+        self.resv = resv
+        self.by_start = by_start
+        self.k = 0                                          # by_start[:k] came in
+        self.ending: list[tuple[float, int]] = []           # (end, place in resv), a heap
+        self.count: dict[int, int] = {}                     # id -> reservations holding it
+        self.ids: set[int] = set()
+
+    def during(self, t: float, end: float) -> set[int]:
+        resv, by_start, count, ids = self.resv, self.by_start, self.count, self.ids
+        while self.k < len(by_start) and by_start[self.k][0] < end:
+            k = by_start[self.k][1]
+            self.k += 1
+            e = resv[k][1]
+            if e > t:                       # one already over stays over for later t
+                heappush(self.ending, (e, k))
+                for i in resv[k][2]:
+                    c = count.get(i, 0)
+                    count[i] = c + 1
+                    if not c:
+                        ids.add(i)
+        ending = self.ending
+        while ending and ending[0][0] <= t:
+            _, k = heappop(ending)
+            for i in resv[k][2]:
+                c = count[i] - 1
+                if c:
+                    count[i] = c
+                else:
+                    del count[i]
+                    ids.discard(i)
+        return ids
+
+
 class Future:
     """Free capacity at any time from ``now`` on, and the reservations made so far.
 
@@ -191,8 +240,10 @@ class Future:
         self.at: dict[float, list[int]] = {}    # time -> node ids whose state changes then
         self.times: list[float] = []            # candidate times after now, ascending
         self.resv: list[tuple[float, float, tuple[int, ...]]] = []   # (start, end, node ids)
+        self._by_start: list[tuple[float, int]] = []   # (start, its place in resv), ascending
         self.reserved: set[int] = set()         # ids of every node some reservation holds
-        self._excl: dict[tuple[float, float], set[int]] = {}
+        # (start, end) -> (ids held then, how many of resv they account for)
+        self._excl: dict[tuple[float, float], tuple[set[int], int]] = {}
         self.views: list[list] = []             # [time shown, FreeCapacity], most recent last
         ends: dict[int, list[tuple[float, Share]]] = {}
         for r in running:
@@ -264,7 +315,11 @@ class Future:
             return cap
         times = self.times
         rank = bisect_left(times, t)
-        k = min(range(len(views)), key=lambda k: abs(bisect_left(times, views[k][0]) - rank))
+        k, far = 0, NEVER                # the first of the nearest, in candidate times
+        for j, v in enumerate(views):
+            d = abs(bisect_left(times, v[0]) - rank)
+            if d < far:
+                k, far = j, d
         v = views.pop(k)
         views.append(v)
         lo, hi = min(v[0], t), max(v[0], t)
@@ -309,24 +364,37 @@ class Future:
     def reserve(self, start: float, end: float, nodes: Iterable[str]) -> None:
         """Hold ``nodes`` whole from ``start`` until ``end`` for a pending job."""
         ids = tuple(i for i in (self.ids.get(n) for n in nodes) if i is not None)
+        insort(self._by_start, (start, len(self.resv)))
         self.resv.append((start, end, ids))
         self.reserved.update(ids)
-        self._excl.clear()
         if end != NEVER:
             self._add_time(self._when(end))
 
     # -- questions -------------------------------------------------------------------
     def excluded(self, start: float, end: float) -> set[int]:
-        """Ids of the nodes some reservation holds during [start, end). Remembered
-        until the next reservation: every job of one limit asks the same at now."""
+        """Ids of the nodes some reservation holds during [start, end).
+
+        Remembered for the pass, and brought up to date when asked again by looking
+        only at the reservations made since: reservations are only added, and the
+        same intervals come back (every job of one limit asks the same at now, and
+        walks the same candidate times). The set returned is not changed later: an
+        update makes a new one."""
+        resv = self.resv
         got = self._excl.get((start, end))
         if got is None:
-            got = set()
-            for s, e, ids in self.resv:
+            held: set[int] = set()
+            for s, e, ids in resv:
                 if s < end and start < e:
-                    got.update(ids)
-            self._excl[(start, end)] = got
-        return got
+                    held.update(ids)
+        else:
+            held, seen = got
+            if seen == len(resv):
+                return held
+            more = [ids for s, e, ids in resv[seen:] if s < end and start < e]
+            if more:
+                held = held.union(*more)
+        self._excl[(start, end)] = (held, len(resv))
+        return held
 
     def earliest(self, job: JobRequest, part: str, ids: Sequence[int],
                  only: frozenset[int] | None, select, most: int, not_before: float = 0.0,
@@ -338,12 +406,13 @@ class Future:
         times = self.times[bisect_left(self.times, max(not_before, self.first)):]
         if include_now and not_before <= self.now:
             times = [self.now, *times]
+        held = _Held(self.resv, self._by_start)
         for t in times:
             if t > self.horizon:
                 break
             cap = self.view(t)
             end = job_end(job, t)
-            excl = self.excluded(t, end) if self.resv else set()
+            excl = held.during(t, end)
             if indexed:
                 placement = select.place_in(job, cap.free(part, allowed(only, excl)), most)
             else:

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lingjund.sched.backfill import NEVER, Backfill, Frontier
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lingjund.sched.backfill import NEVER, Backfill, Frontier, Future, _Held
+from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.cycle import schedule
 from lingjund.sched.plugins import DEFAULT_PROFILE
 from lingjund.sched.snapshot import RunningJob, Snapshot
@@ -166,3 +170,34 @@ def test_the_frontier_keeps_for_each_limit_the_latest_time_a_shorter_or_equal_on
     f.learn(7200, NEVER)            # 2 h: no time at all within the window
     assert f.not_before(7200) == NEVER and f.not_before(NEVER) == NEVER
     assert f.not_before(3600) == 7_000
+
+
+def test_what_excluded_answered_is_brought_up_to_date_by_a_later_reservation():
+    nodes = [node(f"node{i}", 2) for i in range(1, 5)]
+    snap = cluster(nodes, [])
+    future = Future(FreeCapacity(snap.nodes, snap.partitions), (), (), NOW, resolution_s=1)
+    future.reserve(NOW + 600, NOW + 1200, ("node1", "node2"))
+    first = future.excluded(NOW, NOW + 900)
+    assert first == {0, 1}
+    future.reserve(NOW + 300, NOW + 900, ("node3",))      # overlaps [NOW, NOW + 900)
+    future.reserve(NOW + 900, NOW + 1500, ("node4",))     # begins as it ends: not held
+    assert future.excluded(NOW, NOW + 900) == {0, 1, 2}
+    assert first == {0, 1}                                # an answer given is not changed
+    assert future.excluded(NOW + 1200, NOW + 1300) == {3}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 12),
+                          st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)),
+                max_size=10),
+       st.sampled_from([1, 4, 9, NEVER]), st.integers(0, 10))
+def test_a_walks_held_nodes_are_at_each_time_those_reservations_hold_then(resv, limit, t0):
+    # backfill._Held against the definition: a reservation [s, e) holds its nodes
+    # during [t, t + limit) when s < t + limit and t < e.
+    resv = [(float(s), float(s + d), tuple(ids)) for s, d, ids in resv]
+    by_start = sorted((s, k) for k, (s, _, _) in enumerate(resv))
+    held = _Held(resv, by_start)
+    for t in range(t0, 45, 2):
+        end = t + limit
+        assert held.during(t, end) == {i for s, e, ids in resv if s < end and t < e
+                                       for i in ids}
