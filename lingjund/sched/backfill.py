@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from heapq import heappop, heappush
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -173,44 +172,45 @@ class _Held:
     Why: ``Future.excluded`` looks at every reservation for each (t, end), and a
     job's walk asks a new pair at each time (its own limit): with hundreds of
     reservations that was most of a query. Here each reservation comes in once,
-    when end passes its start, and goes once, when t reaches its end; a node held
-    by two (back to back, each overlapping the interval) stays until both went.
-    The set answered is this walk's own, changed by the next ``during``."""
+    when end passes its start (its nodes added to the set at once), and goes
+    once, when t reaches its end; then each of its nodes leaves the set unless
+    another reservation still in holds it too (back to back on the node, both
+    overlapping the interval). The set answered is this walk's own, changed by
+    the next ``during``."""
 
-    __slots__ = ("resv", "by_start", "k", "ending", "count", "ids")
+    __slots__ = ("resv", "by_start", "by_end", "of_node", "k", "j", "active", "ids")
 
     def __init__(self, resv: Sequence[tuple[float, float, tuple[int, ...]]],
-                 by_start: Sequence[tuple[float, int]]):
-        self.resv = resv
-        self.by_start = by_start
-        self.k = 0                                          # by_start[:k] came in
-        self.ending: list[tuple[float, int]] = []           # (end, place in resv), a heap
-        self.count: dict[int, int] = {}                     # id -> reservations holding it
+                 by_start: Sequence[tuple[float, int]], by_end: Sequence[tuple[float, int]],
+                 of_node: dict[int, list[int]]):
+        self.resv = resv                  # (start, end, ids), by place
+        self.by_start = by_start          # (start, place), ascending
+        self.by_end = by_end              # (end, place), ascending
+        self.of_node = of_node            # id -> places of the reservations holding it
+        self.k = 0                        # by_start[:k] came in (or were over already)
+        self.j = 0                        # by_end[:j] are over
+        self.active: set[int] = set()     # places of the reservations in
         self.ids: set[int] = set()
 
     def during(self, t: float, end: float) -> set[int]:
-        resv, by_start, count, ids = self.resv, self.by_start, self.count, self.ids
-        while self.k < len(by_start) and by_start[self.k][0] < end:
-            k = by_start[self.k][1]
-            self.k += 1
-            e = resv[k][1]
-            if e > t:                       # one already over stays over for later t
-                heappush(self.ending, (e, k))
-                for i in resv[k][2]:
-                    c = count.get(i, 0)
-                    count[i] = c + 1
-                    if not c:
-                        ids.add(i)
-        ending = self.ending
-        while ending and ending[0][0] <= t:
-            _, k = heappop(ending)
-            for i in resv[k][2]:
-                c = count[i] - 1
-                if c:
-                    count[i] = c
-                else:
-                    del count[i]
-                    ids.discard(i)
+        resv, active, ids = self.resv, self.active, self.ids
+        stop = bisect_left(self.by_start, (end, -1))      # the first starting at end or later
+        if stop > self.k:
+            for _, r in self.by_start[self.k:stop]:
+                if resv[r][1] > t:        # one over already stays over for later t
+                    active.add(r)
+                    ids.update(resv[r][2])
+            self.k = stop
+        stop = bisect_right(self.by_end, (t, NEVER))       # the first ending after t
+        if stop > self.j:
+            of_node = self.of_node
+            for _, r in self.by_end[self.j:stop]:
+                if r in active:
+                    active.discard(r)
+                    for i in resv[r][2]:
+                        if active.isdisjoint(of_node[i]):
+                            ids.discard(i)
+            self.j = stop
         return ids
 
 
@@ -241,6 +241,8 @@ class Future:
         self.times: list[float] = []            # candidate times after now, ascending
         self.resv: list[tuple[float, float, tuple[int, ...]]] = []   # (start, end, node ids)
         self._by_start: list[tuple[float, int]] = []   # (start, its place in resv), ascending
+        self._by_end: list[tuple[float, int]] = []     # (end, its place in resv), ascending
+        self._of_node: dict[int, list[int]] = {}       # id -> places in resv of those holding it
         self.reserved: set[int] = set()         # ids of every node some reservation holds
         # (start, end) -> (ids held then, how many of resv they account for)
         self._excl: dict[tuple[float, float], tuple[set[int], int]] = {}
@@ -364,7 +366,11 @@ class Future:
     def reserve(self, start: float, end: float, nodes: Iterable[str]) -> None:
         """Hold ``nodes`` whole from ``start`` until ``end`` for a pending job."""
         ids = tuple(i for i in (self.ids.get(n) for n in nodes) if i is not None)
-        insort(self._by_start, (start, len(self.resv)))
+        r = len(self.resv)
+        insort(self._by_start, (start, r))
+        insort(self._by_end, (end, r))
+        for i in ids:
+            self._of_node.setdefault(i, []).append(r)
         self.resv.append((start, end, ids))
         self.reserved.update(ids)
         if end != NEVER:
@@ -406,7 +412,7 @@ class Future:
         times = self.times[bisect_left(self.times, max(not_before, self.first)):]
         if include_now and not_before <= self.now:
             times = [self.now, *times]
-        held = _Held(self.resv, self._by_start)
+        held = _Held(self.resv, self._by_start, self._by_end, self._of_node)
         for t in times:
             if t > self.horizon:
                 break

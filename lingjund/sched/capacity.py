@@ -224,10 +224,12 @@ class NodeIndex:
             if len(out) == need:
                 return out
         runs = self._runs(ask)
-        if sum(len(ids_) for run in runs for ids_ in run) < need:
+        fitting = sum(len(ids_) for run in runs for ids_ in run)
+        if fitting < need:
             return None           # not enough nodes with the CPUs and GPUs: no walk
         excluded = getattr(only, "excluded", None)
-        if excluded and _unexcluded(runs, excluded) < need - len(out):
+        if excluded is not None and len(excluded) > fitting - (need - len(out)) \
+                and _unexcluded(runs, excluded) < need - len(out):
             return None           # enough of them, but too few not reserved: no walk
         node_of = self._node
         for run in runs:
@@ -276,7 +278,9 @@ def _unexcluded(runs: list[list[list[int]]], excluded: set[int]) -> int:
     Why: with backfill a job asking about a later time is shown the nodes free then,
     most of them often reserved for higher jobs (``backfill.Allowed``); a walk would
     ask each of them in turn and take none. Counting them with set operations costs
-    a fraction of that walk, and answers the same (None) when it is short."""
+    a fraction of that walk, and answers the same (None) when it is short. Only
+    counted when enough are excluded that it could be short: a start now, with a
+    few reserved among thousands, would walk a few nodes, not count them all."""
     n = 0
     for run in runs:
         for ids_ in run:

@@ -196,7 +196,12 @@ def test_a_walks_held_nodes_are_at_each_time_those_reservations_hold_then(resv, 
     # during [t, t + limit) when s < t + limit and t < e.
     resv = [(float(s), float(s + d), tuple(ids)) for s, d, ids in resv]
     by_start = sorted((s, k) for k, (s, _, _) in enumerate(resv))
-    held = _Held(resv, by_start)
+    by_end = sorted((e, k) for k, (_, e, _) in enumerate(resv))
+    of_node = {}
+    for k, (_, _, ids) in enumerate(resv):
+        for i in ids:
+            of_node.setdefault(i, []).append(k)
+    held = _Held(resv, by_start, by_end, of_node)
     for t in range(t0, 45, 2):
         end = t + limit
         assert held.during(t, end) == {i for s, e, ids in resv if s < end and t < e
