@@ -102,6 +102,14 @@ class Frontier:
     find 12:00 in front of job 20's reservation; job 23 (4 nodes, 1 h) then starts
     at 12:00.
 
+    Only while no candidate time was added before all the others (``Future.lowered``
+    is 0). A query never asks the times before the first candidate time: they
+    show what the future has at now, which the pass asked itself of what is free
+    now, and that can differ (a job past its end counts as gone in the future,
+    not in the pass). A time added there later (a job started with a short
+    limit) may fit where no query looked; the pass then goes on with what each
+    shape and limit found itself, as it did before the frontier.
+
     Kept as the records not outdone by another (no record with a shorter or equal
     limit and a later time): limits ascending, times ascending."""
 
@@ -244,6 +252,7 @@ class Future:
         self._by_end: list[tuple[float, int]] = []     # (end, its place in resv), ascending
         self._of_node: dict[int, list[int]] = {}       # id -> places in resv of those holding it
         self.reserved: set[int] = set()         # ids of every node some reservation holds
+        self.lowered = 0                        # candidate times added before all others
         # (start, end) -> (ids held then, how many of resv they account for)
         self._excl: dict[tuple[float, float], tuple[set[int], int]] = {}
         self.views: list[list] = []             # [time shown, FreeCapacity], most recent last
@@ -300,6 +309,8 @@ class Future:
         k = bisect_left(self.times, t)
         if k == len(self.times) or self.times[k] != t:
             self.times.insert(k, t)
+            if k == 0:
+                self.lowered += 1         # before every other: see Frontier
 
     def view(self, t: float) -> FreeCapacity:
         """Every node as it is at time ``t``: a view kept from an earlier question, a new

@@ -90,11 +90,12 @@ example above, job 12 (1 CPU; say its limit ends before job 11's reserved
 time) starts on node1 instead of waiting ``Priority``. Only the first
 ``max_job_test`` jobs that wait are asked (bf_max_job_test); one past that,
 or whose earliest time is past the window (bf_window), or that is
-preempting, blocks its partition as without backfill. What a shape's
-queries found is remembered (``backfill.Frontier``): what a pass reserves and
-starts only takes, so the same shape never fits earlier later in the pass
-with the same limit or a longer one (it needs the same nodes for longer); its
-next job's search begins at that time, or is not made when none was found.
+preempting, blocks its partition as without backfill. Shapes that found a
+time, or none, are remembered per limit too: what a pass reserves and starts
+only takes, so the same shape and limit never fits earlier later in the pass.
+While no earlier candidate time has come in, what a shape found also binds
+its longer limits (``backfill.Frontier``: they need the same nodes for
+longer): the next job's search begins at that time, or is not made.
 
 Expedited restarts and spares. A job restarting with --requeue=expedite
 (``JobRequest.expedite``) goes first of all, before any tier. A partition's
@@ -186,6 +187,8 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     expected: dict[int, tuple[float, tuple[str, ...]]] = {}
     waiting: set[str] = set()              # partitions where a higher job holds a reservation
     tested = 0                             # reservation queries so far (bf_max_job_test)
+    not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
+    no_resv: set[tuple] = set()            # key that found no time within the window
     # key without its limit -> what its reservation queries learned (backfill.Frontier):
     # a job of the shape starts its search where one of no longer a limit found its time
     frontier: dict[tuple, Frontier] = {}
@@ -356,10 +359,14 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 future = Future(free, snapshot.running, begun, now, bf.resolution_s,
                                 bf.window_min * 60)
             found = None
-            learned = frontier.setdefault(key[:-1], Frontier()) if key is not None else None
             limit_s = job_end(job, 0.0)
-            start_at = learned.not_before(limit_s) if learned is not None else 0.0
-            if start_at != NEVER:          # NEVER: one of no longer a limit found no time
+            start_at = not_before.get(key, 0.0) if key is not None else 0.0
+            learned = None
+            if key is not None and not future.lowered:   # see Frontier
+                learned = frontier.setdefault(key[:-1], Frontier())
+                start_at = max(start_at, learned.not_before(limit_s))
+            # NEVER: one of no longer a limit found no time
+            if (key is None or key not in no_resv) and start_at != NEVER:
                 with _blame(select):
                     found = future.earliest(job, part.name, ids, only, select, most, start_at)
             if learned is not None:
@@ -370,7 +377,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 future.reserve(when, job_end(job, when), nodes)
                 expected[job.job_id] = (when, nodes)
                 waiting.add(part.name)
+                if key is not None:
+                    not_before[key] = when  # the pass only takes: never earlier for it
                 continue
+            if key is not None:
+                no_resv.add(key)
         # No reservation (no backfill, past bf_max_job_test or the window, or
         # preempting): nothing lower in the partition may start, as Slurm's main scheduler.
         blocked_parts.add(part.name)
