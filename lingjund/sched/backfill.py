@@ -186,7 +186,7 @@ class _Held:
     overlapping the interval). The set answered is this walk's own, changed by
     the next ``during``."""
 
-    __slots__ = ("resv", "by_start", "by_end", "of_node", "k", "j", "active", "ids")
+    __slots__ = ("resv", "by_start", "by_end", "of_node", "k", "j", "active", "ids", "gone")
 
     def __init__(self, resv: Sequence[tuple[float, float, tuple[int, ...]]],
                  by_start: Sequence[tuple[float, int]], by_end: Sequence[tuple[float, int]],
@@ -199,6 +199,7 @@ class _Held:
         self.j = 0                        # by_end[:j] are over
         self.active: set[int] = set()     # places of the reservations in
         self.ids: set[int] = set()
+        self.gone = 0                     # how many went out (their nodes may be free again)
 
     def during(self, t: float, end: float) -> set[int]:
         resv, active, ids = self.resv, self.active, self.ids
@@ -215,6 +216,7 @@ class _Held:
             for _, r in self.by_end[self.j:stop]:
                 if r in active:
                     active.discard(r)
+                    self.gone += 1
                     for i in resv[r][2]:
                         if active.isdisjoint(of_node[i]):
                             ids.discard(i)
@@ -418,18 +420,32 @@ class Future:
                  include_now: bool = False) -> tuple[float, Placement] | None:
         """The first candidate time (not before ``not_before``; now itself only with
         ``include_now``) at which all of ``job`` fits for its whole time limit, and
-        where; None if no time within the window will do."""
+        where; None if no time within the window will do.
+
+        A time is not tried when, since the time before it (which did not fit),
+        no reservation ended and every node whose state changes then is reserved
+        over the job's interval: the nodes it may use are those of the time before,
+        or fewer (reservations only came in), each as it was, and fewer nodes never
+        fit what more did not (as the pass already takes of an indexed select: its
+        ``no_room``; a plain ``place_gang`` is asked at every time). In a full queue
+        most nodes that come free are reserved for higher jobs already, so most
+        times are passed this way."""
         indexed = callable(getattr(select, "place_in", None))
         times = self.times[bisect_left(self.times, max(not_before, self.first)):]
         if include_now and not_before <= self.now:
             times = [self.now, *times]
         held = _Held(self.resv, self._by_start, self._by_end, self._of_node)
+        tried = False
         for t in times:
             if t > self.horizon:
                 break
-            cap = self.view(t)
             end = job_end(job, t)
+            gone = held.gone
             excl = held.during(t, end)
+            if indexed and tried and held.gone == gone and excl.issuperset(self.at.get(t, ())):
+                continue          # nothing it may use came free since the last time: no fit
+            tried = True
+            cap = self.view(t)
             if indexed:
                 placement = select.place_in(job, cap.free(part, allowed(only, excl)), most)
             else:
