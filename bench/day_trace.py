@@ -40,6 +40,10 @@ accounts a, b and c under root with RawShares from ``--shares``: the
 controller's ``[accounting]`` usage charging, played here per pass.
 
     python bench/day_trace.py --priority basic,multifactor --modes on
+
+``--dump FILE`` (not in --help) writes every pass's starts and reservations,
+one a line, so that two versions of the core can be compared byte for byte
+on the same trace: a change meant to be faster only must leave it identical.
 """
 from __future__ import annotations
 
@@ -152,7 +156,7 @@ def request(j: TraceJob, priority: int, fs: float = 1.0) -> JobRequest:
 
 def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
              hours: float, priority: str = "basic", shares: dict[str, float] | None = None,
-             half_life_s: float = 7 * 86400) -> dict:
+             half_life_s: float = 7 * 86400, dump=None) -> dict:
     names = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
     state = {n: Node(n) for n in names}
     part = PartitionView(name="batch", nodes=tuple(names), default=True, total_cpus=CPUS * nodes)
@@ -253,6 +257,11 @@ def simulate(trace: list[TraceJob], nodes: int, backfill: bool, interval: float,
         pass_times.append(time.process_time() - c0)
         last_pass = now
         changed = False
+        if dump is not None:      # every decision of the pass, to compare two versions of the core
+            for s in plan.starts:
+                dump.write(f"{now:.1f} start {s.job_id} {','.join(s.nodes)}\n")
+            for jid, (t, ns) in sorted(plan.expected.items()):
+                dump.write(f"{now:.1f} expect {jid} {t - T0:.1f} {','.join(ns)}\n")
         for jid, (t, _) in plan.expected.items():
             reserved.setdefault(jid, t - T0)
         for s in plan.starts:
@@ -324,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half-life", type=float, default=7.0,
                     help="PriorityDecayHalfLife of the usage multifactor weighs, in days")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument("--dump", type=Path, help=argparse.SUPPRESS)   # every start and reservation
     o = ap.parse_args(argv)
     if o.make_trace:
         n = make_trace(o.trace, o.nodes, hours=o.hours)
@@ -332,11 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     shares = {k: float(v) / 100 for k, v in (kv.split("=") for kv in o.shares.split(","))}
     trace = load_trace(o.trace, o.hours)
     results = []
+    dump = open(o.dump, "w") if o.dump else None
     for prio in o.priority.split(","):
         for mode in o.modes.split(","):
             t0 = time.perf_counter()
+            if dump is not None:
+                dump.write(f"== {prio} backfill {mode}\n")
             r = simulate(trace, o.nodes, mode == "on", o.interval, o.hours, prio, shares,
-                         o.half_life * 86400)
+                         o.half_life * 86400, dump)
             r["wall_s"] = time.perf_counter() - t0
             report(r, shares)
             results.append(r)
@@ -346,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{on['utilization'] * 100:.1f}% with it")
     if o.json:
         o.json.write_text(json.dumps(results, indent=1))
+    if dump is not None:
+        dump.close()
     return 0
 
 

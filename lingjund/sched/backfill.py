@@ -53,7 +53,7 @@ Pure: no clock (``now`` is an argument), no I/O.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -78,6 +78,62 @@ def job_end(job: JobRequest, start: float) -> float:
     if job.time_limit_min == UNLIMITED or job.time_limit_min <= 0:
         return NEVER
     return start + job.time_limit_min * 60
+
+
+class Frontier:
+    """For one shape of job in one pass: how late a job of that shape must start, by its
+    time limit. What the pass's reservation queries learned, so that the next job of
+    the shape does not walk again the times the last one found full.
+
+    Why it holds. A query for a job of limit L that found time T (or none, NEVER)
+    says that at no candidate time before T does the job fit for L. The pass only
+    takes (a start holds its nodes until its end, a reservation holds its nodes), so
+    that stays true for the rest of the pass. A job of the same shape (the same
+    partition, usable nodes and ``select.shape``) with a limit L' >= L asks the same
+    of the same nodes at each time T', minus the nodes some reservation holds during
+    [T', T' + L'): a superset of those held during [T', T' + L). Fewer nodes never
+    make a placement that failed succeed (the pass's ``no_room`` holds for the same
+    reason), so it fits at no time before T either: its search may begin at T. A
+    shorter limit may fit before a reservation that a longer one runs into, so it
+    learns nothing from a longer one.
+
+    Example: job 20 (4 nodes, 2 h) finds 14:00; job 21 (4 nodes, 3 h) starts its
+    search at 14:00; job 22 (4 nodes, 30 min) starts at the first end time, and may
+    find 12:00 in front of job 20's reservation; job 23 (4 nodes, 1 h) then starts
+    at 12:00.
+
+    Only while no candidate time was added before all the others (``Future.lowered``
+    is 0). A query never asks the times before the first candidate time: they
+    show what the future has at now, which the pass asked itself of what is free
+    now, and that can differ (a job past its end counts as gone in the future,
+    not in the pass). A time added there later (a job started with a short
+    limit) may fit where no query looked; the pass then goes on with what each
+    shape and limit found itself, as it did before the frontier.
+
+    Kept as the records not outdone by another (no record with a shorter or equal
+    limit and a later time): limits ascending, times ascending."""
+
+    __slots__ = ("_limit", "_time")
+
+    def __init__(self) -> None:
+        self._limit: list[float] = []     # seconds (NEVER: no limit), ascending
+        self._time: list[float] = []      # the time learned for it, ascending
+
+    def not_before(self, limit_s: float) -> float:
+        """The first time a job of this shape with ``limit_s`` may fit (0: any)."""
+        k = bisect_right(self._limit, limit_s)
+        return self._time[k - 1] if k else 0.0
+
+    def learn(self, limit_s: float, found: float) -> None:
+        """A job of this shape and ``limit_s`` fits at no candidate time before ``found``."""
+        if self.not_before(limit_s) >= found:
+            return                        # known already
+        k = bisect_left(self._limit, limit_s)
+        j = k
+        while j < len(self._limit) and self._time[j] <= found:
+            j += 1                        # longer limits that learned no later: outdone
+        self._limit[k:j] = [limit_s]
+        self._time[k:j] = [found]
 
 
 class Allowed:
@@ -117,6 +173,57 @@ def _released(job: RunningJob, nodes: Sequence[NodeFree], ids: dict[str, int]
                        shards=job.shards_per_node, mps=job.mps_per_node)
 
 
+class _Held:
+    """The ids of the nodes reservations hold during [t, end), for one job's walk
+    over candidate times: t ascending, and end (t plus its limit) with it.
+
+    Why: ``Future.excluded`` looks at every reservation for each (t, end), and a
+    job's walk asks a new pair at each time (its own limit): with hundreds of
+    reservations that was most of a query. Here each reservation comes in once,
+    when end passes its start (its nodes added to the set at once), and goes
+    once, when t reaches its end; then each of its nodes leaves the set unless
+    another reservation still in holds it too (back to back on the node, both
+    overlapping the interval). The set answered is this walk's own, changed by
+    the next ``during``."""
+
+    __slots__ = ("resv", "by_start", "by_end", "of_node", "k", "j", "active", "ids", "gone")
+
+    def __init__(self, resv: Sequence[tuple[float, float, tuple[int, ...]]],
+                 by_start: Sequence[tuple[float, int]], by_end: Sequence[tuple[float, int]],
+                 of_node: dict[int, list[int]]):
+        self.resv = resv                  # (start, end, ids), by place
+        self.by_start = by_start          # (start, place), ascending
+        self.by_end = by_end              # (end, place), ascending
+        self.of_node = of_node            # id -> places of the reservations holding it
+        self.k = 0                        # by_start[:k] came in (or were over already)
+        self.j = 0                        # by_end[:j] are over
+        self.active: set[int] = set()     # places of the reservations in
+        self.ids: set[int] = set()
+        self.gone = 0                     # how many went out (their nodes may be free again)
+
+    def during(self, t: float, end: float) -> set[int]:
+        resv, active, ids = self.resv, self.active, self.ids
+        stop = bisect_left(self.by_start, (end, -1))      # the first starting at end or later
+        if stop > self.k:
+            for _, r in self.by_start[self.k:stop]:
+                if resv[r][1] > t:        # one over already stays over for later t
+                    active.add(r)
+                    ids.update(resv[r][2])
+            self.k = stop
+        stop = bisect_right(self.by_end, (t, NEVER))       # the first ending after t
+        if stop > self.j:
+            of_node = self.of_node
+            for _, r in self.by_end[self.j:stop]:
+                if r in active:
+                    active.discard(r)
+                    self.gone += 1
+                    for i in resv[r][2]:
+                        if active.isdisjoint(of_node[i]):
+                            ids.discard(i)
+            self.j = stop
+        return ids
+
+
 class Future:
     """Free capacity at any time from ``now`` on, and the reservations made so far.
 
@@ -143,8 +250,13 @@ class Future:
         self.at: dict[float, list[int]] = {}    # time -> node ids whose state changes then
         self.times: list[float] = []            # candidate times after now, ascending
         self.resv: list[tuple[float, float, tuple[int, ...]]] = []   # (start, end, node ids)
+        self._by_start: list[tuple[float, int]] = []   # (start, its place in resv), ascending
+        self._by_end: list[tuple[float, int]] = []     # (end, its place in resv), ascending
+        self._of_node: dict[int, list[int]] = {}       # id -> places in resv of those holding it
         self.reserved: set[int] = set()         # ids of every node some reservation holds
-        self._excl: dict[tuple[float, float], set[int]] = {}
+        self.lowered = 0                        # candidate times added before all others
+        # (start, end) -> (ids held then, how many of resv they account for)
+        self._excl: dict[tuple[float, float], tuple[set[int], int]] = {}
         self.views: list[list] = []             # [time shown, FreeCapacity], most recent last
         ends: dict[int, list[tuple[float, Share]]] = {}
         for r in running:
@@ -199,6 +311,8 @@ class Future:
         k = bisect_left(self.times, t)
         if k == len(self.times) or self.times[k] != t:
             self.times.insert(k, t)
+            if k == 0:
+                self.lowered += 1         # before every other: see Frontier
 
     def view(self, t: float) -> FreeCapacity:
         """Every node as it is at time ``t``: a view kept from an earlier question, a new
@@ -216,7 +330,11 @@ class Future:
             return cap
         times = self.times
         rank = bisect_left(times, t)
-        k = min(range(len(views)), key=lambda k: abs(bisect_left(times, views[k][0]) - rank))
+        k, far = 0, NEVER                # the first of the nearest, in candidate times
+        for j, v in enumerate(views):
+            d = abs(bisect_left(times, v[0]) - rank)
+            if d < far:
+                k, far = j, d
         v = views.pop(k)
         views.append(v)
         lo, hi = min(v[0], t), max(v[0], t)
@@ -261,41 +379,73 @@ class Future:
     def reserve(self, start: float, end: float, nodes: Iterable[str]) -> None:
         """Hold ``nodes`` whole from ``start`` until ``end`` for a pending job."""
         ids = tuple(i for i in (self.ids.get(n) for n in nodes) if i is not None)
+        r = len(self.resv)
+        insort(self._by_start, (start, r))
+        insort(self._by_end, (end, r))
+        for i in ids:
+            self._of_node.setdefault(i, []).append(r)
         self.resv.append((start, end, ids))
         self.reserved.update(ids)
-        self._excl.clear()
         if end != NEVER:
             self._add_time(self._when(end))
 
     # -- questions -------------------------------------------------------------------
     def excluded(self, start: float, end: float) -> set[int]:
-        """Ids of the nodes some reservation holds during [start, end). Remembered
-        until the next reservation: every job of one limit asks the same at now."""
+        """Ids of the nodes some reservation holds during [start, end).
+
+        Remembered for the pass, and brought up to date when asked again by looking
+        only at the reservations made since: reservations are only added, and the
+        same intervals come back (every job of one limit asks the same at now, and
+        walks the same candidate times). The set returned is not changed later: an
+        update makes a new one."""
+        resv = self.resv
         got = self._excl.get((start, end))
         if got is None:
-            got = set()
-            for s, e, ids in self.resv:
+            held: set[int] = set()
+            for s, e, ids in resv:
                 if s < end and start < e:
-                    got.update(ids)
-            self._excl[(start, end)] = got
-        return got
+                    held.update(ids)
+        else:
+            held, seen = got
+            if seen == len(resv):
+                return held
+            more = [ids for s, e, ids in resv[seen:] if s < end and start < e]
+            if more:
+                held = held.union(*more)
+        self._excl[(start, end)] = (held, len(resv))
+        return held
 
     def earliest(self, job: JobRequest, part: str, ids: Sequence[int],
                  only: frozenset[int] | None, select, most: int, not_before: float = 0.0,
                  include_now: bool = False) -> tuple[float, Placement] | None:
         """The first candidate time (not before ``not_before``; now itself only with
         ``include_now``) at which all of ``job`` fits for its whole time limit, and
-        where; None if no time within the window will do."""
+        where; None if no time within the window will do.
+
+        A time is not tried when, since the time before it (which did not fit),
+        no reservation ended and every node whose state changes then is reserved
+        over the job's interval: the nodes it may use are those of the time before,
+        or fewer (reservations only came in), each as it was, and fewer nodes never
+        fit what more did not (as the pass already takes of an indexed select: its
+        ``no_room``; a plain ``place_gang`` is asked at every time). In a full queue
+        most nodes that come free are reserved for higher jobs already, so most
+        times are passed this way."""
         indexed = callable(getattr(select, "place_in", None))
         times = self.times[bisect_left(self.times, max(not_before, self.first)):]
         if include_now and not_before <= self.now:
             times = [self.now, *times]
+        held = _Held(self.resv, self._by_start, self._by_end, self._of_node)
+        tried = False
         for t in times:
             if t > self.horizon:
                 break
-            cap = self.view(t)
             end = job_end(job, t)
-            excl = self.excluded(t, end) if self.resv else set()
+            gone = held.gone
+            excl = held.during(t, end)
+            if indexed and tried and held.gone == gone and excl.issuperset(self.at.get(t, ())):
+                continue          # nothing it may use came free since the last time: no fit
+            tried = True
+            cap = self.view(t)
             if indexed:
                 placement = select.place_in(job, cap.free(part, allowed(only, excl)), most)
             else:

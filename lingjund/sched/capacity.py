@@ -177,15 +177,23 @@ class NodeIndex:
             if i is None or i not in self._bucket_of or (only is not None and i not in only):
                 return None       # a required node that can take no rank: never satisfied
             req.add(i)
-        ordered = sorted(ranks, key=lambda a: -a.cpus)
+        if ranks and ranks.count(ranks[0]) == len(ranks):
+            ordered = ranks       # all alike (the usual gang): nothing to sort or compare
+            groups = [(0, len(ranks))]
+        else:
+            ordered = sorted(ranks, key=lambda a: -a.cpus)
+            groups = []
+            start = 0
+            while start < len(ordered):
+                end = start + 1
+                while end < len(ordered) and ordered[end] == ordered[start]:
+                    end += 1
+                groups.append((start, end))
+                start = end
         used: set[int] = set()
         got: list[tuple[int, Share]] = []
-        start = 0
-        while start < len(ordered):
+        for start, end in groups:
             ask = ordered[start]
-            end = start + 1
-            while end < len(ordered) and ordered[end] == ask:
-                end += 1
             # Ranks with equal asks are interchangeable: the best ``end - start`` nodes
             # in one walk are what rank-by-rank choice would give them.
             chosen = self._best(ask, end - start, used, req, only)
@@ -194,7 +202,6 @@ class NodeIndex:
             for i, share in chosen:
                 used.add(i)
                 got.append((i, share))
-            start = end
         if not req <= used:
             return None
         got.sort(key=lambda t: t[0])
@@ -217,8 +224,13 @@ class NodeIndex:
             if len(out) == need:
                 return out
         runs = self._runs(ask)
-        if sum(len(ids_) for run in runs for ids_ in run) < need:
+        fitting = sum(len(ids_) for run in runs for ids_ in run)
+        if fitting < need:
             return None           # not enough nodes with the CPUs and GPUs: no walk
+        excluded = getattr(only, "excluded", None)
+        if excluded is not None and len(excluded) > fitting - (need - len(out)) \
+                and _unexcluded(runs, excluded) < need - len(out):
+            return None           # enough of them, but too few not reserved: no walk
         node_of = self._node
         for run in runs:
             for i in (run[0] if len(run) == 1 else merge(*run)):
@@ -257,6 +269,23 @@ class NodeIndex:
                 last = (w, cpus)
             runs[-1].append(self._buckets[key])
         return runs
+
+
+def _unexcluded(runs: list[list[list[int]]], excluded: set[int]) -> int:
+    """How many ids of ``runs`` are not in ``excluded``: at least as many as a walk
+    could take (it skips more: nodes already used, short of memory, not the job's).
+
+    Why: with backfill a job asking about a later time is shown the nodes free then,
+    most of them often reserved for higher jobs (``backfill.Allowed``); a walk would
+    ask each of them in turn and take none. Counting them with set operations costs
+    a fraction of that walk, and answers the same (None) when it is short. Only
+    counted when enough are excluded that it could be short: a start now, with a
+    few reserved among thousands, would walk a few nodes, not count them all."""
+    n = 0
+    for run in runs:
+        for ids_ in run:
+            n += len(ids_) - len(excluded.intersection(ids_))
+    return n
 
 
 class FreeNodes:

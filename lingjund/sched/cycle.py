@@ -93,6 +93,9 @@ or whose earliest time is past the window (bf_window), or that is
 preempting, blocks its partition as without backfill. Shapes that found a
 time, or none, are remembered per limit too: what a pass reserves and starts
 only takes, so the same shape and limit never fits earlier later in the pass.
+While no earlier candidate time has come in, what a shape found also binds
+its longer limits (``backfill.Frontier``: they need the same nodes for
+longer): the next job's search begins at that time, or is not made.
 
 Expedited restarts and spares. A job restarting with --requeue=expedite
 (``JobRequest.expedite``) goes first of all, before any tier. A partition's
@@ -147,7 +150,7 @@ from typing import Hashable
 from lingjun.slurm import (REASON_ARRAY_TASK_LIMIT, REASON_PARTITION_CONFIG, REASON_PRIORITY,
                            REASON_RESOURCES, natural_key)
 from lingjund.sched import lending
-from lingjund.sched.backfill import Future, allowed, job_end
+from lingjund.sched.backfill import NEVER, Frontier, Future, allowed, job_end
 from lingjund.sched.capacity import FreeCapacity
 from lingjund.sched.limits import PassLimits, least
 from lingjund.sched.plugins import DEFAULT_PROFILE, PluginError, Profile
@@ -186,6 +189,9 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     tested = 0                             # reservation queries so far (bf_max_job_test)
     not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
     no_resv: set[tuple] = set()            # key that found no time within the window
+    # key without its limit -> what its reservation queries learned (backfill.Frontier):
+    # a job of the shape starts its search where one of no longer a limit found its time
+    frontier: dict[tuple, Frontier] = {}
     limits = PassLimits(snapshot.limits) if snapshot.limits is not None else None
     # Lending (lending.py): jobs held only by a GrpTRES, tried after all others
     # with the tasks they had placed; the borrowed running jobs, made once per pass
@@ -353,10 +359,18 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 future = Future(free, snapshot.running, begun, now, bf.resolution_s,
                                 bf.window_min * 60)
             found = None
-            if key is None or key not in no_resv:
+            limit_s = job_end(job, 0.0)
+            start_at = not_before.get(key, 0.0) if key is not None else 0.0
+            learned = None
+            if key is not None and not future.lowered:   # see Frontier
+                learned = frontier.setdefault(key[:-1], Frontier())
+                start_at = max(start_at, learned.not_before(limit_s))
+            # NEVER: one of no longer a limit found no time
+            if (key is None or key not in no_resv) and start_at != NEVER:
                 with _blame(select):
-                    found = future.earliest(job, part.name, ids, only, select, most,
-                                            not_before.get(key, 0.0) if key else 0.0)
+                    found = future.earliest(job, part.name, ids, only, select, most, start_at)
+            if learned is not None:
+                learned.learn(limit_s, found[0] if found is not None else NEVER)
             if found is not None:
                 when, placement = found
                 nodes = tuple(sorted((s.node for s in placement.shares), key=natural_key))

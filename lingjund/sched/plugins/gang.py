@@ -97,6 +97,9 @@ def layout(job: JobRequest, nodes: int) -> tuple[int, ...]:
 
 
 def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
+    """One ``Ask`` per rank; ranks with as many tasks share one object (an Ask is
+    frozen): a backfill query asks a 64-node gang at many times, and building 64
+    equal asks each time cost more than placing it."""
     if job.mem_per_node_mb is None:
         mem = 0
     elif job.mem_per_node_mb == 0:
@@ -104,15 +107,19 @@ def asks(job: JobRequest, nodes: int) -> tuple[Ask, ...]:
     else:
         mem = job.mem_per_node_mb
     cpt = max(1, job.cpus_per_task)
+    made: dict[int, Ask] = {}
     out = []
     for t in layout(job, nodes):
-        cpus = max(max(t, 1) * cpt, job.gpus_per_node * job.cpus_per_gpu)
-        rank_mem = cpus * job.mem_per_cpu_mb if job.mem_per_cpu_mb else mem
-        if job.mem_per_gpu_mb is not None:
-            rank_mem = job.gpus_per_node * job.mem_per_gpu_mb
-        out.append(Ask(tasks=t, cpus=cpus, mem_mb=rank_mem, gpus=job.gpus_per_node,
-                       exclusive=job.exclusive, shards=job.shards_per_node,
-                       mps=job.mps_per_node))
+        ask = made.get(t)
+        if ask is None:
+            cpus = max(max(t, 1) * cpt, job.gpus_per_node * job.cpus_per_gpu)
+            rank_mem = cpus * job.mem_per_cpu_mb if job.mem_per_cpu_mb else mem
+            if job.mem_per_gpu_mb is not None:
+                rank_mem = job.gpus_per_node * job.mem_per_gpu_mb
+            ask = made[t] = Ask(tasks=t, cpus=cpus, mem_mb=rank_mem, gpus=job.gpus_per_node,
+                                exclusive=job.exclusive, shards=job.shards_per_node,
+                                mps=job.mps_per_node)
+        out.append(ask)
     return tuple(out)
 
 
