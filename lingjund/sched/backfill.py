@@ -254,7 +254,12 @@ class Future:
         self._by_end: list[tuple[float, int]] = []     # (end, its place in resv), ascending
         self._of_node: dict[int, list[int]] = {}       # id -> places in resv of those holding it
         self.reserved: set[int] = set()         # ids of every node some reservation holds
-        self.lowered = 0                        # candidate times added before all others
+        # Candidate times added before all others, counted only where a running
+        # job is past its end: only then can the future before the first
+        # candidate time hold more than the pass's now (see Frontier), and a
+        # time added there fit what no query looked for.
+        self.lowered = 0
+        self._past_end = any(0 < r.end_time <= now for r in running)
         # (start, end) -> (ids held then, how many of resv they account for)
         self._excl: dict[tuple[float, float], tuple[set[int], int]] = {}
         self.views: list[list] = []             # [time shown, FreeCapacity], most recent last
@@ -311,7 +316,7 @@ class Future:
         k = bisect_left(self.times, t)
         if k == len(self.times) or self.times[k] != t:
             self.times.insert(k, t)
-            if k == 0:
+            if k == 0 and self._past_end:
                 self.lowered += 1         # before every other: see Frontier
 
     def view(self, t: float) -> FreeCapacity:

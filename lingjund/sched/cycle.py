@@ -187,8 +187,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
     expected: dict[int, tuple[float, tuple[str, ...]]] = {}
     waiting: set[str] = set()              # partitions where a higher job holds a reservation
     tested = 0                             # reservation queries so far (bf_max_job_test)
-    not_before: dict[tuple, float] = {}    # key -> its last reserved time: later ones start there
-    no_resv: set[tuple] = set()            # key that found no time within the window
+    # What a shape and limit found, each with the Future's count of candidate
+    # times added before all others when it was found (see Frontier): trusted
+    # only while that count is unchanged.
+    not_before: dict[tuple, tuple[float, int]] = {}   # key -> its last reserved time: later ones start there
+    no_resv: dict[tuple, int] = {}         # key that found no time within the window
     # key without its limit -> what its reservation queries learned (backfill.Frontier):
     # a job of the shape starts its search where one of no longer a limit found its time
     frontier: dict[tuple, Frontier] = {}
@@ -360,13 +363,14 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                                 bf.window_min * 60)
             found = None
             limit_s = job_end(job, 0.0)
-            start_at = not_before.get(key, 0.0) if key is not None else 0.0
+            seen = not_before.get(key) if key is not None else None
+            start_at = seen[0] if seen is not None and seen[1] == future.lowered else 0.0
             learned = None
             if key is not None and not future.lowered:   # see Frontier
                 learned = frontier.setdefault(key[:-1], Frontier())
                 start_at = max(start_at, learned.not_before(limit_s))
             # NEVER: one of no longer a limit found no time
-            if (key is None or key not in no_resv) and start_at != NEVER:
+            if (key is None or no_resv.get(key) != future.lowered) and start_at != NEVER:
                 with _blame(select):
                     found = future.earliest(job, part.name, ids, only, select, most, start_at)
             if learned is not None:
@@ -377,11 +381,11 @@ def schedule(snapshot: Snapshot, now: float, profile: Profile = DEFAULT_PROFILE)
                 future.reserve(when, job_end(job, when), nodes)
                 expected[job.job_id] = (when, nodes)
                 waiting.add(part.name)
-                if key is not None:
-                    not_before[key] = when  # the pass only takes: never earlier for it
+                if key is not None:     # the pass only takes: never earlier for it
+                    not_before[key] = (when, future.lowered)
                 continue
             if key is not None:
-                no_resv.add(key)
+                no_resv[key] = future.lowered
         # No reservation (no backfill, past bf_max_job_test or the window, or
         # preempting): nothing lower in the partition may start, as Slurm's main scheduler.
         blocked_parts.add(part.name)

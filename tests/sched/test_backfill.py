@@ -226,3 +226,21 @@ def test_a_start_that_adds_a_time_before_every_other_voids_what_the_shapes_learn
     plan = schedule(replace(cluster(nodes, pending), running=running), NOW, BACKFILL)
     assert outcomes(plan)[21] == "node5"
     assert plan.expected == {20: (NOW + 600, ("node3",)), 22: (NOW + 60, ("node4",))}
+
+
+def test_a_start_that_adds_a_time_before_every_other_voids_what_a_shape_and_limit_found():
+    # As above, with job 22 of job 20's very limit: what job 20 found (+600) was
+    # found without the time +60, which job 21's start added before every other.
+    # At +60 node4 has room: job 22 finds +60, as the reference scan does (before,
+    # the per-limit memory sent it to +600; hypothesis found it at ~4,000 examples).
+    nodes = [node("node3", 2, alloc_cpus=1), node("node4", 2, alloc_cpus=1), node("node5", 1)]
+    running = (RunningJob(job_id=7, nodes=("node3",), end_time=NOW + 600,
+                          cpus_per_node=(1,), mem_per_node_mb=(0,)),
+               RunningJob(job_id=8, nodes=("node4",), end_time=NOW - 5,
+                          cpus_per_node=(1,), mem_per_node_mb=(0,)))
+    pending = (job(20, prio=300, cpus=2, time_limit_min=30),
+               job(21, prio=200, exclusive=True, time_limit_min=1),
+               job(22, prio=100, cpus=2, time_limit_min=30))
+    plan = schedule(replace(cluster(nodes, pending), running=running), NOW, BACKFILL)
+    assert outcomes(plan)[21] == "node5"
+    assert plan.expected == {20: (NOW + 600, ("node3",)), 22: (NOW + 60, ("node4",))}
