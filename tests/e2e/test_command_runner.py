@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 from datetime import datetime
 
 import psutil
@@ -324,3 +325,12 @@ def test_the_caller_is_read_from_its_process_and_a_stranger_is_not_taken_for_it(
         p.wait()
     with pytest.raises(CallerGone):
         _caller(p.pid, bob.uid, bob.gid)
+
+
+def test_install_without_a_compiler_says_so_and_writes_nothing(tmp_path):
+    where = tmp_path / "bin"
+    p = subprocess.run([sys.executable, "-m", "cli.lingjun", "install-commands", str(where),
+                        "--cc", "no-such-cc"], capture_output=True, text=True)
+    assert (p.returncode, p.stdout) == (1, "")
+    assert p.stderr == "lingjun: error: no C compiler 'no-such-cc' (set --cc or $CC)\n"
+    assert not where.exists()
