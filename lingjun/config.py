@@ -17,6 +17,8 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
                                     # "" = no mail (sbatch --mail-type is then refused)
     metrics_address = ""            # HOST:PORT of /metrics and the dashboard, e.g.
                                     # "127.0.0.1:6920" ("" = none, port 0 = any free one)
+    user = "lingjun"                # Slurm's SlurmUser: the unprivileged user lingjund runs as
+                                    # ("" = whoever starts it); lingjun restd refuses it and root
 
     [agent]
     metrics_address = ""            # HOST:PORT of each agent's /metrics (the same rules)
@@ -270,6 +272,9 @@ class ControllerConfig:
     # HOST:PORT of the Prometheus page (/metrics) and the dashboard (lingjund/web/);
     # "" = none. Port 0 = any free one, written to STATE_DIR/metrics.address.
     metrics_address: str = ""
+    # Slurm's SlurmUser: the unprivileged user the controller runs as ("" = whoever
+    # starts it); lingjun restd refuses to run as this user or as root.
+    user: str = ""
 
     @property
     def connect_address(self) -> str:
