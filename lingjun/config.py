@@ -13,7 +13,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     heartbeat_interval_s = 0        # 0: 5 s, longer past 5,000 nodes (HEARTBEATS_PER_S)
     fence_grace_s = -1              # a silent node's fence: SIGTERM .. SIGKILL (-1: kill_wait_s)
     fence_margin_s = -1             # DOWN .. a requeued attempt may start (-1: grace + 2 s)
-    mail_prog = "/usr/bin/mail"     # Slurm's MailProg: run as PROG -s SUBJECT USER for --mail-type;
+    mail_prog = "/usr/bin/mail"     # Slurm's MailProg: run as PROG -s SUBJECT -- USER for --mail-type;
                                     # "" = no mail (sbatch --mail-type is then refused)
     metrics_address = ""            # HOST:PORT of /metrics and the dashboard, e.g.
                                     # "127.0.0.1:6920" ("" = none, port 0 = any free one)
@@ -267,7 +267,7 @@ class ControllerConfig:
     fence_margin_s: float = -1.0
     fence_grace_s: float = -1.0
     # Slurm's MailProg: --mail-type's notices are sent by running
-    # ``mail_prog -s SUBJECT USER`` (lingjund/service/mail.py); "" = none.
+    # ``mail_prog -s SUBJECT -- USER`` (lingjund/service/mail.py); "" = none.
     mail_prog: str = "/usr/bin/mail"
     # HOST:PORT of the Prometheus page (/metrics) and the dashboard (lingjund/web/);
     # "" = none. Port 0 = any free one, written to STATE_DIR/metrics.address.

@@ -87,6 +87,7 @@ def _validate(ctl: Controller, spec: api_pb2.JobSpec):
         except ValueError:
             raise errors.InvalidRequest(f"--mail-type={spec.mail_type} invalid") from None
         mail.check_can_mail(ctl.config.controller.mail_prog, spec.mail_type)
+    mail.check_mail_user(spec.mail_user)
     part = ctl.partition(spec.partition) if spec.partition else ctl.default_partition()
     if part is None:
         raise errors.InvalidPartition()

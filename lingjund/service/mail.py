@@ -1,7 +1,15 @@
 """--mail-type notices, sent through the configured MailProg as Slurm sends them.
 
 Slurm runs ``MailProg -s SUBJECT USER`` (stdin empty, the subject says it
-all) with the job described in ``SLURM_JOB_*`` variables. The subjects, as
+all) with the job described in ``SLURM_JOB_*`` variables. Here the recipient
+comes after ``--`` (``MailProg -s SUBJECT -- USER``), and ``--mail-user`` must
+be a user name or one mail address (``recipient_ok``), checked at submission
+and again before each send: the controller runs MailProg, so a recipient
+such as ``--exec=!id`` or ``-A/etc/shadow`` would otherwise reach the mail
+program as its option (GNU mailutils' ``mail`` runs ``--exec``'s command;
+``-A`` attaches a file), and ``|cmd`` or ``/path`` recipients are pipes and
+files to some mail programs. A MailProg wrapper must take ``--`` as
+getopt-based mail programs (bsd-mailx, mailutils) do. The subjects, as
 slurmctld's agent.c writes them:
 
     Slurm Job_id=7 Name=train Began, Queued time 00:00:01
@@ -52,6 +60,7 @@ import asyncio
 import heapq
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 
@@ -151,6 +160,33 @@ def asked(job: JobRecord) -> frozenset[str]:
     """The --mail-type words of ``job`` ("END,FAIL" -> {END, FAIL})."""
     t = job.spec.mail_type
     return frozenset(t.split(",")) if t else frozenset()
+
+
+# A user name as useradd takes one, or one address: a local part of letters,
+# digits and ._%+=- (not first: - or .) and a domain of dotted labels. Nothing
+# a mail program reads as an option, a pipe (|cmd), a file (/path), a second
+# recipient or a bang path.
+_USER_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?"
+_ADDRESS = (r"[A-Za-z0-9_%+=][A-Za-z0-9._%+=-]{0,63}"
+            r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_RECIPIENT = re.compile(rf"(?:{_USER_NAME}|{_ADDRESS})")
+MAX_RECIPIENT_CHARS = 254
+
+
+def recipient_ok(value: str) -> bool:
+    """Whether ``value`` may be handed to MailProg as its recipient.
+
+    >>> [recipient_ok(v) for v in ("alice", "ops@example.org", "--exec=!id>/tmp/x", "-a/etc/shadow")]
+    [True, True, False, False]
+    """
+    return len(value) <= MAX_RECIPIENT_CHARS and _RECIPIENT.fullmatch(value) is not None
+
+
+def check_mail_user(mail_user: str) -> None:
+    """At submission: a --mail-user that is neither a user name nor an address is refused."""
+    if mail_user and not recipient_ok(mail_user):
+        raise errors.InvalidRequest(f"--mail-user={mail_user} invalid: "
+                                    "not a user name or a mail address")
 
 
 def check_can_mail(mail_prog: str, mail_type: str) -> None:
@@ -353,9 +389,10 @@ class Mailer:
             env.update(_summary_end(book)[1])
             env["SLURM_JOB_STATE"] = book.state
         text = summary_subject(job, kind, book)
-        user = job.spec.mail_user or job.user
-        log.info("array %d: mail %s to %s: %s", job.array_job_id, kind, user, text)
-        self._queue.put_nowait(Notice(job.array_job_id, user, text, env))
+        user = self._recipient(job)
+        if user:
+            log.info("array %d: mail %s to %s: %s", job.array_job_id, kind, user, text)
+            self._queue.put_nowait(Notice(job.array_job_id, user, text, env))
 
     def _rebuild_arrays(self) -> None:
         """After a restart: the books of the arrays with tasks still to end."""
@@ -375,10 +412,22 @@ class Mailer:
                     book.ended(j)
 
     def _queue_notice(self, job: JobRecord, kind: str, text: str) -> None:
+        user = self._recipient(job)
+        if user:
+            log.info("job %d: mail %s to %s: %s", job.job_id, kind, user, text)
+            self._queue.put_nowait(Notice(job.job_id, user, text,
+                                          environment(job, kind, self.ctl.cluster)))
+
+    @staticmethod
+    def _recipient(job: JobRecord) -> str:
+        """Whom to mail, checked again here: a job stored before submissions
+        were checked may carry a recipient MailProg would take as an option."""
         user = job.spec.mail_user or job.user
-        log.info("job %d: mail %s to %s: %s", job.job_id, kind, user, text)
-        self._queue.put_nowait(Notice(job.job_id, user, text,
-                                      environment(job, kind, self.ctl.cluster)))
+        if recipient_ok(user):
+            return user
+        log.error("job %d: mail not sent: recipient %r is not a user name or a mail address",
+                  job.job_id, user)
+        return ""
 
     def _add_timers(self, job: JobRecord, not_before: float) -> None:
         """The run's time-limit notices due from ``not_before`` on (a restarted
@@ -429,9 +478,9 @@ class Mailer:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **n.env}
         try:
             proc = await asyncio.create_subprocess_exec(
-                prog, "-s", n.subject, n.user, stdin=asyncio.subprocess.DEVNULL,
+                prog, "-s", n.subject, "--", n.user, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-                start_new_session=True)
+                cwd="/", start_new_session=True)
         except OSError as e:
             log.error("job %d: MailProg %s could not run: %s", n.job_id, prog, e.strerror or e)
             return

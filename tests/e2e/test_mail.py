@@ -4,24 +4,33 @@ A local cluster whose ``[controller] mail_prog`` is a script that records
 each call (its arguments, its stdin and its SLURM_* environment). Jobs that
 start, end well, fail and are cancelled while pending each mail the
 subject Slurm would; a cluster whose MailProg cannot run refuses
-``--mail-type`` at submission, saying why, and keeps no job.
+``--mail-type`` at submission, saying why, and keeps no job. MailProg runs
+as the controller's user: an ordinary user's ``--mail-user`` that a mail
+program would read as its option (``--exec=...``, ``-A FILE``) is refused at
+submission, and the recipient always follows ``--``.
 """
 from __future__ import annotations
 
 import getpass
 import json
+import os
 import re
+import shutil
 import sys
 import time
 
 import pytest
 
+from tests.e2e import users as u
 from tests.e2e.conftest import Cluster, wait_for
+
+CAROL = f"ljcarol{os.getpid() % 100000}"
 
 
 @pytest.fixture(scope="module")
-def mailing(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mail")
+def mailing():
+    # world-readable: an ordinary user's commands reach the credential socket
+    root = u.world_readable_tmp("lj-mail-")
     log = root / "sent.jsonl"
     prog = root / "mail"
     prog.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
@@ -36,6 +45,20 @@ def mailing(tmp_path_factory):
         yield c, log
     finally:
         c.down()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def carol(mailing):
+    c, _ = mailing
+    user = u.add_user(CAROL, c.root / "home" / CAROL)
+    (c.root / "home").chmod(0o755)
+    bin_dir = u.make_user_python(c.root / "python")
+    env = u.user_env(user, bin_dir, c.address, c.state / "auth.sock")
+    try:
+        yield lambda *argv: u.run_as(user, [str(bin_dir / argv[0]), *argv[1:]], env)
+    finally:
+        u.remove_user(CAROL)
 
 
 def mails_of(log, job: int, count: int) -> list[dict]:
@@ -56,12 +79,12 @@ def test_all_mails_began_and_ended_to_the_submitter(mailing):
     c.wait_state(job, "COMPLETED")
     began, ended = mails_of(log, job, 2)
     user = getpass.getuser()
-    assert began["argv"][0] == "-s" and began["argv"][2] == user
+    assert began["argv"][0] == "-s" and began["argv"][2:] == ["--", user]
     assert re.fullmatch(rf"Slurm Job_id={job} Name=hello Began, Queued time 00:00:0\d",
                         began["argv"][1]), began["argv"]
     assert re.fullmatch(rf"Slurm Job_id={job} Name=hello Ended, Run time 00:00:0[1-3], "
                         r"COMPLETED, ExitCode 0", ended["argv"][1]), ended["argv"]
-    assert ended["argv"][2] == user and ended["stdin"] == ""
+    assert ended["argv"][2:] == ["--", user] and ended["stdin"] == ""
     assert ended["env"]["SLURM_JOB_NAME"] == "hello"
     assert ended["env"]["SLURM_JOB_STATE"] == "COMPLETED"
     assert ended["env"]["SLURM_JOB_MAIL_TYPE"] == "Ended"
@@ -74,10 +97,28 @@ def test_fail_mails_the_mail_user_with_the_exit_code(mailing):
                    "/dev/null", "--wrap", "exit 3")
     c.wait_state(job, "FAILED")
     (failed,) = mails_of(log, job, 1)
-    assert failed["argv"][0] == "-s" and failed["argv"][2] == "ops@example.org"
+    assert failed["argv"][0] == "-s" and failed["argv"][2:] == ["--", "ops@example.org"]
     assert re.fullmatch(rf"Slurm Job_id={job} Name=bad Failed, Run time 00:00:0[0-2], FAILED, "
                         r"ExitCode 3", failed["argv"][1]), failed["argv"]
     assert failed["env"]["SLURM_JOB_EXIT_CODE_MAX"] == "3"
+
+
+@pytest.mark.parametrize("recipient", ["--exec=!id>/tmp/x", "-A/etc/shadow", "|id"],
+                         ids=["mailutils' --exec", "an attachment", "a pipe"])
+def test_an_ordinary_users_mail_user_never_becomes_an_option_of_mail_prog(mailing, carol, recipient):
+    c, log = mailing
+    before = c.run(["squeue", "-h", "-o", "%i"], check=True).stdout
+    p = carol("sbatch", "--mail-type=ALL", f"--mail-user={recipient}", "-o", "/dev/null",
+              "--wrap", "true")
+    assert (p.returncode, p.stdout) == (1, ""), p
+    assert p.stderr == (f"sbatch: error: Batch job submission failed: --mail-user={recipient} "
+                        "invalid: not a user name or a mail address\n")
+    assert c.run(["squeue", "-h", "-o", "%i"], check=True).stdout == before
+    job = int(carol("sbatch", "--parsable", "--mail-type=END", "--mail-user=carol.ops@example.org",
+                    "-o", "/dev/null", "--wrap", "true").stdout)
+    (ended,) = mails_of(log, job, 1)
+    assert ended["argv"][2:] == ["--", "carol.ops@example.org"]
+    assert ended["env"]["SLURM_JOB_USER"] == CAROL
 
 
 def test_end_of_a_job_cancelled_while_pending(mailing):

@@ -107,6 +107,25 @@ def test_mail_type_refused_without_a_mail_prog(prog, err, tmp_path):
     mail.check_can_mail(prog, "")       # no --mail-type: nothing to refuse
 
 
+@pytest.mark.parametrize("value,ok", [
+    ("alice", True), ("svc-bot.2", True), ("ops@example.org", True), ("a.b+tag@mail.example.co", True),
+    ("--exec=!id>/tmp/x", False), ("-a/etc/shadow", False), ("-Aroot", False),
+    ("|id", False), ("/etc/passwd", False), ("a b@example.org", False), ("a@b,c@d", False),
+    ("host!user", False), ("a@-bad.org", False), (".dot@example.org", False),
+    ("x" * 250 + "@example.org", False),
+], ids=["a user name", "a name with a dot and a dash", "an address", "an address with a tag",
+        "a long option of mailutils' mail", "an attachment option", "a short option with its value",
+        "a pipe", "a file", "a space", "two recipients", "a bang path", "a domain beginning with -",
+        "a local part beginning with a dot", "longer than an address may be"])
+def test_only_a_user_name_or_one_address_may_reach_mail_prog(value, ok):
+    assert mail.recipient_ok(value) is ok
+    if ok:
+        mail.check_mail_user(value)
+    else:
+        with pytest.raises(errors.InvalidRequest, match="not a user name or a mail address"):
+            mail.check_mail_user(value)
+
+
 # -- the Mailer, over a real store, sending through a stub MailProg ----------------------
 def stub_mail_prog(tmp_path):
     log = tmp_path / "sent.jsonl"
@@ -146,11 +165,14 @@ def test_mailer_end_to_end_over_a_store(tmp_path):
                                    work_dir="/w"))
         b = insert(api_pb2.JobSpec(mail_type="FAIL", work_dir="/w"))
         c = insert(api_pb2.JobSpec(work_dir="/w"))                 # no --mail-type
+        # stored before recipients were checked at submission: never reaches MailProg
+        d = insert(api_pb2.JobSpec(mail_type="BEGIN", mail_user="--exec=!id", work_dir="/w"))
         # a started 29.7 s ago with a 1-minute limit: TIME_LIMIT_50 is due in 0.3 s
         with store.transaction():
             store.update_job(a, state=slurm.RUNNING, start_time=now - 29.7, nodes=("n1",))
             store.update_job(b, state=slurm.RUNNING, start_time=now)
             store.update_job(c, state=slurm.RUNNING, start_time=now)
+            store.update_job(d, state=slurm.RUNNING, start_time=now)
         with pytest.raises(KeyError):
             with store.transaction():        # rolled back: tells nobody
                 store.update_job(b, state=slurm.COMPLETED, end_time=now)
@@ -175,11 +197,11 @@ def test_mailer_end_to_end_over_a_store(tmp_path):
     subjects = [m["argv"][1] for m in got]
     assert len(got) == 3, subjects
     began, half, failed = got
-    assert began["argv"][0] == "-s" and began["argv"][2] == "bob@example.org"
+    assert began["argv"][0] == "-s" and began["argv"][2:] == ["--", "bob@example.org"]
     assert began["argv"][1] == "Slurm Job_id=1 Name=train Began, Queued time 00:00:10"
     assert half["argv"][1].startswith("Slurm Job_id=1 Name=train Reached 50% of time limit, Run time 00:00:")
     assert failed["argv"] == ["-s", "Slurm Job_id=2 Name=train Failed, Run time 00:00:02, FAILED, ExitCode 3",
-                              "alice"]
+                              "--", "alice"]
     assert failed["stdin"] == ""
     assert failed["env"]["SLURM_JOB_ID"] == "2" and failed["env"]["SLURM_JOB_STATE"] == "FAILED"
     assert failed["env"]["SLURM_JOB_MAIL_TYPE"] == "Failed"
