@@ -47,6 +47,7 @@ import psutil
 
 from lingjun import auth, credential
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
+from lingjun.endpoints import running_cluster_record
 from lingjun.command_runner import runner_path
 from lingjun.v1 import api_pb2
 from lingjund import statedir
@@ -363,8 +364,12 @@ def cmd_up(args) -> int:
         time.sleep(0.1)
     info["metrics"] = _metrics_addresses(parsed, info)
     (state / "cluster.json").write_text(json.dumps(info, indent=2))
+    _say_if_repointed(state)
     local_pointer().parent.mkdir(parents=True, exist_ok=True)
     local_pointer().write_text(json.dumps(info, indent=2))
+    record = Path(running_cluster_record(address))
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps(info, indent=2))
     print(f"Local cluster '{args.cluster_name}' is up: controller {address}, "
           f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
     print(f"State and logs: {state}")
@@ -374,6 +379,21 @@ def cmd_up(args) -> int:
     print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
           f"elsewhere: export LINGJUN_CONTROLLER={address}")
     return 0
+
+
+def _say_if_repointed(state: Path) -> None:
+    """Another local cluster that still runs loses the pointer its users'
+    commands follow: say so, and how they reach it still (its address and
+    its credential socket together: lingjun/endpoints.py takes no socket
+    from a pointer that names another address)."""
+    found = _read_cluster(None)
+    if not found or found[0] == state or not _alive(found[1]["processes"]["lingjund"]):
+        return
+    old = found[1]
+    print(f"{PROG}: warning: the local cluster in {old['state_dir']} ({old['address']}) still runs; "
+          f"{local_pointer()} now names this one, so commands without LINGJUN_CONTROLLER reach "
+          f"this one; commands with LINGJUN_CONTROLLER={old['address']} still reach that one.",
+          file=sys.stderr)
 
 
 def _metrics_addresses(parsed, info: dict) -> dict[str, str]:
@@ -460,11 +480,12 @@ def cmd_down(args) -> int:
         return 1
     state, info = found
     n = _stop(info)
-    try:
-        if json.loads(local_pointer().read_text()).get("state_dir") == str(state):
-            local_pointer().unlink()
-    except (OSError, ValueError):
-        pass
+    for pointer in (local_pointer(), Path(running_cluster_record(info.get("address", "")))):
+        try:
+            if json.loads(pointer.read_text()).get("state_dir") == str(state):
+                pointer.unlink()
+        except (OSError, ValueError):
+            pass
     print(f"Stopped {n} process(es) of the local cluster in {state}")
     return 0
 

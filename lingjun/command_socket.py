@@ -139,9 +139,12 @@ class CommandApi:
     serves it, else gRPC (imported only then). ``call`` as ``Api.call``."""
 
     def __init__(self, socket_path: str | None = None):
-        from lingjun.endpoints import auth_socket
+        from lingjun.endpoints import auth_socket, socket_is_the_clusters
         self.auth_socket = socket_path or auth_socket()
-        self.local: LocalApi | None = LocalApi(commands_path(self.auth_socket))
+        # never the command socket of another cluster than the one the
+        # command was told to reach (lingjun/endpoints.py: one cluster)
+        same = socket_path is not None or socket_is_the_clusters()
+        self.local: LocalApi | None = LocalApi(commands_path(self.auth_socket)) if same else None
         self._grpc = None
 
     def call(self, method: str, request, timeout: float = RPC_TIMEOUT_S, wait_ready: float = 0.0):

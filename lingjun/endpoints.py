@@ -8,6 +8,18 @@ The credential socket: ``LINGJUN_AUTH_SOCKET``, else ``[auth] socket`` of the
 config file, else the local cluster's, else /run/lingjun/auth.sock; with
 ``[auth] tls_ca`` (or the local cluster's) the gRPC channel speaks TLS.
 
+One cluster: the address and the socket come from the same place. Where
+``LINGJUN_CONTROLLER`` names the controller, the config file's or the local
+cluster's socket is taken only when that file names the same address (a
+later ``lingjun up --state-dir X`` rewrites local.json while an earlier
+cluster still runs: its socket is another cluster's, whose command socket
+would act there and whose tokens this controller refuses); a running local
+cluster's own record (``$LINGJUN_HOME/clusters/ADDRESS.json``) names its
+socket while the pointer names another. Otherwise the
+socket is ``LINGJUN_AUTH_SOCKET`` or the system's, and ``socket_is_the_clusters``
+says False: the command then speaks gRPC to the address it was given,
+never the command socket of whatever cluster serves that path.
+
 ``ControllerUnreachable`` is what every command turns into Slurm's own words
 ("Unable to contact slurm controller (connect failure)") and a non-zero exit.
 """
@@ -42,6 +54,19 @@ def _pointer() -> str:
 
 def _read_pointer() -> dict:
     with open(_pointer(), "rb") as f:
+        return loads(f.read())
+
+
+def running_cluster_record(address: str) -> str:
+    """The file naming the local cluster that serves ``address`` while it runs
+    (``lingjun up`` writes it, ``lingjun down`` removes it): how a command told
+    ``LINGJUN_CONTROLLER`` finds that cluster's socket after a later ``up``
+    repointed local.json."""
+    return os.path.join(_home(), "clusters", address.replace("/", "_") + ".json")
+
+
+def _read_cluster_record(address: str) -> dict:
+    with open(running_cluster_record(address), "rb") as f:
         return loads(f.read())
 
 
@@ -92,30 +117,73 @@ def _parsed(path: str | None, mtime_ns: int, size: int, inode: int):
 
 def _client_setting(env: str, key: str, local_key: str, default: str) -> str:
     """One [auth] setting for a command: the environment, the config file, the
-    local cluster's pointer, the default: the order controller_address uses."""
+    local cluster's pointer, the default: the order controller_address uses,
+    from the file that gave the address (``_settings_source``)."""
     value = os.environ.get(env)
     if value is not None:
         return value
+    kind, source = _settings_source()
+    if kind == "config":
+        return _auth_setting(source, key, default)
+    if kind == "local":
+        return str(source.get(local_key, default))
+    return default
+
+
+def _settings_source() -> tuple[str, object]:
+    """Where the address came from, for the settings that must match it:
+    ("config", PATH), ("local", the pointer's dict) or ("", None) when
+    neither names the controller the command was told to reach."""
+    told = os.environ.get("LINGJUN_CONTROLLER")
     conf = os.environ.get("LINGJUN_CONF")
     if conf or os.path.exists(SYSTEM_CONF):
-        return _auth_setting(conf or SYSTEM_CONF, key, default)
-    try:
-        return str(_read_pointer().get(local_key, default))
-    except (OSError, ValueError, AttributeError):
-        return default
+        path = conf or SYSTEM_CONF
+        if not told or _config_address(path) == told:
+            return "config", path
+        return "", None
+    for read in (_read_pointer, lambda: _read_cluster_record(told)) if told else (_read_pointer,):
+        try:
+            local = read()
+        except (OSError, ValueError):
+            continue
+        if isinstance(local, dict) and (not told or local.get("address") == told):
+            return "local", local
+    return "", None
 
 
-def _auth_setting(path: str, key: str, default: str) -> str:
-    """``[auth] key`` of the config file, read as TOML only: a command needs this
-    one string, and checking the whole file (lingjun.config) costs it more than
-    Slurm's whole run. A file that cannot be read gives the default, as before;
-    the daemons check the file and refuse to start on it."""
+def socket_is_the_clusters() -> bool:
+    """Whether the credential socket (and the command socket beside it) is
+    known to be the cluster's whose controller the command reaches: set in
+    the environment, or from the same file as the address."""
+    return "LINGJUN_AUTH_SOCKET" in os.environ or _settings_source()[0] != ""
+
+
+def _toml(path: str) -> dict:
+    """The config file as TOML only: a command needs a few strings, and checking
+    the whole file (lingjun.config) costs it more than Slurm's whole run. A
+    file that cannot be read is empty here; the daemons check it and refuse."""
     import tomllib
     try:
         with open(path, "rb") as f:
-            value = tomllib.load(f).get("auth", {}).get(key, default)
-    except (OSError, ValueError, AttributeError):
-        return default
+            return tomllib.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _config_address(path: str) -> str:
+    """``[controller] address``, else ``listen`` (ControllerConfig.connect_address)."""
+    ctl = _toml(path).get("controller", {})
+    if not isinstance(ctl, dict):
+        return ""
+    from lingjun.config import DEFAULT_PORT
+    value = ctl.get("address") or ctl.get("listen") or f"127.0.0.1:{DEFAULT_PORT}"
+    return value if isinstance(value, str) else ""
+
+
+def _auth_setting(path: str, key: str, default: str) -> str:
+    """``[auth] key`` of the config file; the default where it is not a string."""
+    auth = _toml(path).get("auth", {})
+    value = auth.get(key, default) if isinstance(auth, dict) else default
     return value if isinstance(value, str) else default
 
 
