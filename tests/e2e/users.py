@@ -31,9 +31,17 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _tree_requirements() -> list[str]:
+    """The dependencies this tree's pyproject.toml names: the installed metadata
+    may be an older checkout's (one added since is then not in it)."""
+    import tomllib
+    data = tomllib.loads((TREE / "pyproject.toml").read_text())
+    return [re.split(r"[ ;<>=!~\[(]", r)[0] for r in data["project"]["dependencies"]]
+
+
 def _dependencies(root: str = "lingjun") -> list[md.Distribution]:
     seen: dict[str, md.Distribution] = {}
-    todo = [root]
+    todo = [root, *_tree_requirements()]
     while todo:
         name = todo.pop()
         key = _norm(name)
