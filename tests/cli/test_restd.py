@@ -3,6 +3,7 @@ job properties turned into sbatch's options; a refused request never
 reaches the controller (its address here answers nothing)."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
@@ -16,11 +17,24 @@ def token_for(uid: int) -> str:
     return f"e30.{body}.sig"
 
 
+class Api:
+    """restd.RestApi, each request answered on a loop of its own."""
+
+    def __init__(self):
+        self.api = restd.RestApi("127.0.0.1:9", ca_file="")       # nothing listens there
+
+    def handle(self, *args, **kw):
+        async def one():
+            try:
+                return await self.api.handle(*args, **kw)
+            finally:
+                await self.api.close()
+        return asyncio.run(one())
+
+
 @pytest.fixture
 def api():
-    a = restd.RestApi("127.0.0.1:9", ca_file="")       # nothing listens there
-    yield a
-    a.channel.close()
+    return Api()
 
 
 def errors(answer) -> tuple[int, list]:
