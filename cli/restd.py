@@ -250,7 +250,7 @@ def _text(value: Any, key: str) -> str:
 
 def _environment(env: Any) -> dict[str, str]:
     """{NAME: value} (or v0.0.36's ["NAME=value", ...]) -> {NAME: value}; 400 for anything else."""
-    if not env:
+    if env is None:
         return {}
     if isinstance(env, list):
         if not all(isinstance(e, str) for e in env):
@@ -412,13 +412,15 @@ class RestApi:
             raise RestError(500, [{"error_code": 2009, "error": "Job script not specified"}])
         if not isinstance(script, str):
             raise parsing_error(f"script: expected a string, got {type(script).__name__}")
-        job = body.get("job") or {}
+        job = body.get("job")
+        job = {} if job is None else job
         if body.get("jobs"):
             raise RestError(500, [error_entry("Requested operation not supported on this system")])
         if not isinstance(job, dict):
             raise parsing_error("job: not a dictionary", errno=JOBS_DESC_ERRNO, error=JOBS_DESC_ERROR)
         argv, env, cwd = submit_argv(job)
-        args = job.get("argv") or []
+        args = job.get("argv")
+        args = [] if args is None else args
         if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
             raise parsing_error("job property argv: expected a list of strings")
         try:
