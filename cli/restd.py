@@ -30,8 +30,9 @@ The HTTP server is aiohttp's, hardened as every listener of the project is
 (lingjun/httpdoor.py): one asyncio loop, the controller called with grpc.aio
 on the same loop, no thread per connection; bounded request lines, headers
 and bodies; first-byte, head and body timeouts; connections and requests in
-flight bounded overall and per client (per peer uid on a unix socket, per
-address and per token user over TCP), one more answered 503 at once. Every
+flight bounded overall and per client (per peer uid on a unix socket; over
+TCP per token user and per peer: the socket's owner for a client on this
+host, else the address), one more answered 503 at once. Every
 malformed request (bad JSON, wrong types, a lone surrogate, a job id no job
 can have, a bad Content-Length) gets slurmrestd's error document with a 4xx
 code (400 "Failure during parsing", as slurmrestd maps ESLURM_REST_FAIL_PARSING),
@@ -558,9 +559,9 @@ class RestServer:
     async def serve(self, request: web.BaseRequest) -> web.StreamResponse:
         conn = request.protocol
         peer = conn.peer if isinstance(conn, httpdoor.Connection) else "?"
-        peer_uid = int(peer[4:]) if peer.startswith("uid:") else None
+        peer_uid = conn.unix_uid if isinstance(conn, httpdoor.Connection) else None
         clients = [peer]
-        if peer_uid is None:        # TCP: the address, and the user the token names
+        if peer_uid is None:        # TCP: the peer, and the user the token names
             uid = _token_uid(request.headers.get("X-SLURM-USER-TOKEN", ""))
             if uid is not None:
                 clients.append(f"user:{uid}")

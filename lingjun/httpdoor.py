@@ -18,7 +18,8 @@ connection; it bounds request lines, header fields and their count. What it
 does not bound, this module does, for every listener alike:
 
 - **connections**, overall and per peer (a unix socket's peer uid from
-  SO_PEERCRED, or a TCP peer's address): one more is answered 503 and closed;
+  SO_PEERCRED; for TCP from this host, the uid owning the client's socket,
+  else the peer's address): one more is answered 503 and closed;
 - **requests in flight**, overall and per client: one more is answered 503
   ("busy") at once, never queued;
 - **time**: a connection must send its first byte within ``first_byte_s``
@@ -57,6 +58,8 @@ from typing import Awaitable, Callable, Protocol
 from urllib.parse import parse_qs
 
 from aiohttp import web
+
+from lingjun import procnet
 
 log = logging.getLogger(__name__)
 
@@ -152,15 +155,27 @@ class Answers(Protocol):
     def error(self, status: int, text: str) -> web.Response: ...
 
 
-def peer_of(transport: asyncio.BaseTransport | None) -> str:
-    """``uid:N`` for a unix socket's peer (SO_PEERCRED), the address for TCP."""
+def peer_of(transport: asyncio.BaseTransport | None) -> tuple[str, int | None]:
+    """(the key a peer's connections and requests are counted by, its uid when
+    the kernel vouches for it on a unix socket). A unix socket's peer is
+    ``uid:N`` (SO_PEERCRED); a TCP peer on this host is ``local uid:N``
+    (the owner of its socket, as the controller finds it: lingjun/procnet.py),
+    so local users do not share one address's quota; any other is its address."""
     if transport is None:
-        return "?"
+        return "?", None
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family == socket.AF_UNIX:
-        return f"uid:{peer_uid(sock)}"
+        uid = peer_uid(sock)
+        return f"uid:{uid}", uid
     addr = transport.get_extra_info("peername")
-    return addr[0] if isinstance(addr, (tuple, list)) and addr else "?"
+    if not (isinstance(addr, (tuple, list)) and addr):
+        return "?", None
+    if procnet.is_loopback(addr[0]):
+        here = transport.get_extra_info("sockname")
+        uid = procnet.socket_uid((addr[0], addr[1]), here[1]) if here else None
+        if uid is not None:
+            return f"local uid:{uid}", None
+    return str(addr[0]), None
 
 
 def peer_uid(sock) -> int:
@@ -191,6 +206,7 @@ class Connection(web.RequestHandler):
         super().__init__(manager, **kwargs)
         self.listener = manager
         self.peer = "?"
+        self.unix_uid: int | None = None     # the kernel's word for a unix socket's peer
         self.counted = False
         self.state = IDLE
         self.deadline = 0.0
@@ -203,9 +219,9 @@ class Connection(web.RequestHandler):
         self.transport_ = transport      # type: ignore[assignment]
         gate = self.listener.gate
         try:
-            self.peer = peer_of(transport)
+            self.peer, self.unix_uid = peer_of(transport)
         except OSError:
-            self.peer = "?"
+            self.peer, self.unix_uid = "?", None
         try:
             gate.connect(self.peer)
         except Busy as e:
