@@ -309,13 +309,16 @@ class Listener(web.Server):
     def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
                  gate: Gate, answers: Answers):
         lim = gate.limits
-        super().__init__(self._guarded(handler), max_line_size=lim.max_line,
-                         max_field_size=lim.max_line, max_headers=lim.max_headers,
-                         keepalive_timeout=lim.first_byte_s + lim.head_s + 5, access_log=None, lingering_time=1.0)
+        # aiohttp's own keep-alive timer closes idle connections too, after ours
+        self.connection_args = dict(max_line_size=lim.max_line, max_field_size=lim.max_line,
+                                    max_headers=lim.max_headers, access_log=None, lingering_time=1.0,
+                                    keepalive_timeout=lim.first_byte_s + lim.head_s + 5)
+        super().__init__(self._guarded(handler), **self.connection_args)
+        self.loop = asyncio.get_running_loop()
         self.gate, self.answers = gate, answers
 
     def __call__(self) -> Connection:
-        return Connection(self, loop=self._loop, **self._kwargs)
+        return Connection(self, loop=self.loop, **self.connection_args)
 
     def _guarded(self, handler):
         async def guarded(request: web.BaseRequest) -> web.StreamResponse:
