@@ -41,18 +41,18 @@ def test_get_head_query_and_the_answers_for_what_it_does_not_serve():
         return Response(201, b"async")
     got = serve({"/": page, "/later": later},
                 b"GET /?x=1&x=2 HTTP/1.1\r\nHost: a\r\nCookie: c=v; d=w\r\n\r\n",
-                b"HEAD / HTTP/1.1\r\n\r\n",
+                b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n",
                 b"GET /later HTTP/1.0\r\n\r\n",
-                b"GET /other HTTP/1.1\r\n\r\n",
-                b"DELETE / HTTP/1.1\r\n\r\n",
+                b"GET /other HTTP/1.1\r\nHost: a\r\n\r\n",
+                b"DELETE / HTTP/1.1\r\nHost: a\r\n\r\n",
                 b"nonsense\r\n\r\n")
     assert got[0].startswith(b"HTTP/1.1 200 OK\r\n") and got[0].endswith(b"\r\n\r\nhello")
     assert b"Content-Length: 5\r\n" in got[0] and b"Connection: close\r\n" in got[0]
     assert got[1].startswith(b"HTTP/1.1 200 OK") and got[1].endswith(b"\r\n\r\n"), "HEAD: no body"
-    assert got[2].startswith(b"HTTP/1.1 201 Created") and got[2].endswith(b"async")
+    assert got[2].startswith(b"HTTP/1.0 201 Created") and got[2].endswith(b"async")
     assert got[3].startswith(b"HTTP/1.1 404 Not Found")
     assert got[4].startswith(b"HTTP/1.1 405 Method Not Allowed") and b"Allow: GET, HEAD" in got[4]
-    assert got[5].startswith(b"HTTP/1.1 400 Bad Request")
+    assert got[5].split(b"\r\n")[0].endswith(b" 400 Bad Request")
     assert seen == [("/", "1", "v"), ("/", "", "")]
 
 
@@ -60,15 +60,17 @@ def test_a_handler_that_fails_is_a_500_and_the_door_stays_open():
     def broken(req):
         raise RuntimeError("bug")
     got = serve({"/": broken, "/ok": lambda r: Response(200, b"ok")},
-                b"GET / HTTP/1.1\r\n\r\n", b"GET /ok HTTP/1.1\r\n\r\n")
+                b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", b"GET /ok HTTP/1.1\r\nHost: a\r\n\r\n")
     assert got[0].startswith(b"HTTP/1.1 500 Internal Server Error")
     assert got[1].endswith(b"ok")
 
 
-def test_an_oversized_request_head_is_dropped_unanswered():
+def test_an_oversized_request_head_is_answered_400_in_one_line():
     got = serve({"/": lambda r: Response(200, b"ok")},
-                b"GET / HTTP/1.1\r\nX: " + b"a" * (httpdoor.MAX_HEAD_BYTES + 10) + b"\r\n\r\n")
-    assert got == [b""]
+                b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * (httpdoor.DOOR_LIMITS.max_line + 10)
+                + b"\r\n\r\n")
+    assert got[0].split(b"\r\n")[0].endswith(b" 400 Bad Request"), got
+    assert got[0].endswith(b"\n") and got[0].split(b"\r\n\r\n", 1)[1].startswith(b"malformed request")
 
 
 def test_a_taken_port_is_said_so():

@@ -12,15 +12,19 @@ and a missing node.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
+import os
 import re
-import socket
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.e2e import users
 from tests.e2e.conftest import BIN, Cluster, wait_for
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurmrestd"
@@ -34,46 +38,54 @@ SUBMIT = {"script": "#!/bin/bash\nsleep 300\n",
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("rest"))
+def cluster():
+    # Not below pytest's tmp dir (root's alone): the REST user reaches the
+    # credential socket and its own directory below this one.
+    root = users.world_readable_tmp("lj-rest-")
+    c = Cluster(root)
     c.up()
     try:
         yield c
     finally:
         c.down()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Restd:
+    sock: str
+    token: str
+    user: users.User
+    env: dict
 
 
 @pytest.fixture(scope="module")
 def restd(cluster):
-    """``lingjun restd`` on a unix socket; yields (socket path, token)."""
-    sock = str(cluster.root / "restd.sock")
-    log = open(cluster.root / "restd.log", "w")
-    p = subprocess.Popen([f"{BIN}/lingjun", "restd", f"unix:{sock}"], env=cluster.env,
-                         stdout=log, stderr=subprocess.STDOUT)
-
-    def answers():
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(sock)
-            return True
-        except OSError:
-            return False
+    """``lingjun restd`` on a unix socket, run as an ordinary user (it refuses
+    root, as slurmrestd does), called by that user with that user's token."""
+    name = f"ljrest{os.getpid() % 100000}"
+    user = users.add_user(name, cluster.root / name)
     try:
-        wait_for("lingjun restd listening", answers, 60)
-        out = cluster.run(["scontrol", "token"], check=True).stdout.strip()
-        assert out.startswith("SLURM_JWT=")
-        yield sock, out.split("=", 1)[1]
+        bin_dir = users.make_user_python(cluster.root / "python")
+        env = users.user_env(user, bin_dir, cluster.address, cluster.state / "auth.sock")
+        sock = str(user.home / "restd.sock")
+        p = users.start_restd(user, bin_dir, env, f"unix:{sock}", log=cluster.root / "restd.log")
+        try:
+            out = users.run_as(user, [str(bin_dir / "scontrol"), "token"], env).stdout.strip()
+            assert out.startswith("SLURM_JWT="), out
+            yield Restd(sock, out.split("=", 1)[1], user, env)
+        finally:
+            users.stop(p)
     finally:
-        p.terminate()
-        p.wait(10)
-        log.close()
+        users.remove_user(name)
 
 
-def curl(cluster: Cluster, restd, *args: str, token: bool = True) -> tuple[int, str]:
-    sock, tok = restd
-    auth = ["-H", "X-SLURM-USER-NAME: root", "-H", f"X-SLURM-USER-TOKEN: {tok}"] if token else []
-    p = cluster.run(["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", sock, *auth, *args],
-                    check=True)
+def curl(cluster: Cluster, restd: Restd, *args: str, token: bool = True) -> tuple[int, str]:
+    auth = (["-H", f"X-SLURM-USER-NAME: {restd.user.name}", "-H", f"X-SLURM-USER-TOKEN: {restd.token}"]
+            if token else [])
+    p = users.run_as(restd.user, ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", restd.sock,
+                                  *auth, *args], restd.env)
+    assert p.returncode == 0, p.stderr
     body, _, code = p.stdout.rpartition("\n")
     return int(code), body
 
@@ -98,13 +110,13 @@ def get_job(cluster, restd, job_id: int) -> dict:
 
 def test_curl_submits_lists_and_cancels_a_job(cluster, restd):
     job_id = submit(cluster, restd, {**SUBMIT, "job": {**SUBMIT["job"],
-                                                       "current_working_directory": str(cluster.work)}})
+                                                       "current_working_directory": str(restd.user.home)}})
     cluster.wait_state(job_id, "RUNNING")
     code, body = curl(cluster, restd, f"{BASE}/jobs")
     assert code == 200
     listed = {j["job_id"]: j for j in json.loads(body)["jobs"]}
     assert listed[job_id]["job_state"] == "RUNNING" and listed[job_id]["name"] == "restjob"
-    assert listed[job_id]["user_name"] == "root"
+    assert listed[job_id]["user_name"] == restd.user.name
 
     code, body = curl(cluster, restd, "-X", "DELETE", f"{BASE}/job/{job_id}")
     assert (code, json.loads(body)["errors"]) == (200, [])

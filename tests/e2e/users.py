@@ -17,8 +17,10 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +33,17 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _tree_requirements() -> list[str]:
+    """The dependencies this tree's pyproject.toml names: the installed metadata
+    may be an older checkout's (one added since is then not in it)."""
+    import tomllib
+    data = tomllib.loads((TREE / "pyproject.toml").read_text())
+    return [re.split(r"[ ;<>=!~\[(]", r)[0] for r in data["project"]["dependencies"]]
+
+
 def _dependencies(root: str = "lingjun") -> list[md.Distribution]:
     seen: dict[str, md.Distribution] = {}
-    todo = [root]
+    todo = [root, *_tree_requirements()]
     while todo:
         name = todo.pop()
         key = _norm(name)
@@ -134,3 +144,41 @@ def world_readable_tmp(prefix: str) -> Path:
     d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     d.chmod(0o755)
     return d
+
+
+def start_restd(user: User, bin_dir: Path, env: dict[str, str], *listen: str,
+                log: Path) -> subprocess.Popen:
+    """``lingjun restd LISTEN...`` as ``user`` (it refuses root), its output in
+    ``log``, once it answers on its first listen address."""
+    out = open(log, "w")
+    p = subprocess.Popen([str(bin_dir / "lingjun"), "restd", *listen], env=env, cwd=str(user.home),
+                         user=user.uid, group=user.gid, extra_groups=os.getgrouplist(user.name, user.gid),
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    out.close()
+    first = listen[0]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise AssertionError(f"lingjun restd as {user.name} exited {p.returncode}:\n{log.read_text()}")
+        try:
+            if first.startswith("unix:"):
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(first[len("unix:"):])
+            else:
+                host, _, port = first.rpartition(":")
+                socket.create_connection((host, int(port)), timeout=1).close()
+            return p
+        except OSError:
+            time.sleep(0.1)
+    p.kill()
+    raise AssertionError(f"lingjun restd as {user.name} not listening on {first} within 60 s:\n"
+                         f"{log.read_text()}")
+
+
+def stop(p: subprocess.Popen) -> None:
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
