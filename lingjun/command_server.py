@@ -12,6 +12,15 @@ reply, or the status and Slurm's words of a refusal. A line that is not such
 a request is refused ("Unable to decode the request") and reaches nothing;
 only unary methods are served (srun, salloc and sacct's streams stay on gRPC).
 
+Each connection is admitted first (lingjun/admission.py, shared with the
+credential socket beside it): a user holding ``[limits] connections_per_user``
+connections already, or ``requests_per_user`` calls in progress, is answered
+at once with one line, ``{"error": {"code": "RESOURCE_EXHAUSTED", ...}}``,
+and the connection closed, nothing of it read. A connection that sends
+nothing within ``first_byte_timeout_s`` is closed; its request must then be
+whole within ``READ_TIMEOUT_S``. Refusals and undecodable requests are
+logged at a bounded rate, never a line per connection.
+
 Two answers: the controller's (``lingjund/transport/command_socket.py``:
 its own SlurmApi servicer, the gRPC path's code) and an agent's
 (``relay_answer``: the call forwarded to its controller over gRPC with a
@@ -31,8 +40,9 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from lingjun import admission as admission_mod
 from lingjun import auth, credential
-from lingjun.command_socket import UNAVAILABLE, commands_path
+from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE, commands_path
 from lingjun.v1 import api_pb2
 
 log = logging.getLogger("lingjun.commands")
@@ -182,9 +192,13 @@ def decode(line: bytes) -> tuple[str, Message]:
 class CommandSocketServer:
     """Serves the command socket beside the credential socket ``auth_socket``."""
 
-    def __init__(self, auth_socket: str, answer: Answer, max_request_bytes: int):
+    def __init__(self, auth_socket: str, answer: Answer, max_request_bytes: int,
+                 admission: admission_mod.Admission | None = None):
         self.path = commands_path(auth_socket)
         self.answer = answer
+        # the daemon's, shared with its credential socket
+        self.admission = admission or admission_mod.Admission.for_daemon(
+            admission_mod.LimitsConfig(), log)
         # JSON spells a request out at about twice its protobuf size
         self.limit = 2 * max_request_bytes + 4096
         self._server: asyncio.base_events.Server | None = None
@@ -202,22 +216,56 @@ class CommandSocketServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             pid, uid, gid = credential.peer_ids(writer.get_extra_info("socket"))
-            writer.write(await self._answer(reader, pid, auth.Identity(uid=uid, gid=gid)))
-            await writer.drain()
-        except (OSError, ConnectionError) as e:
+        except OSError as e:
             log.debug("command socket: %s", e)
+            writer.close()
+            return
+        why = self.admission.connect(uid)
+        if why is not None:
+            credential.refuse(writer, self.admission, uid, "connections at the command socket", why)
+            return
+        try:
+            answer = await self._answer(reader, pid, auth.Identity(uid=uid, gid=gid))
+            if answer:
+                writer.write(answer)
+                await asyncio.wait_for(writer.drain(), credential.WRITE_TIMEOUT_S)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:
+            log.debug("command socket: uid %d: %s", uid, e or type(e).__name__)
         finally:
             writer.close()
+            self.admission.disconnect(uid)
 
     async def _answer(self, reader: asyncio.StreamReader, pid: int, who: auth.Identity) -> bytes:
+        """The answer line; b"" for a connection that said nothing in time (closed unanswered)."""
+        refusals = self.admission.refusals
         try:
-            line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+            first = await asyncio.wait_for(reader.read(1),
+                                           self.admission.budget.first_byte_timeout_s)
+        except asyncio.TimeoutError:
+            refusals.note(who.uid, "silent connections at the command socket",
+                          "nothing sent within [limits] first_byte_timeout_s")
+            return b""
+        if not first:
+            return b""                   # closed before asking anything
+        try:
+            line = first if first == b"\n" else first + await asyncio.wait_for(
+                reader.readline(), READ_TIMEOUT_S)
             method, request = decode(line)
         except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError,
                 asyncio.TimeoutError) as e:
-            log.warning("command socket: refused a request from pid %d uid %d: %s",
-                        pid, who.uid, str(e)[:200] or type(e).__name__)
+            refusals.note(who.uid, "undecodable requests at the command socket",
+                          f"pid {pid}: {str(e)[:200] or type(e).__name__}")
             return _error("INVALID_ARGUMENT", DECODE_FAILURE)
+        why = self.admission.begin(who.uid)
+        if why is not None:
+            refusals.note(who.uid, "calls at the command socket", why)
+            return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
+        try:
+            return await self._reply(method, request, pid, who)
+        finally:
+            self.admission.end(who.uid)
+
+    async def _reply(self, method: str, request: Message, pid: int, who: auth.Identity) -> bytes:
         try:
             reply = await self.answer(method, request, who)
         except Refusal as e:
