@@ -243,3 +243,34 @@ def test_a_token_must_come_from_its_uid_on_this_hosts_own_address_too():
         os.close(go)
         os.waitpid(pid, 0)
         server.close()
+
+
+def test_a_user_over_the_stream_limit_is_refused_in_slurms_words_and_others_are_not(tmp_path):
+    """[limits] streams_per_user counts the token's user: nobody's fourth
+    stream ends at once with RESOURCE_EXHAUSTED, while another user's stream
+    and nobody's own unary calls are served; a stream that ends gives its
+    place back."""
+    def admitted(stream) -> bool:
+        """A WatchJobs stream with nothing to report waits to its deadline once admitted."""
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        return e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    with inproc.serve(tmp_path, CONF + "[limits]\nstreams_per_user = 3\n") as s:
+        nobody = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        other = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY - 1))
+        held = [nobody.WatchJobs(api_pb2.WatchRequest(), timeout=60) for _ in range(3)]
+        time.sleep(1.0)              # the three are in the server's hands
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            next(nobody.WatchJobs(api_pb2.WatchRequest(), timeout=30))
+        assert (e.value.code(), e.value.details()) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "Rate limit exceeded, please retry momentarily")
+        assert time.monotonic() - t0 < 2
+        assert nobody.Ping(api_pb2.PingRequest(), timeout=5).cluster
+        assert admitted(other.WatchJobs(api_pb2.WatchRequest(), timeout=1))
+        held.pop().cancel()
+        time.sleep(0.5)
+        assert admitted(nobody.WatchJobs(api_pb2.WatchRequest(), timeout=1))
+        for stream in held:
+            stream.cancel()
