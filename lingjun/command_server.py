@@ -209,7 +209,8 @@ class CommandSocketServer:
             if credential._answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves commands there")
             p.unlink()           # left by an earlier run of this daemon
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=self.limit)
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=self.limit,
+                                                        backlog=credential.BACKLOG)
         os.chmod(self.path, 0o666)    # every user: the kernel says who each one is
         log.info("serving commands on %s", self.path)
 

@@ -133,6 +133,8 @@ class LocalApi:
             s.settimeout(timeout)
             try:
                 s.connect(self.path)
+            except BlockingIOError:     # the daemon's backlog is full: busy, as a refusal
+                return {"error": {"code": RESOURCE_EXHAUSTED, "message": RATE_LIMITED}}
             except OSError as e:
                 raise SocketUnavailable(f"{self.path}: {e.strerror or e}") from None
             try:

@@ -40,6 +40,11 @@ def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
     return struct.unpack("3i", raw)
 
 
+# Connections the kernel queues for a unix door before the daemon accepts
+# them (asyncio's default is 100): past it a client's connect fails with
+# EAGAIN at once, so a burst of one user's connects would turn others away
+# before the daemon could count and refuse them.
+BACKLOG = 1024
 # How long the daemon waits for a client to take its one line (a token, an
 # answer, a refusal) before it drops the connection.
 WRITE_TIMEOUT_S = 30.0
@@ -75,7 +80,7 @@ class CredentialServer:
             if _answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves credentials there")
             p.unlink()           # a socket left by an earlier run of this daemon
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path, backlog=BACKLOG)
         # Every user must reach it: that is the point. What it hands out says who they are.
         os.chmod(self.path, 0o666)
         log.info("serving credentials on %s (tokens live %gs)", self.path, self.ttl_s)
@@ -171,8 +176,9 @@ def _fetch_token(path: str, timeout: float) -> str:
                     break
                 data += chunk
     except OSError as e:
-        raise CredentialUnavailable(f"cannot get a credential from {path}: "
-                                    f"{e.strerror or e}") from None
+        # EAGAIN: the daemon's backlog is full (busy; retried as a refusal is)
+        raise (CredentialBusy if isinstance(e, BlockingIOError) else CredentialUnavailable)(
+            f"cannot get a credential from {path}: {e.strerror or e}") from None
     token = data.decode(errors="replace").strip()
     if not token:
         raise CredentialUnavailable(f"cannot get a credential from {path}: empty answer")
