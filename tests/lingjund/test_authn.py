@@ -6,6 +6,7 @@ for them), some with another key, some not at all.
 """
 from __future__ import annotations
 
+import logging
 import pwd
 import threading
 import time
@@ -15,6 +16,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lingjun import auth
+from lingjun.admission import Admission, Budget
+from lingjun.client import error_reason
+from lingjun.config import LimitsConfig
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from tests.lingjund import inproc
 from tests.signing import SigningInterceptor, signed_channel, random_key
@@ -274,3 +278,25 @@ def test_a_user_over_the_stream_limit_is_refused_in_slurms_words_and_others_are_
         assert admitted(nobody.WatchJobs(api_pb2.WatchRequest(), timeout=1))
         for stream in held:
             stream.cancel()
+
+
+def test_calls_in_progress_at_the_command_socket_count_against_the_same_user_on_grpc(tmp_path):
+    """One user's calls in progress are counted at every door together: with
+    nobody's requests_per_user taken by calls at the command socket, nobody's
+    gRPC call is refused at once in Slurm's words, another user's is served,
+    and nobody's is served again once one of those calls ends."""
+    doors = Admission(Budget.of(LimitsConfig(requests_per_user=2), nofile=65536), frozenset({0}),
+                      logging.getLogger("test.admission"))
+    with inproc.serve(tmp_path, CONF, admission=doors) as s:
+        nobody = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        other = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY - 1))
+        assert [doors.begin(NOBODY), doors.begin(NOBODY)] == [None, None]   # the command socket's
+        with pytest.raises(grpc.RpcError) as e:
+            nobody.GetJobs(api_pb2.GetJobsRequest(), timeout=5)
+        assert (e.value.code(), e.value.details()) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "Rate limit exceeded, please retry momentarily")
+        assert error_reason(e.value) == "SLURMCTLD_COMMUNICATIONS_BACKOFF"
+        assert other.GetJobs(api_pb2.GetJobsRequest(), timeout=5) is not None
+        doors.end(NOBODY)
+        assert nobody.GetJobs(api_pb2.GetJobsRequest(), timeout=5) is not None
+        assert doors.calls_of(NOBODY) == 1, "the gRPC call gave its place back"
