@@ -5,6 +5,9 @@ tests/test_command_server.py and, with real users, tests/e2e/test_door_limits.py
 from __future__ import annotations
 
 import logging
+import resource
+import subprocess
+import sys
 
 import pytest
 
@@ -121,3 +124,16 @@ def test_limits_are_read_from_the_config_file_and_checked():
         config.parse("[limits]\nrequests_per_user = 0\n")
     with pytest.raises(config.ConfigError, match="limits"):
         config.parse("[limits]\nconnection_per_user = 3\n")
+
+
+def test_the_daemon_raises_its_soft_descriptor_limit_to_the_hard_one():
+    """As systemd's default of 1024:524288 would leave it: the controller
+    works its budget out from the raised limit."""
+    code = ("from lingjun.admission import raise_descriptor_limit; import resource; "
+            "print(raise_descriptor_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE))")
+
+    def lowered():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+    out = subprocess.run([sys.executable, "-c", code], preexec_fn=lowered, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["4096", "4096", "4096"], out
