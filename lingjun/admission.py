@@ -13,7 +13,8 @@ So, per user (the kernel's uid at a unix door, the token's at gRPC):
 - at most ``requests_per_user`` calls in progress (command socket and gRPC
   together) and ``streams_per_user`` gRPC streams (srun, salloc, sacct...);
 - a command-socket connection that sends nothing for
-  ``first_byte_timeout_s`` is closed.
+  ``first_byte_timeout_s`` is closed, and one user's requests being read
+  hold at most twice the largest request's bytes (not 128 of them).
 
 Root and the daemon's own user (Slurm's SlurmUser) are counted but have no
 per-user limits, and may use the last eighth of ``connections``, which
@@ -171,6 +172,7 @@ class Admission:
         self._open: dict[int, int] = {}
         self._calls: dict[int, int] = {}
         self._streams: dict[int, int] = {}
+        self._bytes: dict[int, int] = {}
 
     @classmethod
     def for_daemon(cls, limits: LimitsConfig, log: logging.Logger,
@@ -214,6 +216,23 @@ class Admission:
 
     def end(self, uid: int, stream: bool = False) -> None:
         _less(self._streams if stream else self._calls, uid)
+
+    def hold_bytes(self, uid: int, n: int, allowed: int) -> str | None:
+        """``n`` more bytes of ``uid``'s requests being read, of ``allowed``
+        for all of them together: None to take them, else why not."""
+        held = self._bytes.get(uid, 0)
+        if uid not in self.privileged and held + n > allowed:
+            return f"{held} bytes of requests being read, twice the largest request"
+        self._bytes[uid] = held + n
+        return None
+
+    def release_bytes(self, uid: int, n: int) -> None:
+        if n:
+            left = self._bytes.get(uid, 0) - n
+            if left > 0:
+                self._bytes[uid] = left
+            else:
+                self._bytes.pop(uid, None)
 
     def connections_of(self, uid: int) -> int:
         return self._open.get(uid, 0)

@@ -52,6 +52,7 @@ _SERVICE = api_pb2.DESCRIPTOR.services_by_name["SlurmApi"]
 METHODS = {m.name: (getattr(api_pb2, m.input_type.name), getattr(api_pb2, m.output_type.name))
            for m in _SERVICE.methods if not m.client_streaming and not m.server_streaming}
 READ_TIMEOUT_S = 30.0
+READ_CHUNK_BYTES = 64 * 1024
 # A read whose reply encodes larger than this is not converted to JSON: the
 # command is told to ask over gRPC, where protobuf's C code decodes it (JSON
 # costs both sides tens of microseconds a job; 64 KiB is about a thousand
@@ -76,6 +77,10 @@ class Refusal(grpc.aio.AbortError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code, self.message = code, message
+
+
+class Busy(Exception):
+    """The caller holds too much of the daemon already (lingjun/admission.py)."""
 
 
 class ControllerChannel:
@@ -201,6 +206,8 @@ class CommandSocketServer:
             admission_mod.LimitsConfig(), log)
         # JSON spells a request out at about twice its protobuf size
         self.limit = 2 * max_request_bytes + 4096
+        # one user's requests being read, together: two of the largest
+        self.bytes_per_user = 2 * self.limit
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -209,7 +216,10 @@ class CommandSocketServer:
             if credential._answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves commands there")
             p.unlink()           # left by an earlier run of this daemon
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=self.limit,
+        # limit: what the reader buffers before it stops reading the socket
+        # (twice it); the request is taken from it in READ_CHUNK_BYTES pieces
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path,
+                                                        limit=READ_CHUNK_BYTES,
                                                         backlog=credential.BACKLOG)
         os.chmod(self.path, 0o666)    # every user: the kernel says who each one is
         log.info("serving commands on %s", self.path)
@@ -248,23 +258,63 @@ class CommandSocketServer:
             return b""
         if not first:
             return b""                   # closed before asking anything
+        held = [0]       # bytes of this request counted against the caller's share
         try:
-            line = first if first == b"\n" else first + await asyncio.wait_for(
-                reader.readline(), READ_TIMEOUT_S)
-            method, request = decode(line)
-        except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError,
-                asyncio.TimeoutError) as e:
-            refusals.note(who.uid, "undecodable requests at the command socket",
-                          f"pid {pid}: {str(e)[:200] or type(e).__name__}")
-            return _error("INVALID_ARGUMENT", DECODE_FAILURE)
-        why = self.admission.begin(who.uid)
-        if why is not None:
-            refusals.note(who.uid, "calls at the command socket", why)
-            return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
-        try:
-            return await self._reply(method, request, pid, who)
+            try:
+                line = await self._read_line(reader, first, who.uid, held)
+                method, request = decode(line)
+            except Busy as e:
+                refusals.note(who.uid, "request bytes at the command socket", str(e))
+                return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
+            except (ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                refusals.note(who.uid, "undecodable requests at the command socket",
+                              f"pid {pid}: {str(e)[:200] or type(e).__name__}")
+                return _error("INVALID_ARGUMENT", DECODE_FAILURE)
+            del line
+            why = self.admission.begin(who.uid)
+            if why is not None:
+                refusals.note(who.uid, "calls at the command socket", why)
+                return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
+            try:
+                return await self._reply(method, request, pid, who)
+            finally:
+                self.admission.end(who.uid)
         finally:
-            self.admission.end(who.uid)
+            self.admission.release_bytes(who.uid, held[0])
+
+    async def _read_line(self, reader: asyncio.StreamReader, first: bytes, uid: int,
+                         held: list[int]) -> bytes:
+        """The request line begun with ``first``, whole within READ_TIMEOUT_S.
+
+        Read in pieces, each counted against the caller's share of request
+        bytes (``held[0]`` says how many, for the caller to give back once
+        the request is answered): one user's partly sent requests hold at
+        most ``bytes_per_user`` of the daemon's memory, not 128 lines of
+        ``self.limit`` each. Busy when over it; ValueError past ``self.limit``."""
+        if first == b"\n":
+            return first
+        parts = [first]
+        size = len(first)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READ_TIMEOUT_S
+        while True:
+            chunk = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
+                                           max(0.0, deadline - loop.time()))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"".join(parts), None)
+            end = chunk.find(b"\n")
+            if end >= 0:
+                chunk = chunk[:end + 1]      # one request per connection: the rest is not read
+            size += len(chunk)
+            if size > self.limit:
+                raise ValueError(f"request longer than {self.limit} bytes")
+            why = self.admission.hold_bytes(uid, len(chunk), self.bytes_per_user)
+            if why is not None:
+                raise Busy(why)
+            held[0] += len(chunk)
+            parts.append(chunk)
+            if end >= 0:
+                return b"".join(parts)
 
     async def _reply(self, method: str, request: Message, pid: int, who: auth.Identity) -> bytes:
         try:
