@@ -150,6 +150,10 @@ class RefusalLog:
         self.log.warning("refused %d %s of uid %d (%s)%s: %s", count, kind, uid,
                          user_name(uid), since, why)
 
+    def remembered(self) -> int:
+        """How many (uid, kind) the log keeps a time and a count for."""
+        return len(self._last)
+
     def _prune(self, now: float) -> None:
         for key in [k for k, t in self._last.items() if now - t >= self.interval_s]:
             del self._last[key]
@@ -233,6 +237,9 @@ class Admission:
                 self._bytes[uid] = left
             else:
                 self._bytes.pop(uid, None)
+
+    def bytes_of(self, uid: int) -> int:
+        return self._bytes.get(uid, 0)
 
     def connections_of(self, uid: int) -> int:
         return self._open.get(uid, 0)

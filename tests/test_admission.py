@@ -113,7 +113,7 @@ def test_the_refusal_log_forgets_users_it_has_not_heard_from():
     for uid in range(3 * RefusalLog.PRUNE_AT):
         refusals.note(uid, "calls by gRPC", "busy")
         clock.now += 0.01
-    assert len(refusals._last) <= RefusalLog.PRUNE_AT + 1000
+    assert refusals.remembered() <= RefusalLog.PRUNE_AT + 1000
 
 
 def test_limits_are_read_from_the_config_file_and_checked():

@@ -246,7 +246,7 @@ def test_one_users_half_sent_requests_hold_at_most_twice_the_largest_request(tmp
         for s in begun:
             s.close()
         time.sleep(0.5)
-        return refused, admission._bytes.get(os.getuid(), 0)
+        return refused, admission.bytes_of(os.getuid())
 
     auth_sock = str(tmp_path / "auth.sock")
 
