@@ -250,7 +250,7 @@ class CommandSocketServer:
         """The answer line; b"" for a connection that said nothing in time (closed unanswered)."""
         refusals = self.admission.refusals
         try:
-            first = await asyncio.wait_for(reader.read(1),
+            first = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
                                            self.admission.budget.first_byte_timeout_s)
         except asyncio.TimeoutError:
             refusals.note(who.uid, "silent connections at the command socket",
@@ -284,24 +284,20 @@ class CommandSocketServer:
 
     async def _read_line(self, reader: asyncio.StreamReader, first: bytes, uid: int,
                          held: list[int]) -> bytes:
-        """The request line begun with ``first``, whole within READ_TIMEOUT_S.
+        """The request line begun with ``first`` (the first piece read), whole within
+        READ_TIMEOUT_S.
 
         Read in pieces, each counted against the caller's share of request
         bytes (``held[0]`` says how many, for the caller to give back once
         the request is answered): one user's partly sent requests hold at
         most ``bytes_per_user`` of the daemon's memory, not 128 lines of
         ``self.limit`` each. Busy when over it; ValueError past ``self.limit``."""
-        if first == b"\n":
-            return first
-        parts = [first]
-        size = len(first)
+        parts: list[bytes] = []
+        size = 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + READ_TIMEOUT_S
+        chunk = first                        # read already, not empty
         while True:
-            chunk = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
-                                           max(0.0, deadline - loop.time()))
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"".join(parts), None)
             end = chunk.find(b"\n")
             if end >= 0:
                 chunk = chunk[:end + 1]      # one request per connection: the rest is not read
@@ -315,6 +311,10 @@ class CommandSocketServer:
             parts.append(chunk)
             if end >= 0:
                 return b"".join(parts)
+            chunk = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
+                                           max(0.0, deadline - loop.time()))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"".join(parts), None)
 
     async def _reply(self, method: str, request: Message, pid: int, who: auth.Identity) -> bytes:
         try:
