@@ -32,11 +32,13 @@ The arithmetic, for the shipped unit's ``LimitNOFILE=65536``:
 
     >>> b = Budget.of(LimitsConfig(), nofile=65536)
     >>> b.connections, b.reserved, b.grpc_connections
-    (16384, 2048, 32768)
+    (16384, 2048, 45056)
 
 so the unix doors hold at most 16,384 descriptors (one user at most 128 of
-them), gRPC at most 32,768, and a quarter of the table is left for the
-store, the logs and the processes the daemon starts.
+them), gRPC at most 45,056 (one per agent, and the commands' and tools'),
+and a sixteenth of the table, 4,096, is left for the store, the logs and
+the processes the daemon starts. (At this machine's 20,000: 5,000 at the
+unix doors, 13,750 for gRPC: a 10,000-node cluster's agents fit.)
 
 What gRPC cannot bound per user: its connections. grpc-python accepts a
 connection (and spends its descriptor) before any call says who is
@@ -64,6 +66,10 @@ from lingjun.config import LimitsConfig
 ROOT_UID = 0
 # The share of ``connections`` kept for root and the daemon's own user.
 RESERVED_FRACTION = 8
+# The descriptors left to everything but the doors (the store, logs, the
+# processes the daemon starts): a sixteenth of the table, at least 256.
+OTHER_FRACTION = 16
+OTHER_DESCRIPTORS_MIN = 256
 
 
 @dataclass(frozen=True)
@@ -82,13 +88,15 @@ class Budget:
         """``nofile``: the daemon's descriptor limit (soft), after
         ``raise_descriptor_limit``."""
         connections = limits.connections or max(64, nofile // 4)
+        rest = max(OTHER_DESCRIPTORS_MIN, nofile // OTHER_FRACTION)
         return cls(connections=connections,
                    reserved=max(1, connections // RESERVED_FRACTION),
                    connections_per_user=limits.connections_per_user,
                    requests_per_user=limits.requests_per_user,
                    streams_per_user=limits.streams_per_user,
                    first_byte_timeout_s=limits.first_byte_timeout_s,
-                   grpc_connections=limits.grpc_connections or max(64, nofile // 2))
+                   grpc_connections=limits.grpc_connections
+                   or max(64, nofile - connections - rest))
 
 
 def raise_descriptor_limit() -> int:

@@ -102,7 +102,8 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     first_byte_timeout_s = 5.0      # a command-socket connection silent this long is closed
     connections = 0                 # everyone's connections at the two sockets; 0 = a quarter of
                                     # the descriptor limit (lingjund raises it to the hard limit)
-    grpc_connections = 0            # gRPC connections at once; 0 = half the descriptor limit
+    grpc_connections = 0            # gRPC connections at once; 0 = the rest of the descriptor
+                                    # limit but a sixteenth (agents hold one each)
                                     # Root and the controller's user: no per-user limits, and an
                                     # eighth of `connections` kept for them alone.
     [sanity]                        # node health probes (SanityConfig lists every key)

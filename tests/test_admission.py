@@ -27,15 +27,26 @@ def _admission(**limits) -> Admission:
                          ids=lambda n: f"descriptor limit {n}")
 def test_the_default_limits_keep_every_door_together_under_the_descriptor_limit(nofile):
     b = Budget.of(LimitsConfig(), nofile)
-    # the unix doors and gRPC together leave a quarter of the table to the
-    # store, the logs and the processes the controller starts
-    assert b.connections + b.grpc_connections <= nofile * 3 // 4, (b, nofile)
+    # the unix doors and gRPC together leave at least a sixteenth of the
+    # table (and 256) to the store, the logs and the processes the
+    # controller starts
+    left = nofile - b.connections - b.grpc_connections
+    assert left >= max(256, nofile // 16), (b, nofile)
     # one ordinary user fits in the share of the unix doors' connections
     # not kept for root, so the per-user bound is the one that holds him
     assert b.connections_per_user <= b.connections - b.reserved, b
     # and a user cannot take more than a small part of the descriptor table
     assert b.connections_per_user <= nofile // 8, b
     assert b.reserved >= 1
+    # a cluster's agents hold one gRPC connection each
+    assert b.grpc_connections >= nofile // 2, b
+
+
+def test_the_shipped_units_descriptor_limit_is_worked_out_as_the_module_says():
+    b = Budget.of(LimitsConfig(), 65536)
+    assert (b.connections, b.reserved, b.grpc_connections) == (16384, 2048, 45056)
+    b = Budget.of(LimitsConfig(), 20_000)
+    assert (b.connections, b.grpc_connections) == (5000, 13750)
 
 
 def test_the_finding_one_user_with_22000_connections_is_held_to_his_share():
