@@ -39,7 +39,8 @@ HANDSHAKE_TIMEOUT_MS = 10_000
 # channel reconnects at its next call). An agent always holds a stream.
 CONNECTION_IDLE_MS = 120_000
 # Calls one connection may carry at once; more wait in the client's channel.
-# The agent's relay of its users' commands is the busiest one.
+# The agent's relay of its users' commands is the busiest one (and
+# bench/sim's --per-channel, which puts that many agents' streams on one).
 STREAMS_PER_CONNECTION = 1024
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import pwd
+import socket
 import threading
 import time
 
@@ -300,3 +301,30 @@ def test_calls_in_progress_at_the_command_socket_count_against_the_same_user_on_
         doors.end(NOBODY)
         assert nobody.GetJobs(api_pb2.GetJobsRequest(), timeout=5) is not None
         assert doors.calls_of(NOBODY) == 1, "the gRPC call gave its place back"
+
+
+def test_grpc_connections_past_the_cap_are_closed_at_once_and_calls_go_on_after(tmp_path):
+    """gRPC cannot tell whose a connection is before its first call: past
+    [limits] grpc_connections core closes new ones at once (the descriptors
+    stay bounded), and once those connections go, calls are served again."""
+    with inproc.serve(tmp_path, CONF + "[limits]\ngrpc_connections = 4\n") as s:
+        host, port = s.address.rsplit(":", 1)
+        silent = [socket.create_connection((host, int(port))) for _ in range(12)]
+        time.sleep(1.0)
+
+        def closed(sock: socket.socket) -> bool:
+            sock.setblocking(False)
+            try:
+                while data := sock.recv(65536):   # the server's HTTP/2 settings, if any
+                    del data
+                return True
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+        shut = sum(closed(sock) for sock in silent)
+        for sock in silent:
+            sock.close()
+        assert shut >= 12 - 4 - 1, f"{shut} of 12 connections closed by a server capped at 4"
+        stub = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        assert stub.Ping(api_pb2.PingRequest(), timeout=10).cluster
