@@ -12,6 +12,15 @@ reply, or the status and Slurm's words of a refusal. A line that is not such
 a request is refused ("Unable to decode the request") and reaches nothing;
 only unary methods are served (srun, salloc and sacct's streams stay on gRPC).
 
+Each connection is admitted first (lingjun/admission.py, shared with the
+credential socket beside it): a user holding ``[limits] connections_per_user``
+connections already, or ``requests_per_user`` calls in progress, is answered
+at once with one line, ``{"error": {"code": "RESOURCE_EXHAUSTED", ...}}``,
+and the connection closed, nothing of it read. A connection that sends
+nothing within ``first_byte_timeout_s`` is closed; its request must then be
+whole within ``READ_TIMEOUT_S``. Refusals and undecodable requests are
+logged at a bounded rate, never a line per connection.
+
 Two answers: the controller's (``lingjund/transport/command_socket.py``:
 its own SlurmApi servicer, the gRPC path's code) and an agent's
 (``relay_answer``: the call forwarded to its controller over gRPC with a
@@ -31,8 +40,9 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from lingjun import admission as admission_mod
 from lingjun import auth, credential
-from lingjun.command_socket import UNAVAILABLE, commands_path
+from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE, commands_path
 from lingjun.v1 import api_pb2
 
 log = logging.getLogger("lingjun.commands")
@@ -42,6 +52,7 @@ _SERVICE = api_pb2.DESCRIPTOR.services_by_name["SlurmApi"]
 METHODS = {m.name: (getattr(api_pb2, m.input_type.name), getattr(api_pb2, m.output_type.name))
            for m in _SERVICE.methods if not m.client_streaming and not m.server_streaming}
 READ_TIMEOUT_S = 30.0
+READ_CHUNK_BYTES = 64 * 1024
 # A read whose reply encodes larger than this is not converted to JSON: the
 # command is told to ask over gRPC, where protobuf's C code decodes it (JSON
 # costs both sides tens of microseconds a job; 64 KiB is about a thousand
@@ -66,6 +77,10 @@ class Refusal(grpc.aio.AbortError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code, self.message = code, message
+
+
+class Busy(Exception):
+    """The caller holds too much of the daemon already (lingjun/admission.py)."""
 
 
 class ControllerChannel:
@@ -182,11 +197,17 @@ def decode(line: bytes) -> tuple[str, Message]:
 class CommandSocketServer:
     """Serves the command socket beside the credential socket ``auth_socket``."""
 
-    def __init__(self, auth_socket: str, answer: Answer, max_request_bytes: int):
+    def __init__(self, auth_socket: str, answer: Answer, max_request_bytes: int,
+                 admission: admission_mod.Admission | None = None):
         self.path = commands_path(auth_socket)
         self.answer = answer
+        # the daemon's, shared with its credential socket
+        self.admission = admission or admission_mod.Admission.for_daemon(
+            admission_mod.LimitsConfig(), log)
         # JSON spells a request out at about twice its protobuf size
         self.limit = 2 * max_request_bytes + 4096
+        # one user's requests being read, together: two of the largest
+        self.bytes_per_user = 2 * self.limit
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -195,29 +216,107 @@ class CommandSocketServer:
             if credential._answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves commands there")
             p.unlink()           # left by an earlier run of this daemon
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=self.limit)
+        # limit: what the reader buffers before it stops reading the socket
+        # (twice it); the request is taken from it in READ_CHUNK_BYTES pieces
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path,
+                                                        limit=READ_CHUNK_BYTES,
+                                                        backlog=credential.BACKLOG)
         os.chmod(self.path, 0o666)    # every user: the kernel says who each one is
         log.info("serving commands on %s", self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             pid, uid, gid = credential.peer_ids(writer.get_extra_info("socket"))
-            writer.write(await self._answer(reader, pid, auth.Identity(uid=uid, gid=gid)))
-            await writer.drain()
-        except (OSError, ConnectionError) as e:
+        except OSError as e:
             log.debug("command socket: %s", e)
+            writer.close()
+            return
+        why = self.admission.connect(uid)
+        if why is not None:
+            credential.refuse(writer, self.admission, uid, "connections at the command socket", why)
+            return
+        try:
+            answer = await self._answer(reader, pid, auth.Identity(uid=uid, gid=gid))
+            if answer:
+                writer.write(answer)
+                await asyncio.wait_for(writer.drain(), credential.WRITE_TIMEOUT_S)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:
+            log.debug("command socket: uid %d: %s", uid, e or type(e).__name__)
         finally:
             writer.close()
+            self.admission.disconnect(uid)
 
     async def _answer(self, reader: asyncio.StreamReader, pid: int, who: auth.Identity) -> bytes:
+        """The answer line; b"" for a connection that said nothing in time (closed unanswered)."""
+        refusals = self.admission.refusals
         try:
-            line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
-            method, request = decode(line)
-        except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError,
-                asyncio.TimeoutError) as e:
-            log.warning("command socket: refused a request from pid %d uid %d: %s",
-                        pid, who.uid, str(e)[:200] or type(e).__name__)
-            return _error("INVALID_ARGUMENT", DECODE_FAILURE)
+            first = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
+                                           self.admission.budget.first_byte_timeout_s)
+        except asyncio.TimeoutError:
+            refusals.note(who.uid, "silent connections at the command socket",
+                          "nothing sent within [limits] first_byte_timeout_s")
+            return b""
+        if not first:
+            return b""                   # closed before asking anything
+        held = [0]       # bytes of this request counted against the caller's share
+        try:
+            try:
+                line = await self._read_line(reader, first, who.uid, held)
+                method, request = decode(line)
+            except Busy as e:
+                refusals.note(who.uid, "request bytes at the command socket", str(e))
+                return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
+            except (ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                refusals.note(who.uid, "undecodable requests at the command socket",
+                              f"pid {pid}: {str(e)[:200] or type(e).__name__}")
+                return _error("INVALID_ARGUMENT", DECODE_FAILURE)
+            del line
+            why = self.admission.begin(who.uid)
+            if why is not None:
+                refusals.note(who.uid, "calls at the command socket", why)
+                return _error(RESOURCE_EXHAUSTED, RATE_LIMITED)
+            try:
+                return await self._reply(method, request, pid, who)
+            finally:
+                self.admission.end(who.uid)
+        finally:
+            self.admission.release_bytes(who.uid, held[0])
+
+    async def _read_line(self, reader: asyncio.StreamReader, first: bytes, uid: int,
+                         held: list[int]) -> bytes:
+        """The request line begun with ``first`` (the first piece read), whole within
+        READ_TIMEOUT_S.
+
+        Read in pieces, each counted against the caller's share of request
+        bytes (``held[0]`` says how many, for the caller to give back once
+        the request is answered): one user's partly sent requests hold at
+        most ``bytes_per_user`` of the daemon's memory, not 128 lines of
+        ``self.limit`` each. Busy when over it; ValueError past ``self.limit``."""
+        parts: list[bytes] = []
+        size = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READ_TIMEOUT_S
+        chunk = first                        # read already, not empty
+        while True:
+            end = chunk.find(b"\n")
+            if end >= 0:
+                chunk = chunk[:end + 1]      # one request per connection: the rest is not read
+            size += len(chunk)
+            if size > self.limit:
+                raise ValueError(f"request longer than {self.limit} bytes")
+            why = self.admission.hold_bytes(uid, len(chunk), self.bytes_per_user)
+            if why is not None:
+                raise Busy(why)
+            held[0] += len(chunk)
+            parts.append(chunk)
+            if end >= 0:
+                return b"".join(parts)
+            chunk = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES),
+                                           max(0.0, deadline - loop.time()))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"".join(parts), None)
+
+    async def _reply(self, method: str, request: Message, pid: int, who: auth.Identity) -> bytes:
         try:
             reply = await self.answer(method, request, who)
         except Refusal as e:

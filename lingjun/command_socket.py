@@ -32,6 +32,15 @@ from lingjun.messages import METHODS, Message, from_protobuf, message_class
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024       # a request line; the daemon refuses longer ones
 UNAVAILABLE = "UNAVAILABLE"
+# A door's answer when the caller holds too much of the daemon already
+# (lingjun/admission.py): the status, and Slurm's words when slurmctld's rate
+# limit turns a call away (SLURMCTLD_COMMUNICATIONS_BACKOFF).
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+RATE_LIMITED = "Rate limit exceeded, please retry momentarily"
+# Seconds a command waits before each retry of a refused call, as Slurm's
+# commands sleep and retry when told to back off. The door refuses before it
+# reads anything of the call, so a retry never does anything twice.
+RETRY_DELAYS_S = (0.2, 0.5, 1.0)
 
 
 def commands_path(auth_socket: str) -> str:
@@ -96,29 +105,15 @@ class LocalApi:
         if method not in METHODS:
             raise SocketUnavailable(f"{method} is not served on the command socket")
         line = _request_line(method, request)
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            s.settimeout(timeout)
-            try:
-                s.connect(self.path)
-            except OSError as e:
-                raise SocketUnavailable(f"{self.path}: {e.strerror or e}") from None
-            try:
-                s.sendall(line)
-                chunks = []
-                while True:
-                    chunk = s.recv(1 << 20)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-            except OSError as e:
-                raise ControllerUnreachable(f"{self.path}: {e.strerror or e}") from None
-        finally:
-            s.close()
-        try:
-            answer = loads(b"".join(chunks))
-        except (ValueError, RecursionError):
-            answer = None
+        for delay in RETRY_DELAYS_S:
+            answer = self._ask(line, timeout)
+            if _busy(answer):
+                import time     # only a refused command needs it
+                time.sleep(delay)
+                continue
+            break
+        else:
+            answer = self._ask(line, timeout)
         if not isinstance(answer, dict):
             raise ControllerUnreachable(f"{self.path}: no answer")
         if "use_grpc" in answer:
@@ -130,8 +125,54 @@ class LocalApi:
             raise ControllerError(str(err.get("code", "UNKNOWN")), str(err.get("message", "")))
         return message_class(METHODS[method][1]).from_dict(answer.get("reply") or {})
 
+    def _ask(self, line: bytes, timeout: float):
+        """The decoded answer to one request line (None when it is not JSON)."""
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        chunks = []
+        try:
+            s.settimeout(timeout)
+            try:
+                s.connect(self.path)
+            except BlockingIOError:     # the daemon's backlog is full: busy, as a refusal
+                return {"error": {"code": RESOURCE_EXHAUSTED, "message": RATE_LIMITED}}
+            except OSError as e:
+                raise SocketUnavailable(f"{self.path}: {e.strerror or e}") from None
+            try:
+                s.sendall(line)
+                while True:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            except OSError as e:
+                # A refusal is written and the connection closed before the
+                # request is read: the send may then fail, or the read after
+                # the refusal's line (the kernel's ECONNRESET for the unread
+                # request). The line, when it came whole, is the answer.
+                if not (chunks and chunks[-1].endswith(b"\n")):
+                    try:
+                        chunks.append(s.recv(1 << 16))
+                    except OSError:
+                        pass
+                if not (chunks and chunks[-1].endswith(b"\n")):
+                    raise ControllerUnreachable(f"{self.path}: {e.strerror or e}") from None
+        finally:
+            s.close()
+        try:
+            return loads(b"".join(chunks))
+        except (ValueError, RecursionError):
+            return None
+
     def close(self) -> None:
         pass
+
+
+def _busy(answer) -> bool:
+    """Whether ``answer`` is a door's refusal of a caller holding too much already."""
+    if not isinstance(answer, dict):
+        return False
+    err = answer.get("error")
+    return isinstance(err, dict) and err.get("code") == RESOURCE_EXHAUSTED
 
 
 class CommandApi:

@@ -95,6 +95,17 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     max_message_bytes = 16777216    # a larger gRPC request is refused before it is decoded
     max_script_bytes = 4194304      # sbatch: "Batch script is too large"
     max_submit_jobs_per_user = 0    # Slurm's MaxSubmitJobsPerUser over pending+running jobs; 0 = none
+    [limits]                        # what one user may hold of the controller (lingjun/admission.py)
+    connections_per_user = 128      # open connections at the command and credential sockets
+    requests_per_user = 32          # calls in progress at once, command socket and gRPC together
+    streams_per_user = 512          # gRPC streams open at once (srun, salloc, sattach, sacct, WatchJobs)
+    first_byte_timeout_s = 5.0      # a command-socket connection silent this long is closed
+    connections = 0                 # everyone's connections at the two sockets; 0 = a quarter of
+                                    # the descriptor limit (lingjund raises it to the hard limit)
+    grpc_connections = 0            # gRPC connections at once; 0 = the rest of the descriptor
+                                    # limit but a sixteenth (agents hold one each)
+                                    # Root and the controller's user: no per-user limits, and an
+                                    # eighth of `connections` kept for them alone.
     [sanity]                        # node health probes (SanityConfig lists every key)
     interval_s = 300.0
     scratch_paths = ["/scratch/{node}"]
@@ -515,6 +526,21 @@ class AuthzConfig:
 
 
 @dataclass(frozen=True)
+class LimitsConfig:
+    """[limits]: how much of the controller one user may hold at once
+    (lingjun/admission.py says why and how each limit is kept).
+
+    ``connections`` and ``grpc_connections`` of 0 are worked out from the
+    daemon's descriptor limit (``admission.Budget.of``)."""
+    connections_per_user: Annotated[int, Meta(ge=1)] = 128
+    requests_per_user: Annotated[int, Meta(ge=1)] = 32
+    streams_per_user: Annotated[int, Meta(ge=1)] = 512
+    first_byte_timeout_s: PositiveSeconds = 5.0
+    connections: Count = 0
+    grpc_connections: Count = 0
+
+
+@dataclass(frozen=True)
 class FaulttolConfig:
     """What happens to a job after a failure (lingjund/service/restarts.py).
 
@@ -869,6 +895,7 @@ class Config:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     authz: AuthzConfig = field(default_factory=AuthzConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     faulttol: FaulttolConfig = field(default_factory=FaulttolConfig)
     sanity: SanityConfig = field(default_factory=SanityConfig)
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
@@ -1083,6 +1110,7 @@ def parse(text: str, path: str = "") -> Config:
     scheduler = _take(_table(data, "scheduler"), SchedulerConfig, "[scheduler]")
     priority = _priority(_table(data, "priority"))
     authz = _authz(_table(data, "authz"))
+    limits = _take(_table(data, "limits"), LimitsConfig, "[limits]")
     faulttol = _take(_table(data, "faulttol"), FaulttolConfig, "[faulttol]")
     sanity = _sanity(_table(data, "sanity"))
     accounting = _accounting(_table(data, "accounting"))
@@ -1096,12 +1124,12 @@ def parse(text: str, path: str = "") -> Config:
     return Config(cluster_name=cluster_name, controller=controller, agent=agent,
                   nodes=tuple(nodes), partitions=tuple(partitions), path=path, network=network,
                   auth=auth_conf, preempt=preempt, scheduler=scheduler, priority=priority, authz=authz,
-                  faulttol=faulttol,
+                  limits=limits, faulttol=faulttol,
                   sanity=sanity, accounting=accounting, webhooks=webhooks, topology=topology)
 
 
 TOP_LEVEL_KEYS = ("cluster_name", "controller", "agent", "nodes", "partitions", "network", "auth",
-                  "preempt", "scheduler", "priority", "authz", "faulttol", "sanity", "accounting",
+                  "preempt", "scheduler", "priority", "authz", "limits", "faulttol", "sanity", "accounting",
                   "webhooks", "topology")
 
 

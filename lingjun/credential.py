@@ -8,11 +8,18 @@ the client cannot choose) and writes back one line: a token signed with the
 cluster key (``lingjun.auth.mint_token``), then closes. This is what munge's
 ``munged`` does; the client needs no secret of its own.
 
+A user who already holds ``[limits] connections_per_user`` connections at
+this daemon's unix doors (lingjun/admission.py) is answered instead with one
+JSON line, ``{"error": {"code": "RESOURCE_EXHAUSTED", "message": ...}}``
+(a token never starts with ``{``), and ``fetch_token`` retries briefly
+before it gives up in Slurm's words.
+
     $ python -c 'from lingjun.credential import fetch_token; print(fetch_token("/run/lingjun/auth.sock"))'
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -21,6 +28,7 @@ import time
 from pathlib import Path
 
 from lingjun import auth
+from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S
 
 log = logging.getLogger("lingjun.credential")
 MAX_TOKEN_BYTES = 4096
@@ -32,11 +40,34 @@ def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
     return struct.unpack("3i", raw)
 
 
-class CredentialServer:
-    """Serves tokens on ``path`` until ``close``."""
+# Connections the kernel queues for a unix door before the daemon accepts
+# them (asyncio's default is 100): past it a client's connect fails with
+# EAGAIN at once, so a burst of one user's connects would turn others away
+# before the daemon could count and refuse them.
+BACKLOG = 1024
+# How long the daemon waits for a client to take its one line (a token, an
+# answer, a refusal) before it drops the connection.
+WRITE_TIMEOUT_S = 30.0
 
-    def __init__(self, key: auth.ClusterKey, path: str, ttl_s: float):
+
+def refusal_line(code: str, message: str) -> bytes:
+    """A unix door's one-line refusal, the command socket's error form."""
+    return json.dumps({"error": {"code": code, "message": message}},
+                      separators=(",", ":")).encode() + b"\n"
+
+
+BUSY = refusal_line(RESOURCE_EXHAUSTED, RATE_LIMITED)
+
+
+class CredentialServer:
+    """Serves tokens on ``path`` until ``close``; ``admission`` (the
+    daemon's, shared with its command socket) bounds each user's connections."""
+
+    def __init__(self, key: auth.ClusterKey, path: str, ttl_s: float, admission=None):
+        from lingjun import admission as admission_mod    # config and its parsers: daemons only
         self.key, self.path, self.ttl_s = key, path, ttl_s
+        self.admission = admission or admission_mod.Admission.for_daemon(
+            admission_mod.LimitsConfig(), log)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -49,7 +80,7 @@ class CredentialServer:
             if _answers(self.path):
                 raise OSError(f"{self.path}: another daemon already serves credentials there")
             p.unlink()           # a socket left by an earlier run of this daemon
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path, backlog=BACKLOG)
         # Every user must reach it: that is the point. What it hands out says who they are.
         os.chmod(self.path, 0o666)
         log.info("serving credentials on %s (tokens live %gs)", self.path, self.ttl_s)
@@ -57,17 +88,38 @@ class CredentialServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             pid, uid, gid = peer_ids(writer.get_extra_info("socket"))
+        except OSError as e:
+            log.debug("credential socket: %s", e)
+            writer.close()
+            return
+        why = self.admission.connect(uid)
+        if why is not None:
+            refuse(writer, self.admission, uid, "connections at the credential socket", why)
+            return
+        try:
             token = auth.mint_token(self.key, uid, gid, self.ttl_s)
             writer.write(token.encode() + b"\n")
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
             log.debug("credential for uid=%d gid=%d pid=%d", uid, gid, pid)
-        except (OSError, ConnectionError) as e:
-            log.warning("credential socket: %s", e)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:
+            log.debug("credential socket: uid %d: %s", uid, e or type(e).__name__)
         finally:
             writer.close()
+            self.admission.disconnect(uid)
 
     async def close(self) -> None:
         await close_unix_server(self._server, self.path)
+
+
+def refuse(writer: asyncio.StreamWriter, admission, uid: int, kind: str, why: str) -> None:
+    """Answer a connection over a limit with the one busy line and close it
+    at once, nothing of it read; the refusal is logged at a bounded rate."""
+    admission.refusals.note(uid, kind, why)
+    try:
+        writer.write(BUSY)      # a unix socket's buffer takes it whole: no drain
+    except (OSError, ConnectionError):
+        pass
+    writer.close()
 
 
 async def close_unix_server(server: asyncio.base_events.Server | None, path: str) -> None:
@@ -96,8 +148,23 @@ class CredentialUnavailable(RuntimeError):
     """No token: the socket is missing or its daemon did not answer."""
 
 
+class CredentialBusy(CredentialUnavailable):
+    """No token: the caller holds too many connections at the daemon already."""
+
+
 def fetch_token(path: str, timeout: float = 5.0) -> str:
-    """A fresh token for the calling process, from the socket at ``path``."""
+    """A fresh token for the calling process, from the socket at ``path``;
+    a refusal because the caller holds too much already is retried briefly
+    (``RETRY_DELAYS_S``), then raised as CredentialUnavailable in Slurm's words."""
+    for delay in RETRY_DELAYS_S:
+        try:
+            return _fetch_token(path, timeout)
+        except CredentialBusy:
+            time.sleep(delay)
+    return _fetch_token(path, timeout)
+
+
+def _fetch_token(path: str, timeout: float) -> str:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
@@ -109,11 +176,20 @@ def fetch_token(path: str, timeout: float = 5.0) -> str:
                     break
                 data += chunk
     except OSError as e:
-        raise CredentialUnavailable(f"cannot get a credential from {path}: "
-                                    f"{e.strerror or e}") from None
+        # EAGAIN: the daemon's backlog is full (busy; retried as a refusal is)
+        raise (CredentialBusy if isinstance(e, BlockingIOError) else CredentialUnavailable)(
+            f"cannot get a credential from {path}: {e.strerror or e}") from None
     token = data.decode(errors="replace").strip()
     if not token:
         raise CredentialUnavailable(f"cannot get a credential from {path}: empty answer")
+    if token.startswith("{"):           # a refusal, never a token
+        try:
+            err = json.loads(token)["error"]
+            code, message = str(err["code"]), str(err["message"])
+        except (ValueError, KeyError, TypeError):
+            code, message = "", token[:200]
+        raise (CredentialBusy if code == RESOURCE_EXHAUSTED else CredentialUnavailable)(
+            f"cannot get a credential from {path}: {message}")
     return token
 
 

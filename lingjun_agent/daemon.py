@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from lingjun import auth, logs
 from lingjun import config as configmod
+from lingjun.admission import Admission
 from lingjun.command_server import CommandSocketServer, ControllerChannel, relay_answer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
@@ -167,11 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     creds = commands = relay = None
     controller = args.controller or cfg.controller.connect_address
     if cfg.auth.agent_serves_socket:
-        creds = CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s)
+        # Each user's share of this agent's two sockets (lingjun/admission.py);
+        # its descriptor limit is left as it is: the jobs it starts inherit it.
+        doors = Admission.for_daemon(cfg.limits, logging.getLogger("lingjun_agent.admission"))
+        creds = CredentialServer(key, cfg.auth.socket, cfg.auth.token_ttl_s, doors)
         relay = ControllerChannel(controller, tls_ca)
         commands = CommandSocketServer(cfg.auth.socket,
                                        relay_answer(relay.stub, key, cfg.auth.token_ttl_s),
-                                       cfg.authz.max_message_bytes)
+                                       cfg.authz.max_message_bytes, doors)
     agent = Agent(args.node, controller,
                   args.state_dir or f"{cfg.agent.state_dir}/{args.node}",
                   cpus=args.cpus, memory_mb=args.memory_mb,

@@ -28,6 +28,7 @@ from grpc_health.v1 import health_pb2
 
 from lingjun import auth, logs
 from lingjun import config as configmod
+from lingjun.admission import Admission, raise_descriptor_limit
 from lingjun.command_server import CommandSocketServer
 from lingjun.credential import CredentialServer
 from lingjun import sdnotify
@@ -166,16 +167,25 @@ async def serve(cfg: configmod.Config, server_auth: ServerAuth, ready_file: str 
     hooks.start()
     api = SlurmApiServicer(ctl)
     metrics = ControllerMetrics(ctl) if cc.metrics_address else None
+    # What one user may hold of this daemon, at every door (lingjun/admission.py):
+    # worked out from the descriptor limit, raised to its hard limit first.
+    doors = Admission.for_daemon(cfg.limits, logging.getLogger("lingjund.admission"),
+                                 raise_descriptor_limit())
+    log.info("limits: %d connections at the unix doors (%d per user), %d gRPC connections, "
+             "%d calls and %d streams per user", doors.budget.connections,
+             doors.budget.connections_per_user, doors.budget.grpc_connections,
+             doors.budget.requests_per_user, doors.budget.streams_per_user)
     server, port, health_servicer = build_server(ctl, cc.listen, server_auth, api,
-                                                 RpcTimer(metrics) if metrics else None)
+                                                 RpcTimer(metrics) if metrics else None,
+                                                 admission=doors)
     creds = commands = None
     if cfg.auth.controller_serves_socket:   # users' tokens on this host, and their commands' calls
-        creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s)
+        creds = CredentialServer(server_auth.key, cfg.auth.socket, cfg.auth.token_ttl_s, doors)
         await creds.start()
         answer = servicer_answer(api)
         commands = CommandSocketServer(cfg.auth.socket,
                                        metrics.timed_answer(answer) if metrics else answer,
-                                       cfg.authz.max_message_bytes)
+                                       cfg.authz.max_message_bytes, doors)
         await commands.start()
     await server.start()
     door = ring = None

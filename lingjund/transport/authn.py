@@ -60,6 +60,15 @@ The interceptor must see decoded messages: in ``grpc.aio.server(interceptors=
 [...])`` the first is outermost, so one that decodes requests itself goes
 before this one.
 
+*How much one user may hold.* Once the caller is known, the call counts
+against that user's ``[limits] requests_per_user`` (unary calls, the
+command socket's included) or ``streams_per_user`` (srun, salloc, sacct,
+WatchJobs) in the daemon's ``admission.Admission``; over it the call ends
+at once with RESOURCE_EXHAUSTED and Slurm's words for its rate limit,
+before any service code runs. Root and the controller's own user are not
+limited per user. What gRPC cannot count per user (its connections) is
+said in lingjun/admission.py.
+
 A missing, forged or expired token ends the call with UNAUTHENTICATED and
 Slurm's words, "Protocol authentication error", before any service code
 runs. Health checks and reflection stay open (load balancers, grpcurl);
@@ -74,6 +83,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import Message
 
+from lingjun import admission as admission_mod
 from lingjun import auth, procnet, slurm
 from lingjund.transport import status
 
@@ -180,17 +190,22 @@ def peer_mismatch(peer: str, who: auth.Identity, server_port: int | None) -> str
 
 
 ROOT_UID = 0
+# Slurm's name for a call its rate limit turned away (slurm_errno.h), the ErrorInfo reason.
+RATE_LIMITED_REASON = "SLURMCTLD_COMMUNICATIONS_BACKOFF"
 
 
 class AuthnInterceptor(grpc.aio.ServerInterceptor):
     """Verifies the token of every SlurmApi call and rewrites the request's identity fields.
 
     ``server_port`` is the port the server bound (set by ``build_server``
-    once it is known): loopback callers are matched against it."""
+    once it is known): loopback callers are matched against it.
+    ``admission``: the daemon's counts of each user's calls (None: unlimited)."""
 
-    def __init__(self, key: auth.ClusterKey, server_port: int | None = None):
+    def __init__(self, key: auth.ClusterKey, server_port: int | None = None,
+                 admission: admission_mod.Admission | None = None):
         self.key = key
         self.server_port = server_port
+        self.admission = admission
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
@@ -203,6 +218,22 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
         key, method = self.key, details.method
         metadata = details.invocation_metadata
         server_port = self.server_port
+        admission = self.admission
+        is_stream = bool(handler.request_streaming or handler.response_streaming)
+
+        async def admit(context, who: auth.Identity) -> None:
+            """Count the call against its caller; over the limit, end it."""
+            why = admission.begin(who.uid, is_stream) if admission is not None else None
+            if why is None:
+                return
+            admission.refusals.note(who.uid, "streams by gRPC" if is_stream else "calls by gRPC",
+                                    why)
+            await status.abort_with(context, status.rich_status(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, admission_mod.RATE_LIMITED, RATE_LIMITED_REASON))
+
+        def done(who: auth.Identity) -> None:
+            if admission is not None:
+                admission.end(who.uid, is_stream)
 
         async def identify(context) -> auth.Identity:
             try:
@@ -222,12 +253,16 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary_unary(request, context):
                 who = await identify(context)
-                overwrite_identity(request, who)
-                token = CALLER.set(who)
+                await admit(context, who)
                 try:
-                    return await inner_uu(request, context)
+                    overwrite_identity(request, who)
+                    token = CALLER.set(who)
+                    try:
+                        return await inner_uu(request, context)
+                    finally:
+                        CALLER.reset(token)
                 finally:
-                    CALLER.reset(token)
+                    done(who)
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)
@@ -237,10 +272,14 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary_stream(request, context):
                 who = await identify(context)
-                overwrite_identity(request, who)
-                CALLER.set(who)      # this generator runs in its own task: no reset needed
-                async for event in inner_us(request, context):
-                    yield event
+                await admit(context, who)
+                try:
+                    overwrite_identity(request, who)
+                    CALLER.set(who)      # this generator runs in its own task: no reset needed
+                    async for event in inner_us(request, context):
+                        yield event
+                finally:
+                    done(who)
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)
@@ -250,9 +289,13 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
 
             async def stream_stream(request_iterator, context):
                 who = await identify(context)
-                CALLER.set(who)
-                async for event in inner_ss(_rewritten(request_iterator, who), context):
-                    yield event
+                await admit(context, who)
+                try:
+                    CALLER.set(who)
+                    async for event in inner_ss(_rewritten(request_iterator, who), context):
+                        yield event
+                finally:
+                    done(who)
             return grpc.stream_stream_rpc_method_handler(
                 stream_stream, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)
@@ -262,8 +305,12 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
 
             async def stream_unary(request_iterator, context):
                 who = await identify(context)
-                CALLER.set(who)
-                return await inner_su(_rewritten(request_iterator, who), context)
+                await admit(context, who)
+                try:
+                    CALLER.set(who)
+                    return await inner_su(_rewritten(request_iterator, who), context)
+                finally:
+                    done(who)
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)

@@ -8,6 +8,7 @@ the port is served with; the local cluster serves plaintext on loopback.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 
 import grpc
@@ -15,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from lingjun import procnet
+from lingjun.admission import Admission
 from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
@@ -31,18 +33,32 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024      # the default of [authz] max_message_b
 # Calls queued in gRPC core before the loop takes them: room for every agent
 # of a large cluster reconnecting at once, plus the commands of its users.
 PENDING_CALLS = 65_536
+# A connection must finish its handshake (TLS, HTTP/2's settings) this soon.
+HANDSHAKE_TIMEOUT_MS = 10_000
+# A connection with no call this long is closed (a GOAWAY: the client's
+# channel reconnects at its next call). An agent always holds a stream.
+CONNECTION_IDLE_MS = 120_000
+# Calls one connection may carry at once; more wait in the client's channel.
+# The agent's relay of its users' commands is the busiest one (and
+# bench/sim's --per-channel, which puts that many agents' streams on one).
+STREAMS_PER_CONNECTION = 1024
 
 
 def build_server(ctl: Controller, listen: str, auth: ServerAuth,
                  api: SlurmApiServicer | None = None,
-                 timer: grpc.aio.ServerInterceptor | None = None
+                 timer: grpc.aio.ServerInterceptor | None = None,
+                 admission: Admission | None = None,
                  ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """``api``: the SlurmApi servicer to serve (one is made when None); the
     daemon passes the one its local command socket answers through too.
     ``timer``: an interceptor that times calls (lingjund/metrics.py), put
-    outermost so decoding and authentication count too."""
+    outermost so decoding and authentication count too. ``admission``: what
+    each user may hold (lingjun/admission.py), shared with the daemon's unix
+    doors; one of [limits] and this process's descriptor limit when None."""
+    if admission is None:
+        admission = Admission.for_daemon(ctl.config.limits, logging.getLogger("lingjund.admission"))
     # DecodeGuard first: the authentication check must see decoded requests.
-    authn = AuthnInterceptor(auth.key)
+    authn = AuthnInterceptor(auth.key, admission=admission)
     chain = [DecodeGuard(), authn] if timer is None else [timer, DecodeGuard(), authn]
     server = grpc.aio.server(interceptors=chain, options=[
         ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),
@@ -64,6 +80,15 @@ def build_server(ctl: Controller, listen: str, auth: ServerAuth,
         ("grpc.server.max_pending_requests", PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
         ("grpc.server_max_unrequested_time_in_server", 300),
+        # Descriptors: gRPC connections are counted for everyone together
+        # (grpc-python says who calls only per call, not per connection:
+        # lingjun/admission.py), past the cap core closes new ones at once;
+        # one that never finishes its handshake, or makes no call for a
+        # while, is closed. Calls are counted per user in AuthnInterceptor.
+        ("grpc.max_allowed_incoming_connections", admission.budget.grpc_connections),
+        ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
+        ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
     ])
     # GetJobs (squeue) and GetAccounting (sacct, from the history readers) may
     # answer with bytes encoded already: those are sent as they are

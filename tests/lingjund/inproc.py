@@ -35,9 +35,11 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(tmp_path, conf: str, raw_uid: int = 0) -> Iterator[Served]:
+def serve(tmp_path, conf: str, raw_uid: int = 0, admission=None) -> Iterator[Served]:
     """``raw_uid``: who the raw-byte calls come from (the transport takes the
-    caller from the token, not from the bytes)."""
+    caller from the token, not from the bytes). ``admission``: the counts of
+    each user's calls the server keeps (lingjun/admission.py; one of its own
+    when None), for a test that plays the daemon's other doors."""
     loop = asyncio.new_event_loop()
     t = threading.Thread(target=loop.run_forever, daemon=True)
     t.start()
@@ -46,7 +48,7 @@ def serve(tmp_path, conf: str, raw_uid: int = 0) -> Iterator[Served]:
     sa = server_auth()
 
     async def start():
-        server, port, hs = build_server(ctl, "127.0.0.1:0", sa)
+        server, port, hs = build_server(ctl, "127.0.0.1:0", sa, admission=admission)
         await server.start()
         await hs.set("", health_pb2.HealthCheckResponse.SERVING)
         return server, port

@@ -6,7 +6,9 @@ for them), some with another key, some not at all.
 """
 from __future__ import annotations
 
+import logging
 import pwd
+import socket
 import threading
 import time
 
@@ -15,6 +17,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lingjun import auth
+from lingjun.admission import Admission, Budget
+from lingjun.client import error_reason
+from lingjun.config import LimitsConfig
 from lingjun.v1 import api_pb2, api_pb2_grpc
 from tests.lingjund import inproc
 from tests.signing import SigningInterceptor, signed_channel, random_key
@@ -243,3 +248,83 @@ def test_a_token_must_come_from_its_uid_on_this_hosts_own_address_too():
         os.close(go)
         os.waitpid(pid, 0)
         server.close()
+
+
+def test_a_user_over_the_stream_limit_is_refused_in_slurms_words_and_others_are_not(tmp_path):
+    """[limits] streams_per_user counts the token's user: nobody's fourth
+    stream ends at once with RESOURCE_EXHAUSTED, while another user's stream
+    and nobody's own unary calls are served; a stream that ends gives its
+    place back."""
+    def admitted(stream) -> bool:
+        """A WatchJobs stream with nothing to report waits to its deadline once admitted."""
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        return e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    with inproc.serve(tmp_path, CONF + "[limits]\nstreams_per_user = 3\n") as s:
+        nobody = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        other = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY - 1))
+        held = [nobody.WatchJobs(api_pb2.WatchRequest(), timeout=60) for _ in range(3)]
+        time.sleep(1.0)              # the three are in the server's hands
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            next(nobody.WatchJobs(api_pb2.WatchRequest(), timeout=30))
+        assert (e.value.code(), e.value.details()) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "Rate limit exceeded, please retry momentarily")
+        assert time.monotonic() - t0 < 2
+        assert nobody.Ping(api_pb2.PingRequest(), timeout=5).cluster
+        assert admitted(other.WatchJobs(api_pb2.WatchRequest(), timeout=1))
+        held.pop().cancel()
+        time.sleep(0.5)
+        assert admitted(nobody.WatchJobs(api_pb2.WatchRequest(), timeout=1))
+        for stream in held:
+            stream.cancel()
+
+
+def test_calls_in_progress_at_the_command_socket_count_against_the_same_user_on_grpc(tmp_path):
+    """One user's calls in progress are counted at every door together: with
+    nobody's requests_per_user taken by calls at the command socket, nobody's
+    gRPC call is refused at once in Slurm's words, another user's is served,
+    and nobody's is served again once one of those calls ends."""
+    doors = Admission(Budget.of(LimitsConfig(requests_per_user=2), nofile=65536), frozenset({0}),
+                      logging.getLogger("test.admission"))
+    with inproc.serve(tmp_path, CONF, admission=doors) as s:
+        nobody = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        other = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY - 1))
+        assert [doors.begin(NOBODY), doors.begin(NOBODY)] == [None, None]   # the command socket's
+        with pytest.raises(grpc.RpcError) as e:
+            nobody.GetJobs(api_pb2.GetJobsRequest(), timeout=5)
+        assert (e.value.code(), e.value.details()) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "Rate limit exceeded, please retry momentarily")
+        assert error_reason(e.value) == "SLURMCTLD_COMMUNICATIONS_BACKOFF"
+        assert other.GetJobs(api_pb2.GetJobsRequest(), timeout=5) is not None
+        doors.end(NOBODY)
+        assert nobody.GetJobs(api_pb2.GetJobsRequest(), timeout=5) is not None
+        assert doors.calls_of(NOBODY) == 1, "the gRPC call gave its place back"
+
+
+def test_grpc_connections_past_the_cap_are_closed_at_once_and_calls_go_on_after(tmp_path):
+    """gRPC cannot tell whose a connection is before its first call: past
+    [limits] grpc_connections core closes new ones at once (the descriptors
+    stay bounded), and once those connections go, calls are served again."""
+    with inproc.serve(tmp_path, CONF + "[limits]\ngrpc_connections = 4\n") as s:
+        host, port = s.address.rsplit(":", 1)
+        silent = [socket.create_connection((host, int(port))) for _ in range(12)]
+        time.sleep(1.0)
+
+        def closed(sock: socket.socket) -> bool:
+            sock.setblocking(False)
+            try:
+                while data := sock.recv(65536):   # the server's HTTP/2 settings, if any
+                    del data
+                return True
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+        shut = sum(closed(sock) for sock in silent)
+        for sock in silent:
+            sock.close()
+        assert shut >= 12 - 4 - 1, f"{shut} of 12 connections closed by a server capped at 4"
+        stub = api_pb2_grpc.SlurmApiStub(signed_channel(s.address, s.key, uid=NOBODY))
+        assert stub.Ping(api_pb2.PingRequest(), timeout=10).cluster
