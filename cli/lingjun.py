@@ -235,11 +235,14 @@ def _alive(entry: dict) -> psutil.Process | None:
 
 
 def _spawn(argv: list[str], log: Path) -> dict:
+    """Start a daemon of the local cluster, from "/": the caller's directory
+    (a shared project dir, /tmp) is no place for a daemon to import from,
+    so each is also run with ``-P`` (nothing prepended to its import path)."""
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     os.fchmod(fd, 0o600)        # a log left by an earlier run, made before modes were kept
     with os.fdopen(fd, "ab") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+                             cwd="/", start_new_session=True)
     return {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time(), "argv": argv}
 
 
@@ -314,7 +317,7 @@ def cmd_up(args) -> int:
         return 1
     address = f"127.0.0.1:{port}"
     py = sys.executable
-    procs = {"lingjund": _spawn([py, "-m", "lingjund.daemon", "-c", str(conf)],
+    procs = {"lingjund": _spawn([py, "-P", "-m", "lingjund.daemon", "-c", str(conf)],
                                 state / "logs" / "lingjund.log")}
     tls_ca = parsed.auth.tls_ca or parsed.auth.tls_cert
     info = {"address": address, "state_dir": str(state), "config": str(conf),
@@ -345,7 +348,7 @@ def cmd_up(args) -> int:
         state / "logs" / "command-runner.log")
     info["agent_state_dirs"] = {n: str(state / "agents" / n) for n in info["nodes"]}
     for node in info["nodes"]:
-        procs[node] = _spawn([py, "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
+        procs[node] = _spawn([py, "-P", "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
                               "--state-dir", info["agent_state_dirs"][node],
                               "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
                               "--own-hostname"], state / "logs" / f"{node}.log")

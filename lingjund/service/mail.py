@@ -431,7 +431,7 @@ class Mailer:
             proc = await asyncio.create_subprocess_exec(
                 prog, "-s", n.subject, n.user, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-                start_new_session=True)
+                cwd="/", start_new_session=True)
         except OSError as e:
             log.error("job %d: MailProg %s could not run: %s", n.job_id, prog, e.strerror or e)
             return
