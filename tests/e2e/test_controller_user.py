@@ -124,6 +124,41 @@ def test_lingjund_refuses_to_start_as_a_third_user(cluster, accounts, tmp_path):
         f"becomes {slurmuser.name}"], p.stderr
 
 
+def _bare_controller(c: Cluster, slurmuser, root: Path, prefix: list[str]) -> None:
+    """lingjund alone (no `lingjun up`) on a fresh state dir under ``root``,
+    started through ``prefix``; checks it serves as ``slurmuser``."""
+    key = root / "cluster.key"
+    auth.write_key(key)
+    os.chown(key, slurmuser.uid, slurmuser.gid)
+    port = _free_port()
+    conf = root / "lingjun.toml"
+    conf.write_text(f'[controller]\nlisten = "127.0.0.1:{port}"\nuser = "{slurmuser.name}"\n'
+                    f'state_dir = "{root / "lib" / "lingjun"}"\n[auth]\nkey_file = "{key}"\n'
+                    f'socket = "{root / "run" / "lingjun" / "auth.sock"}"\n')
+    conf.chmod(0o644)
+    with open(root / "lingjund.log", "w") as log:
+        proc = subprocess.Popen([*prefix, str(c.user_bin / "lingjund"), "-c", str(conf)],
+                                stdout=log, stderr=subprocess.STDOUT, cwd="/")
+    try:
+        wait_for("the credential socket", lambda: proc.poll() is not None
+                 or (root / "run" / "lingjun" / "auth.sock").exists(), 30)
+        assert proc.poll() is None, (root / "lingjund.log").read_text()
+        # a user's token from it works: the controller reads its key and serves
+        env = u.user_env(slurmuser, c.user_bin, f"127.0.0.1:{port}",
+                         root / "run" / "lingjun" / "auth.sock")
+        q = u.run_as(slurmuser, [str(c.user_bin / "squeue"), "-h"], env, cwd=Path("/"))
+        assert (q.returncode, q.stderr) == (0, ""), q
+        p = psutil.Process(proc.pid)
+        assert (p.uids().real, p.uids().effective, p.uids().saved) == (slurmuser.uid,) * 3
+        assert p.gids().effective == slurmuser.gid
+        for d, mode in ((root / "lib" / "lingjun", 0o700), (root / "run" / "lingjun", 0o755)):
+            st = d.stat()
+            assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (slurmuser.uid, mode), d
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0, (root / "lingjund.log").read_text()
+
+
 def test_lingjund_started_by_root_becomes_its_user(cluster, accounts):
     """As slurmctld does: root starts it, it makes its missing state and
     socket directories for its user, then runs as that user, groups included."""
@@ -131,31 +166,26 @@ def test_lingjund_started_by_root_becomes_its_user(cluster, accounts):
     root = Path(tempfile.mkdtemp(prefix="lj-ctluser-bare-", dir="/tmp"))
     root.chmod(0o755)
     try:
-        key = root / "cluster.key"
-        auth.write_key(key)
-        os.chown(key, slurmuser.uid, slurmuser.gid)
-        port = _free_port()
-        conf = root / "lingjun.toml"
-        conf.write_text(f'[controller]\nlisten = "127.0.0.1:{port}"\nuser = "{slurmuser.name}"\n'
-                        f'state_dir = "{root / "lib" / "lingjun"}"\n[auth]\nkey_file = "{key}"\n'
-                        f'socket = "{root / "run" / "lingjun" / "auth.sock"}"\n')
-        conf.chmod(0o644)
-        with open(root / "lingjund.log", "w") as log:
-            proc = subprocess.Popen([str(cluster.user_bin / "lingjund"), "-c", str(conf)],
-                                    stdout=log, stderr=subprocess.STDOUT, cwd="/")
-        try:
-            wait_for("the credential socket", lambda: proc.poll() is None and
-                     (root / "run" / "lingjun" / "auth.sock").exists()
-                     or proc.poll() is not None, 30)
-            assert proc.poll() is None, (root / "lingjund.log").read_text()
-            p = psutil.Process(proc.pid)
-            assert (p.uids().real, p.uids().effective, p.uids().saved) == (slurmuser.uid,) * 3
-            assert p.gids().effective == slurmuser.gid
-            for d, mode in ((root / "lib" / "lingjun", 0o700), (root / "run" / "lingjun", 0o755)):
-                st = d.stat()
-                assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (slurmuser.uid, mode), d
-        finally:
-            proc.terminate()
-            assert proc.wait(20) == 0, (root / "lingjund.log").read_text()
+        _bare_controller(cluster, slurmuser, root, [])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
+def test_lingjund_serves_as_its_unit_leaves_it(cluster, accounts):
+    """lingjund.service: User=, no capability in the bounding set, no new
+    privileges; systemd has made StateDirectory= and RuntimeDirectory= its
+    user's. setpriv leaves it the same."""
+    slurmuser, _ = accounts
+    root = Path(tempfile.mkdtemp(prefix="lj-ctluser-unit-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        for d, mode in (("lib/lingjun", 0o700), ("run/lingjun", 0o755)):
+            (root / d).mkdir(parents=True)
+            (root / d).chmod(mode)
+            os.chown(root / d, slurmuser.uid, slurmuser.gid)
+        _bare_controller(cluster, slurmuser, root, [
+            "setpriv", f"--reuid={slurmuser.uid}", f"--regid={slurmuser.gid}", "--init-groups",
+            "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"])
     finally:
         shutil.rmtree(root, ignore_errors=True)
