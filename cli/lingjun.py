@@ -243,6 +243,12 @@ def _alive(entry: dict) -> psutil.Process | None:
     return None
 
 
+def _from_here(value: str) -> str:
+    """A path given to `up` relative to where it was typed, made absolute (the
+    daemons run from /); a bare program name stays one, looked up on PATH."""
+    return str(Path(value).absolute()) if "/" in value else value
+
+
 def _controller_user(name: str) -> "pwd.struct_passwd | None":
     """The user --controller-user names, when the controller must become it;
     None when it is "" or the caller. Raises ValueError saying what is wrong."""
@@ -662,17 +668,17 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-mb", type=int, default=2000)
     up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
-    up.add_argument("--sysfs-root", default="/sys",
+    up.add_argument("--sysfs-root", type=_from_here, default="/sys",
                     help="where the agents read their GPUs' PCI tree, NUMA nodes and NICs (tests)")
     up.add_argument("--shards", type=int, default=0,
                     help="GPU shards each node shares out (Slurm's shard count), for tests")
     up.add_argument("--mps", type=int, default=0,
                     help="MPS count each node shares out (100 per GPU is Slurm's habit), for tests")
-    up.add_argument("--mps-control", default="",
+    up.add_argument("--mps-control", type=_from_here, default="",
                     help="the MPS control daemon agents run (default nvidia-cuda-mps-control)")
-    up.add_argument("--lldpctl", default="", metavar="PATH",
+    up.add_argument("--lldpctl", type=_from_here, default="", metavar="PATH",
                     help="lldpd's client the agents ask for their leaf switch (default: none)")
-    up.add_argument("--device-root", default="/dev",
+    up.add_argument("--device-root", type=_from_here, default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",
                     help="node features (-C), e.g. node[1-2]=fast,ib; repeatable")
@@ -695,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     net = sub.add_parser("net", help="network profiles: desired vs live per node")
     net.add_argument("action", choices=("show",))
     net.add_argument("node", nargs="?", help="one node (default: every node)")
-    up.add_argument("--mail-prog", metavar="PROG",
+    up.add_argument("--mail-prog", type=_from_here, metavar="PROG",
                     help="Slurm's MailProg for --mail-type (default /usr/bin/mail; \"\" = no mail)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
