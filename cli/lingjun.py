@@ -157,9 +157,9 @@ def cmd_keygen(args) -> int:
     except OSError as e:
         print(f"{PROG}: error: {args.path}: {e.strerror}", file=sys.stderr)
         return 1
-    print(f"Wrote a new cluster key to {args.path} (mode 0600). Install the same file, owned by "
-          f"root with mode 0600, on the controller and on every agent, and name it in "
-          f"[auth] key_file.")
+    print(f"Wrote a new cluster key to {args.path} (mode 0600). Install the same file, mode "
+          f"0600, on the controller, owned by its user ([controller] user), and on every "
+          f"agent, owned by root or that user, and name it in [auth] key_file.")
     return 0
 
 
