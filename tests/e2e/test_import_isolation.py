@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import users as u
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
 
 TAG = str(os.getpid() % 100000)
 USER = f"ljplant{TAG}"
@@ -84,11 +84,17 @@ def planted(user):
     need each lazy import (a cluster imports croniter once)."""
     root = Path(tempfile.mkdtemp(prefix="lj-plant-", dir="/tmp"))
     root.chmod(0o755)
-    c = Cluster(root, nodes=2, cpus=2)
+    (root / "markers").mkdir()
+    (root / "markers").chmod(0o1777)
+    # MailProg and a sanity drop-in (run in each job's prolog) say where they run.
+    (root / "probes.d").mkdir()
+    for prog, name in ((root / "mail", "mail"), (root / "probes.d" / "where", "dropin")):
+        prog.write_text(f"#!/bin/sh\necho {name} $(pwd) >> {root / 'ran-from'}\n")
+        prog.chmod(0o755)
+    c = Cluster(root, nodes=2, cpus=2, up_args=(
+        "--mail-prog", str(root / "mail"), "--sanity", f"dropin_dir={root / 'probes.d'}"))
+    c.markers, c.ran_from = root / "markers", root / "ran-from"
     c.user_bin = u.make_user_python(root / "python")
-    c.markers = root / "markers"
-    c.markers.mkdir()
-    c.markers.chmod(0o1777)
     c.work.chmod(0o1777)            # a shared directory: anyone may write here
     plant(c.work, c.markers)
     try:
@@ -100,6 +106,15 @@ def planted(user):
 def imported(c: Cluster, since: frozenset[str] = frozenset()) -> list[str]:
     """The markers left (module.uidN.pidN), less those in ``since``."""
     return sorted(p.name for p in c.markers.iterdir() if p.name not in since)
+
+
+def ran_from(c: Cluster) -> dict[str, set[str]]:
+    """program -> the directories it was run in (MailProg, the drop-in)."""
+    out: dict[str, set[str]] = {}
+    for line in (c.ran_from.read_text().splitlines() if c.ran_from.exists() else []):
+        name, where = line.split(" ", 1)
+        out.setdefault(name, set()).add(where)
+    return out
 
 
 def assert_none_imported(c: Cluster, since: frozenset[str] = frozenset()) -> None:
@@ -114,8 +129,9 @@ def test_the_started_daemons_import_nothing_from_the_starting_directory(planted)
 def test_root_drives_the_cluster_from_the_planted_directory(planted):
     c = planted
     before = frozenset(imported(c))
-    jid = c.sbatch("-N", "2", "--wrap", "srun hostname")
+    jid = c.sbatch("-N", "2", "--mail-type=END", "--wrap", "srun hostname")
     assert c.wait_state(jid, ("COMPLETED", "FAILED"), timeout=60) == "COMPLETED"
+    wait_for("the mail of the job's end", lambda: "mail" in ran_from(c), 30)
     tab = "#SCRON -o /dev/null\n*/5 * * * * true\n"
     assert c.run(["scrontab", "-"], input=tab).returncode == 0
     for cmd in (["scrontab", "-l"], ["scrontab", "-r"], ["squeue"], ["squeue", "--yaml"],
@@ -125,6 +141,7 @@ def test_root_drives_the_cluster_from_the_planted_directory(planted):
         p = c.run(cmd)
         assert p.returncode == 0, f"{cmd}: {p.stderr}"
     assert_none_imported(c, before)
+    assert ran_from(c) == {"mail": {"/"}, "dropin": {"/"}}
 
 
 def test_an_ordinary_user_drives_the_cluster_from_the_planted_directory(planted, user):
