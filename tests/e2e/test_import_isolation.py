@@ -14,7 +14,8 @@ marker (module, uid, pid) and then hands over to the real module, so the
 cluster still works and every import shows. `lingjun up` is typed there,
 and root and an ordinary user (made with useradd) drive the cluster from
 there: a two-node job, scrontab, squeue (also --yaml), sacct, scontrol.
-No marker may appear.
+No marker may appear, and the programs the daemons run (MailProg, a
+sanity drop-in in the job's prolog) run from /.
 """
 from __future__ import annotations
 
