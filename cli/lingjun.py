@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -84,7 +85,7 @@ kill_wait_s = {args.kill_wait}
 scheduler_interval_s = 2.0
 max_array_size = {args.max_array_size}
 metrics_address = "127.0.0.1:0"
-{_mail_text(args)}
+{_mail_text(args)}{f'user = {json.dumps(args.controller_user)}' if args.controller_user else ""}
 [agent]
 state_dir = "{state / 'agents'}"
 reconnect_max_s = 2.0
@@ -124,7 +125,10 @@ def _auth_socket_path(state: Path) -> str:
 
 
 def _auth_text(args, state: Path) -> str:
-    sock = str(Path(args.auth_socket).absolute()) if args.auth_socket else _auth_socket_path(state)
+    # The controller makes its socket: in a directory of its user's (DIR/run)
+    # when it is not root, who owns DIR.
+    home = state / "run" if args.controller_user else state
+    sock = str(Path(args.auth_socket).absolute()) if args.auth_socket else _auth_socket_path(home)
     lines = ["[auth]", f'key_file = "{state / "cluster.key"}"', f'socket = "{sock}"']
     for name in ("tls_cert", "tls_key", "tls_ca"):
         value = getattr(args, name)
@@ -133,11 +137,16 @@ def _auth_text(args, state: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ensure_key(path: Path) -> None:
-    """A key for the local cluster: made once, kept for the next `up` of the same dir."""
+def _ensure_key(path: Path, owner: "pwd.struct_passwd | None") -> None:
+    """A key for the local cluster: made once, kept for the next `up` of the
+    same dir; it belongs to the controller's user (root's agents read it too)."""
     if not path.exists():
         auth.write_key(path)
-    auth.load_key(path)         # refuses one that others can read
+    if owner is not None:
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+    elif os.geteuid() == 0:
+        os.chown(path, 0, 0)    # an earlier `up` gave it to a --controller-user
+    auth.load_key(path, frozenset({owner.pw_uid if owner else os.geteuid()}))
 
 
 def cmd_keygen(args) -> int:
@@ -149,9 +158,9 @@ def cmd_keygen(args) -> int:
     except OSError as e:
         print(f"{PROG}: error: {args.path}: {e.strerror}", file=sys.stderr)
         return 1
-    print(f"Wrote a new cluster key to {args.path} (mode 0600). Install the same file, owned by "
-          f"root with mode 0600, on the controller and on every agent, and name it in "
-          f"[auth] key_file.")
+    print(f"Wrote a new cluster key to {args.path} (mode 0600). Install the same file, mode "
+          f"0600, on the controller, owned by its user ([controller] user), and on every "
+          f"agent, owned by root or that user, and name it in [auth] key_file.")
     return 0
 
 
@@ -235,12 +244,57 @@ def _alive(entry: dict) -> psutil.Process | None:
     return None
 
 
-def _spawn(argv: list[str], log: Path) -> dict:
+def _from_here(value: str) -> str:
+    """A path given to `up` relative to where it was typed, made absolute (the
+    daemons run from /); a bare program name stays one, looked up on PATH."""
+    return str(Path(value).absolute()) if "/" in value else value
+
+
+def _controller_user(name: str) -> "pwd.struct_passwd | None":
+    """The user --controller-user names, when the controller must become it;
+    None when it is "" or the caller. Raises ValueError saying what is wrong."""
+    if not name:
+        return None
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"--controller-user {name}: no such user") from None
+    if pw.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise ValueError(f"--controller-user {name}: only root can start the controller "
+                         f"as another user")
+    return pw
+
+
+def _check_reachable(state: Path, user: "pwd.struct_passwd") -> None:
+    """Raises ValueError when ``user`` could not enter some directory above
+    ``state`` (the default one is below root's home, which is 0700)."""
+    for d in reversed(state.parents):
+        try:
+            st = d.stat()
+        except FileNotFoundError:
+            return                  # made below here by us, traversable
+        if not st.st_mode & 0o001 and st.st_uid != user.pw_uid:
+            raise ValueError(f"--controller-user {user.pw_name} cannot enter {d} (mode "
+                             f"{st.st_mode & 0o777:04o}); give a --state-dir it can reach")
+
+
+def _spawn(argv: list[str], log: Path, user: "pwd.struct_passwd | None" = None) -> dict:
+    """Start a daemon of the local cluster, from "/": the caller's directory
+    (a shared project dir, /tmp) is no place for a daemon to import from,
+    so each is also run with ``-P`` (nothing prepended to its import path)."""
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     os.fchmod(fd, 0o600)        # a log left by an earlier run, made before modes were kept
+    ids = {}
+    if user is not None:            # as that user, with its groups and no trace of ours
+        ids = dict(user=user.pw_uid, group=user.pw_gid,
+                   extra_groups=os.getgrouplist(user.pw_name, user.pw_gid),
+                   env={**os.environ, "HOME": user.pw_dir, "USER": user.pw_name,
+                        "LOGNAME": user.pw_name})
     with os.fdopen(fd, "ab") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+                             cwd="/", start_new_session=True, **ids)
     return {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time(), "argv": argv}
 
 
@@ -270,6 +324,13 @@ def cmd_up(args) -> int:
     if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
         print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)
         return 1
+    try:
+        runas = _controller_user(args.controller_user)
+        if runas is not None:
+            _check_reachable(state, runas)
+    except ValueError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     # Modes: the controller keeps its own directory 0700 (lingjund/statedir.py);
     # here the root is traversable but not listable, since users reach the
     # credential socket and (through agents/) their job scripts by path, and
@@ -280,13 +341,23 @@ def cmd_up(args) -> int:
     (state / "logs").chmod(0o700)
     (state / "agents").mkdir(mode=0o711, exist_ok=True)
     (state / "agents").chmod(0o711)
+    if runas is not None:
+        # The controller's own directories are its user's; the rest (logs,
+        # agents' state, the config) stay root's. DIR/run holds its sockets.
+        (state / "run").mkdir(mode=0o755, exist_ok=True)
+        (state / "run").chmod(0o755)
+        (state / "controller").mkdir(mode=0o700, exist_ok=True)
+        for d in (state / "run", state / "controller"):
+            for top, _, files in os.walk(d):
+                for name in [top, *(os.path.join(top, f) for f in files)]:
+                    os.chown(name, runas.pw_uid, runas.pw_gid, follow_symlinks=False)
     port = args.port or (6917 if _port_free(6917) else _free_port())
     conf = state / "lingjun.toml"
     if bool(args.tls_cert) != bool(args.tls_key):
         print(f"{PROG}: error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 1
     try:
-        _ensure_key(state / "cluster.key")
+        _ensure_key(state / "cluster.key", runas)
     except auth.KeyFileError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
@@ -307,6 +378,7 @@ def cmd_up(args) -> int:
         from lingjun import config as configmod
         parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)
+        conf.chmod(0o644)           # the controller's user reads it too; it holds no secret
     except OSError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
@@ -315,8 +387,13 @@ def cmd_up(args) -> int:
         return 1
     address = f"127.0.0.1:{port}"
     py = sys.executable
-    procs = {"lingjund": _spawn([py, "-m", "lingjund.daemon", "-c", str(conf)],
-                                state / "logs" / "lingjund.log")}
+    try:
+        procs = {"lingjund": _spawn([py, "-P", "-m", "lingjund.daemon", "-c", str(conf)],
+                                    state / "logs" / "lingjund.log", runas)}
+    except OSError as e:            # e.g. this Python is in a directory the user cannot enter
+        print(f"{PROG}: error: cannot start the controller as {args.controller_user}: {e}",
+              file=sys.stderr)
+        return 1
     tls_ca = parsed.auth.tls_ca or parsed.auth.tls_cert
     info = {"address": address, "state_dir": str(state), "config": str(conf),
             "nodes": [f"node{i}" for i in range(1, args.nodes + 1)], "processes": procs,
@@ -346,7 +423,7 @@ def cmd_up(args) -> int:
         state / "logs" / "command-runner.log")
     info["agent_state_dirs"] = {n: str(state / "agents" / n) for n in info["nodes"]}
     for node in info["nodes"]:
-        procs[node] = _spawn([py, "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
+        procs[node] = _spawn([py, "-P", "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
                               "--state-dir", info["agent_state_dirs"][node],
                               "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
                               "--own-hostname"], state / "logs" / f"{node}.log")
@@ -612,17 +689,17 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-mb", type=int, default=2000)
     up.add_argument("--gpus", type=int, default=0, help="GPUs each node declares (for tests)")
     up.add_argument("--gpu-type", default="", help="the declared GPUs' type (--gres=gpu:TYPE:N)")
-    up.add_argument("--sysfs-root", default="/sys",
+    up.add_argument("--sysfs-root", type=_from_here, default="/sys",
                     help="where the agents read their GPUs' PCI tree, NUMA nodes and NICs (tests)")
     up.add_argument("--shards", type=int, default=0,
                     help="GPU shards each node shares out (Slurm's shard count), for tests")
     up.add_argument("--mps", type=int, default=0,
                     help="MPS count each node shares out (100 per GPU is Slurm's habit), for tests")
-    up.add_argument("--mps-control", default="",
+    up.add_argument("--mps-control", type=_from_here, default="",
                     help="the MPS control daemon agents run (default nvidia-cuda-mps-control)")
-    up.add_argument("--lldpctl", default="", metavar="PATH",
+    up.add_argument("--lldpctl", type=_from_here, default="", metavar="PATH",
                     help="lldpd's client the agents ask for their leaf switch (default: none)")
-    up.add_argument("--device-root", default="/dev",
+    up.add_argument("--device-root", type=_from_here, default="/dev",
                     help="where the agents find GPU device files nvidiaN (for tests: a fake /dev)")
     up.add_argument("--features", action="append", metavar="NODES=F1,F2",
                     help="node features (-C), e.g. node[1-2]=fast,ib; repeatable")
@@ -645,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     net = sub.add_parser("net", help="network profiles: desired vs live per node")
     net.add_argument("action", choices=("show",))
     net.add_argument("node", nargs="?", help="one node (default: every node)")
-    up.add_argument("--mail-prog", metavar="PROG",
+    up.add_argument("--mail-prog", type=_from_here, metavar="PROG",
                     help="Slurm's MailProg for --mail-type (default /usr/bin/mail; \"\" = no mail)")
     up.add_argument("--extra-config", metavar="FILE",
                     help="TOML appended to the generated configuration (e.g. a [network] table)")
@@ -660,6 +737,9 @@ def main(argv: list[str] | None = None) -> int:
     # operators of the local cluster (an [authz] table; not with one in --extra-config)
     up.add_argument("--operator", action="append", default=[], metavar="USER",
                     help="a user who may act on anyone's jobs and change nodes; repeatable")
+    up.add_argument("--controller-user", default="", metavar="USER",
+                    help="run the controller as USER ([controller] user, Slurm's SlurmUser; "
+                         "root only); the agents stay root")
 
     up.add_argument("--restart-backoff", type=float, metavar="S",
                     help="seconds before a job's first automatic restart ([faulttol] restart_backoff_s)")

@@ -48,6 +48,7 @@ import collections
 import hashlib
 import hmac
 import os
+import pwd
 import secrets
 import stat
 import time
@@ -87,14 +88,37 @@ def write_key(path: str | os.PathLike) -> None:
     os.chmod(p, 0o600)          # whatever the umask said
 
 
-def load_key(path: str | os.PathLike) -> bytes:
-    """The key's bytes; refuses a key that others could read or that is too short."""
+def key_owners(controller_user: str = "") -> frozenset[int]:
+    """Who may own the key file for this process to trust it: this process's
+    user, and the controller's user (``[controller] user``, Slurm's SlurmUser,
+    who must read it and so owns it, as slurm.key belongs to SlurmUser) when
+    it names one that exists here. Root, which reads it regardless, is how
+    an agent on the controller's host shares the controller's copy."""
+    owners = {os.geteuid()}
+    if controller_user:
+        try:
+            owners.add(pwd.getpwnam(controller_user).pw_uid)
+        except KeyError:
+            pass
+    return frozenset(owners)
+
+
+def load_key(path: str | os.PathLike, owners: frozenset[int] | None = None) -> bytes:
+    """The key's bytes; refuses a key that others could read, that belongs
+    to a user not in ``owners`` (default: this process's user), or that is
+    too short."""
+    if owners is None:
+        owners = frozenset({os.geteuid()})
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise KeyFileError(f"cluster key {p}: no such file; make one with `lingjun keygen {p}` "
                         f"and copy it to the controller and every agent") from None
+    except PermissionError as e:
+        mine = _user_name(os.geteuid())
+        raise KeyFileError(f"cluster key {p}: {e.strerror}; this daemon runs as {mine}, "
+                           f"who must own it: run `chown {mine}: {p}`") from None
     except OSError as e:
         raise KeyFileError(f"cluster key {p}: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
@@ -102,13 +126,22 @@ def load_key(path: str | os.PathLike) -> bytes:
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise KeyFileError(f"cluster key {p} is readable by group or others "
                             f"(mode {stat.S_IMODE(st.st_mode):04o}); run `chmod 600 {p}`")
-        if st.st_uid != os.geteuid():
+        if st.st_uid not in owners:
+            mine = _user_name(os.geteuid())
             raise KeyFileError(f"cluster key {p} belongs to uid {st.st_uid}, not to this daemon "
-                            f"(uid {os.geteuid()}); run `chown root: {p}`")
+                            f"(uid {os.geteuid()}) or the controller's user; run "
+                            f"`chown {mine}: {p}`")
         key = f.read()
     if len(key) < MIN_KEY_BYTES:
         raise KeyFileError(f"cluster key {p} is {len(key)} bytes; want at least {MIN_KEY_BYTES}")
     return key
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _derive(key: bytes, purpose: bytes) -> bytes:
@@ -129,8 +162,8 @@ class ClusterKey:
                    controller=_derive(key, b"lingjun controller handshake v1"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ClusterKey":
-        return cls.from_bytes(load_key(path))
+    def load(cls, path: str | os.PathLike, owners: frozenset[int] | None = None) -> "ClusterKey":
+        return cls.from_bytes(load_key(path, owners))
 
 
 # -- agent handshake ------------------------------------------------------------------

@@ -187,6 +187,10 @@ def host_files(name: str, slots: Slots) -> dict[str, tuple[str, str]]:
 # import (it runs under the job's python, which has torch; the agent's may not).
 RDZV_STORE = (
     "import sys, time\n"
+    # -c put the job's directory first on the path (the job's python may
+    # predate -P): torch comes from its installation, not from a file there
+    "if sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
     "from torch.distributed import TCPStore\n"
     "store = TCPStore(sys.argv[1], int(sys.argv[2]), is_master=True, wait_for_workers=False)\n"
     "while True:\n"

@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lingjun-agent: error: {e}", file=sys.stderr)
         return 1
     try:
-        key = auth.ClusterKey.load(cfg.auth.key_file)
+        key = auth.ClusterKey.load(cfg.auth.key_file, auth.key_owners(cfg.controller.user))
         tls_ca = None
         if cfg.auth.tls:
             with open(cfg.auth.tls_ca or cfg.auth.tls_cert, "rb") as f:

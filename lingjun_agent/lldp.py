@@ -82,7 +82,7 @@ def discover(command: str = "lldpctl", timeout_s: float = 5.0) -> str:
         return ""
     try:
         p = subprocess.run([exe, "-f", "json"], capture_output=True, text=True,
-                           timeout=timeout_s, check=False)
+                           timeout=timeout_s, cwd="/", check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     if p.returncode != 0:

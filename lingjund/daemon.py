@@ -9,6 +9,11 @@ arrive during a pass coalesce into the next one. The pure core of a pass
 runs in a worker thread (``scheduling.run_pass_off_loop``), so heartbeats and
 commands are served while it decides; the live state it was given is a
 frozen snapshot, and what changed meanwhile is caught at commit.
+
+It runs as ``[controller] user`` (Slurm's SlurmUser), never needing root:
+started by root with that set, it becomes that user before it opens
+anything, as slurmctld does; started by anyone else than that user, it
+refuses with a message saying so (``controller_user.py``).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from lingjun.credential import CredentialServer
 from lingjun import sdnotify
 from lingjun.httpdoor import HttpDoor
 from lingjun.sdnotify import notify
-from lingjund import statedir
+from lingjund import controller_user, statedir
 from lingjund.service import (accounting, allocations, configuration, faulttol, health, mail, nodes,
                               quarantine, scheduling, steps, timers, webhooks)
 from lingjund.service import associations
@@ -271,8 +276,15 @@ def main(argv: list[str] | None = None) -> int:
         over["state_dir"] = args.state_dir
     if over:
         cfg = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, **over))
-    # Before anything is opened or bound: files we make are ours alone, and
-    # the state directory is ours alone for as long as we live (statedir.py).
+    # Before anything is opened or bound: the user we run as (root becomes
+    # [controller] user, as slurmctld becomes SlurmUser: controller_user.py),
+    # files we make are ours alone, and the state directory is ours alone for
+    # as long as we live (statedir.py).
+    try:
+        controller_user.become(cfg.controller.user, cfg.controller.state_dir, cfg.auth.socket)
+    except (controller_user.ControllerUserError, OSError) as e:
+        print(f"lingjund: error: {e}", file=sys.stderr)
+        return 1
     os.umask(0o077)
     try:
         lock_fd = statedir.acquire(cfg.controller.state_dir)

@@ -48,6 +48,22 @@ def test_a_key_others_can_read_is_refused_with_the_fix(tmp_path, mode):
     assert "readable by group or others" in str(e.value) and f"chmod 600 {path}" in str(e.value)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_root_trusts_a_key_of_the_controllers_user_and_of_no_one_else(tmp_path):
+    """The controller's user owns the key on its host (it must read it); an
+    agent there is root and takes that key, named by [controller] user."""
+    path = tmp_path / "k"
+    auth.write_key(path)
+    os.chown(path, 65534, 65534)            # nobody, standing in for the controller's user
+    with pytest.raises(auth.KeyFileError, match="belongs to uid 65534"):
+        auth.load_key(path)
+    assert auth.key_owners("nobody") == {0, 65534}
+    assert auth.load_key(path, auth.key_owners("nobody")) == path.read_bytes()
+    assert auth.key_owners("no-such-user-here") == {0}
+    with pytest.raises(auth.KeyFileError, match="belongs to uid 65534"):
+        auth.load_key(path, auth.key_owners("root"))
+
+
 def test_a_missing_or_short_key_is_refused_with_what_to_do(tmp_path):
     with pytest.raises(auth.KeyFileError, match="lingjun keygen"):
         auth.load_key(tmp_path / "none")

@@ -122,7 +122,7 @@ class MpsDaemons:
                 start = err.tell()
                 r = subprocess.run([self.control, *args], env=env, input=stdin, text=True,
                                    stdout=err, stderr=err, timeout=CONTROL_TIMEOUT_S,
-                                   check=False)
+                                   cwd="/", check=False)
                 err.seek(start)
                 said = err.read()[-200:].strip()
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -204,7 +204,8 @@ async def run_dropin(path: Path, timeout_s: float, env: dict[str, str]) -> Verdi
     """Exit 0 passes; anything else fails with the first line of stdout as the reason."""
     proc = await asyncio.create_subprocess_exec(
         str(path), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **env}, start_new_session=True)
+        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **env}, cwd="/",
+        start_new_session=True)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
     except asyncio.TimeoutError:

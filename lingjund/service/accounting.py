@@ -76,9 +76,9 @@ class _Reader:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lingjund.service.history_reader",
+                [sys.executable, "-P", "-m", "lingjund.service.history_reader",
                  str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd="/")
         except BaseException:
             ours.close()
             raise
