@@ -134,6 +134,8 @@ def _auth_text(args, state: Path) -> str:
         value = getattr(args, name)
         if value:
             lines.append(f'{name} = "{Path(value).absolute()}"')
+    if args.token_relay_user:
+        lines.append(f"token_relay_users = {json.dumps(args.token_relay_user)}")
     return "\n".join(lines) + "\n"
 
 
@@ -732,6 +734,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--tls-ca", help="CA that signed --tls-cert (default: the certificate itself)")
     up.add_argument("--auth-socket", help="where the controller serves users' credentials "
                                           "(default DIR/auth.sock); its directory must let users in")
+    up.add_argument("--token-relay-user", action="append", default=[], metavar="USER",
+                    help="a user whose processes here may present other users' tokens "
+                         "([auth] token_relay_users: lingjun restd's user); repeatable")
     kg = sub.add_parser("keygen", help="write a new cluster key (mode 0600; never overwrites)")
     kg.add_argument("path")
     # operators of the local cluster (an [authz] table; not with one in --extra-config)

@@ -66,6 +66,8 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     tls_cert = ""                   # PEM files: set cert+key on the controller to serve TLS,
     tls_key = ""                    # tls_ca on agents and commands to verify it
     tls_ca = ""
+    token_relay_users = []          # users whose processes on the controller's host may present
+                                    # others' tokens (lingjun restd's user there); root always may
     [scheduler]                     # optional: Slurm's SchedulerType / SchedulerParameters
     backfill = true                 # sched/backfill (default); false = sched/builtin, strict per partition
     bf_window_min = 1440            # bf_window: how far ahead a reservation may be (minutes)
@@ -497,6 +499,9 @@ class AuthConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
+    # Users whose processes on the controller's host may present other users'
+    # tokens: lingjun restd's user there (it checks its own callers).
+    token_relay_users: tuple[str, ...] = ()
 
     @property
     def tls(self) -> bool:

@@ -32,7 +32,10 @@ connection: the ``uid`` column of the
 and whose remote port is ours (``lingjun/procnet.py``). A token whose uid
 differs is refused as a forged one is; root's processes may present any
 token (root could become that user anyway), so root's own requests and
-tools acting for users keep working. No row (the connection already gone)
+tools acting for users keep working, and so may the users named in
+``[auth] token_relay_users``: lingjun restd's own user on this host, which
+relays its callers' tokens (on its unix socket it checks the caller's uid
+against the token's itself), as a restd on another host does. No row (the connection already gone)
 refuses too. For remote peers (login nodes, other hosts) the kernel here
 cannot say, and the token alone decides, as before: that is munge's model,
 and TLS (``[auth] tls_cert``) keeps tokens off the wire. The cost is one
@@ -78,6 +81,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import pwd
 from dataclasses import dataclass
 
 import grpc
@@ -174,22 +178,36 @@ def _peer(context) -> str:
         return "?"
 
 
-def peer_mismatch(peer: str, who: auth.Identity, server_port: int | None) -> str | None:
+def peer_mismatch(peer: str, who: auth.Identity, server_port: int | None,
+                  relays: frozenset[int] = frozenset()) -> str | None:
     """Why a token for ``who`` must not be taken from ``peer`` (gRPC's peer string), or None.
 
-    Only TCP peers on this host are checked (see the module docstring)."""
+    Only TCP peers on this host are checked (see the module docstring);
+    processes of root and of the ``relays`` uids may present any token."""
     addr = procnet.parse_peer(peer)
     if addr is None or not server_port or not procnet.is_this_host(addr[0]):
         return None
     uid = procnet.socket_uid(addr, server_port)
     if uid is None:
         return f"no socket of this host is the peer {peer} (connection gone?)"
-    if uid != who.uid and uid != ROOT_UID:
+    if uid != who.uid and uid != ROOT_UID and uid not in relays:
         return f"a token for uid {who.uid} presented by a process of uid {uid}"
     return None
 
 
 ROOT_UID = 0
+
+
+def relay_uids(names: tuple[str, ...]) -> frozenset[int]:
+    """The uids of ``[auth] token_relay_users``; a name this host does not
+    know is left out, and said so."""
+    uids = set()
+    for name in names:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            log.error("[auth] token_relay_users: no user %r on this host; ignored", name)
+    return frozenset(uids)
 # Slurm's name for a call its rate limit turned away (slurm_errno.h), the ErrorInfo reason.
 RATE_LIMITED_REASON = "SLURMCTLD_COMMUNICATIONS_BACKOFF"
 
@@ -202,10 +220,12 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
     ``admission``: the daemon's counts of each user's calls (None: unlimited)."""
 
     def __init__(self, key: auth.ClusterKey, server_port: int | None = None,
-                 admission: admission_mod.Admission | None = None):
+                 admission: admission_mod.Admission | None = None,
+                 relays: frozenset[int] = frozenset()):
         self.key = key
         self.server_port = server_port
         self.admission = admission
+        self.relays = relays
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
@@ -219,6 +239,7 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
         metadata = details.invocation_metadata
         server_port = self.server_port
         admission = self.admission
+        relays = self.relays
         is_stream = bool(handler.request_streaming or handler.response_streaming)
 
         async def admit(context, who: auth.Identity) -> None:
@@ -238,7 +259,7 @@ class AuthnInterceptor(grpc.aio.ServerInterceptor):
         async def identify(context) -> auth.Identity:
             try:
                 who = verify(key, metadata)
-                why = peer_mismatch(_peer(context), who, server_port)
+                why = peer_mismatch(_peer(context), who, server_port, relays)
                 if why:
                     raise auth.AuthError(why)
                 return who

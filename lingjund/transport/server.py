@@ -21,7 +21,7 @@ from lingjun.v1 import agent_pb2, agent_pb2_grpc, api_pb2, api_pb2_grpc
 from lingjund.service.context import Controller
 from lingjund.transport.agent import AgentServicer
 from lingjund.transport.api import SlurmApiServicer
-from lingjund.transport.authn import AuthnInterceptor, ServerAuth
+from lingjund.transport.authn import AuthnInterceptor, ServerAuth, relay_uids
 from lingjund.transport.validate import DecodeGuard
 
 # The services whose health is reported by name ("" is the server overall).
@@ -58,7 +58,8 @@ def build_server(ctl: Controller, listen: str, auth: ServerAuth,
     if admission is None:
         admission = Admission.for_daemon(ctl.config.limits, logging.getLogger("lingjund.admission"))
     # DecodeGuard first: the authentication check must see decoded requests.
-    authn = AuthnInterceptor(auth.key, admission=admission)
+    authn = AuthnInterceptor(auth.key, admission=admission,
+                             relays=relay_uids(ctl.config.auth.token_relay_users))
     chain = [DecodeGuard(), authn] if timer is None else [timer, DecodeGuard(), authn]
     server = grpc.aio.server(interceptors=chain, options=[
         ("grpc.max_receive_message_length", ctl.config.authz.max_message_bytes),

@@ -60,6 +60,7 @@ def site():
         for name in (ALICE, BOB):
             made.append(users.add_user(name, root / name))
         bin_dir = users.make_user_python(root / "python")
+        c.up_args = ("--token-relay-user", ALICE)      # alice's restd relays others' tokens
         c.up()
         c.wait_nodes_up()
         env = {u.name: users.user_env(u, bin_dir, c.address, c.state / "auth.sock") for u in made}
@@ -152,6 +153,22 @@ def test_bob_with_alices_token_over_the_unix_socket_cannot_cancel_her_job(site):
     assert c.state_of(job_id) == "PENDING"
     code, body = site.curl_as(site.alice, site.alice, "-X", "DELETE", f"http://x{BASE}/job/{job_id}")
     assert (code, json.loads(body)["errors"]) == (200, [])
+    c.wait_state(job_id, "CANCELLED")
+
+
+def test_bob_with_his_own_token_is_served_by_alices_restd_on_the_controllers_host(site):
+    """alice's restd is [auth] token_relay_users: the controller takes bob's
+    token from her process, and her restd took it from bob's (the kernel said so)."""
+    c = site.cluster
+    out = users.run_as(site.bob, [str(site.bin_dir / "sbatch"), "--parsable", "--hold",
+                                  "--wrap", "true"], site.env[BOB])
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip())
+    code, body = site.curl_as(site.bob, site.bob, f"http://x{BASE}/job/{job_id}")
+    assert code == 200, body
+    assert [j["user_name"] for j in json.loads(body)["jobs"]] == [BOB]
+    code, body = site.curl_as(site.bob, site.bob, "-X", "DELETE", f"http://x{BASE}/job/{job_id}")
+    assert (code, json.loads(body)["errors"]) == (200, []), body
     c.wait_state(job_id, "CANCELLED")
 
 
