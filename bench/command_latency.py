@@ -10,16 +10,12 @@ system, submissions per second, and the same held (``-H``): the submission
 path alone, without the jobs of the earlier submissions starting meanwhile
 (each system's leftovers are cancelled before the next one's turn).
 
-Lingjun's commands run from three installs of this tree, all measured:
+Lingjun's commands run from two installs of this tree, both measured:
 
 - ``plain``: a venv of the system's /usr/bin/python3 with our dependencies
   and a one-line ``.pth`` to this tree, the way an operator installs it
   (tests/e2e/users.py makes it; the tree and the copies are byte-compiled
   first, as ``pip install`` leaves them);
-- ``client``: ``lingjun install-commands`` into a folder (the C client,
-  falling back to the plain install's Python): each command is run by the
-  local cluster's command runner (lingjun/command_runner.py); its CPU column
-  adds the runner's children's CPU, spread over the calls;
 - ``dev``: this interpreter's own folder (the worktree's venv: ``pip
   install -e``'s import finder, and whatever .pth files the machine's site
   packages carry, run at every start).
@@ -42,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import json
 import os
 import resource
 import shutil
@@ -74,20 +69,9 @@ COMMANDS = [
 
 
 class System:
-    def __init__(self, name: str, bin_dir: str, env: dict[str, str], runner_pid: int = 0):
+    def __init__(self, name: str, bin_dir: str, env: dict[str, str]):
         self.name, self.bin_dir, self.env = name, bin_dir, env
         self.jobs: list[str] = []          # everything submitted, cancelled at the end
-        # The command runner whose children do the compiled client's work: their
-        # CPU is the runner's reaped children's (/proc/PID/stat, in clock ticks,
-        # so it is summed over a command's runs and shown as a mean per call).
-        self.runner_pid = runner_pid
-
-    def runner_cpu(self) -> float:
-        if not self.runner_pid:
-            return 0.0
-        with open(f"/proc/{self.runner_pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
     def argv(self, args: list[str]) -> list[str]:
         return [os.path.join(self.bin_dir, args[0]), *args[1:]]
@@ -179,7 +163,6 @@ def measure_commands(systems: list[System], runs: int) -> dict:
         fresh = {s.name: [s.submit_held() for _ in range(runs)] if "{fresh}" in args else []
                  for s in systems}
         res = {s.name: ([], [], []) for s in systems}
-        runner0 = {s.name: s.runner_cpu() for s in systems}
         for i in range(runs):
             order = systems if i % 2 == 0 else systems[::-1]
             for s in order:
@@ -193,9 +176,6 @@ def measure_commands(systems: list[System], runs: int) -> dict:
                     s.jobs.append(p.stdout.strip().split(";")[0])
                 res[s.name][0].append(wall)
                 res[s.name][1].append(cpu)
-        for s in systems:       # the runner's share, spread evenly over the calls
-            extra = (s.runner_cpu() - runner0[s.name]) / max(1, len(res[s.name][1]))
-            res[s.name][1][:] = [c + extra for c in res[s.name][1]]
         out[label] = res
     return out
 
@@ -299,8 +279,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--submits", type=int, default=int(os.environ.get("SUBMITS", 200)))
     ap.add_argument("--systems", default="lingjun,slurm")
     ap.add_argument("--no-plain", action="store_true", help="only this interpreter's install")
-    ap.add_argument("--no-client", action="store_true",
-                    help="without the compiled commands (lingjun install-commands)")
     o = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="lj-cmdlat-", dir="/tmp"))
     root.chmod(0o755)
@@ -317,15 +295,6 @@ def main(argv: list[str] | None = None) -> int:
                 plain_bin = plain_install(root / "python")
                 systems.append(System("lingjun-plain", plain_bin,
                                       dict(env, PATH=plain_bin + os.pathsep + env["PATH"])))
-                if not o.no_client:
-                    client_bin = root / "client"
-                    subprocess.run([os.path.join(plain_bin, "lingjun"), "install-commands",
-                                    str(client_bin)], check=True, capture_output=True)
-                    info = json.loads((root / "cluster" / "state" / "cluster.json").read_text())
-                    systems.append(System(
-                        "lingjun-client", str(client_bin),
-                        dict(env, PATH=f"{client_bin}{os.pathsep}{plain_bin}{os.pathsep}{env['PATH']}"),
-                        runner_pid=info["processes"]["command-runner"]["pid"]))
             systems.append(System("lingjun-dev", dev_bin, env))
         if "slurm" in wanted:
             senv = slurm_env()
@@ -384,12 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in systems:
             s.cancel_all()
-        runner_log = root / "cluster" / "state" / "logs" / "command-runner.log"
-        if runner_log.exists():
-            bad = [l for l in runner_log.read_text().splitlines()
-                   if " INFO " not in l]
-            if bad:
-                print("# the command runner's log, other than INFO:\n" + "\n".join(bad[-40:]))
         if env is not None:
             subprocess.run([os.path.join(dev_bin, "lingjun"), "down", "--state-dir",
                             str(root / "cluster" / "state")], env=env, capture_output=True,

@@ -28,15 +28,12 @@ needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is n
 # systemd-analyze security's exposure, 0 (best) to 10: the controller's
 # hardening must not slip back; the agent starts jobs as their users,
 # configures NICs and reads devices, and is root with every capability.
-# The command runner becomes each caller (uid, groups, limits) and must see
-# the files the caller sees.
-MAX_EXPOSURE = {"lingjund.service": 3.0, "lingjun-agent.service": 9.6,
-                "lingjun-command-runner.service": 6.0}
+MAX_EXPOSURE = {"lingjund.service": 3.0, "lingjun-agent.service": 9.6}
 
 
 def _installed(tmp_path: Path, unit: str) -> Path:
     text = (UNITS / unit).read_text()
-    for prog in ("lingjund", "lingjun-agent", "lingjun-command-runner"):
+    for prog in ("lingjund", "lingjun-agent"):
         where = shutil.which(prog, path=os.path.dirname(sys.executable) + os.pathsep
                              + os.environ.get("PATH", ""))
         assert where, f"{prog} is not installed"
