@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import sys
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -245,14 +246,14 @@ def parse_job_ids(prog: str, text: str) -> list[int]:
 
 
 # "12", "12_3", "12_[1-3,7]", "12.batch": one id of a comma list (commas inside [] kept)
-_JOB_WORD_RE = slurm.Pattern(r"[^,\[]*(?:\[[^\]]*\][^,]*)?")
+_JOB_WORD_RE = r"[^,\[]*(?:\[[^\]]*\][^,]*)?"
 
 
 def job_words(text: str) -> list[str]:
     """ "7,8_[1,3],9" -> ["7", "8_[1,3]", "9"]: a comma list whose brackets may hold commas."""
     if "[" not in text:         # the pattern's words then: the split's (re costs 3-4 ms)
         return [w for w in text.split(",") if w]
-    return [w for w in _JOB_WORD_RE.findall(text) if w]
+    return [w for w in re.findall(_JOB_WORD_RE, text) if w]
 
 
 def parse_array_selectors(prog: str, text: str) -> list[tuple[int, frozenset[int] | None]]:

@@ -7,8 +7,7 @@ connection ends. The daemon asks the kernel who is calling (``SO_PEERCRED``)
 instead of a token, and answers through the controller's own SlurmApi code
 (``lingjund/transport/command_socket.py``; an agent serving it relays the
 call to its controller with a token minted for that uid). So a command needs
-neither gRPC nor protobuf, TLS or JWT: only ``_socket`` and ``_json`` (the C
-halves of ``socket`` and ``json``; ``lingjun/cjson.py``).
+neither gRPC nor protobuf, TLS or JWT: only ``socket`` and ``json``.
 
     request:  {"method": "SubmitJob", "request": {...SubmitJobRequest's fields...}}
     answer:   {"reply": {...SubmitJobResponse's fields...}}
@@ -24,9 +23,9 @@ When no daemon serves the socket the command falls back to gRPC
 """
 from __future__ import annotations
 
-import _socket   # the C module: socket.py's enum conversions cost a command 2 ms
+import json
+import socket
 
-from lingjun.cjson import dumps, loads
 from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable, beside_auth_socket
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
 
@@ -77,7 +76,8 @@ class LargeReply(SocketUnavailable):
 def _request_line(method: str, request) -> bytes:
     if not isinstance(request, Message):
         request = from_protobuf(request)        # a caller that built a protobuf message
-    return dumps({"method": method, "request": request.to_dict()}).encode(
+    return json.dumps({"method": method, "request": request.to_dict()}, ensure_ascii=False,
+                      separators=(",", ":"), check_circular=False).encode(
         "utf-8", "surrogatepass") + b"\n"
 
 
@@ -96,7 +96,7 @@ class LocalApi:
         if method not in METHODS:
             raise SocketUnavailable(f"{method} is not served on the command socket")
         line = _request_line(method, request)
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
             try:
@@ -116,7 +116,7 @@ class LocalApi:
         finally:
             s.close()
         try:
-            answer = loads(b"".join(chunks))
+            answer = json.loads(b"".join(chunks))
         except (ValueError, RecursionError):
             answer = None
         if not isinstance(answer, dict):

@@ -13,10 +13,9 @@ config file, else the local cluster's, else /run/lingjun/auth.sock; with
 """
 from __future__ import annotations
 
+import json
 import os
-
-from lingjun.cjson import loads
-from lingjun.lean import lru_cache
+from functools import lru_cache
 
 DEFAULT_AUTH_SOCKET = "/run/lingjun/auth.sock"     # lingjun.config.AuthConfig.socket
 
@@ -42,7 +41,7 @@ def _pointer() -> str:
 
 def _read_pointer() -> dict:
     with open(_pointer(), "rb") as f:
-        return loads(f.read())
+        return json.loads(f.read())
 
 
 SYSTEM_CONF = "/etc/lingjun/lingjun.toml"
