@@ -26,6 +26,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, TextIO
 
+import cli
 from cli.options import VERSION, Opt, UsageError, getopt
 from lingjun import slurm
 from lingjun.command_socket import CommandApi, ControllerError
@@ -65,6 +66,7 @@ def run(command: Callable[..., int], argv: list[str] | None, api, out: TextIO | 
     teardown (modules, their objects, the collector) is 1-2 ms of a command's
     15 ms of CPU and does nothing a command needs: it registers no atexit work
     on its common path. srun and salloc, which run on after ``run``, do not ask."""
+    cli.resume_collector()
     rc = _run(command, argv, api, out, err, **extra)
     if exit_now and argv is None and api is None and out is None and err is None:
         for stream in (sys.stdout, sys.stderr):
