@@ -150,6 +150,12 @@ def plain_install(where: Path) -> str:
     return str(bin_dir)
 
 
+def _load() -> str:
+    """The load average (1, 5, 15 minutes): the machine is shared, and a loaded
+    one widens the ratios (a command that needs more CPU waits for a core more)."""
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
@@ -215,23 +221,28 @@ def breakdown(bin_dir: str, env: dict[str, str], runs: int) -> list[tuple[str, f
         return a[0] - b[0], a[1] - b[1]
 
     # Each stage ends with os._exit, as the commands do (cli.common.run): the
-    # interpreter's teardown is a row of its own, the part they skip.
+    # interpreter's teardown is a row of its own, the part they skip. A command
+    # loads with the cyclic collector paused (cli/__init__.py), so the stages
+    # after site do too; what the collector would cost is a row of its own.
     end = "; import os; os._exit(0)"
+    paused = "import gc; gc.disable(); "
     bare = med([py, "-S", "-c", "pass" + end])
     teardown = minus(med([py, "-S", "-c", "pass"]), bare)
     site = med([py, "-c", "pass" + end])
-    # the C modules the commands load beyond the start-up (re, json, collections,
-    # functools, contextlib no longer: lingjun/cjson.py, lingjun/lean.py)
-    stdlib = med([py, "-c", "import _socket, _json, _operator, math, time" + end])
+    # the standard library the commands load beyond the start-up
+    stdlib_modules = "import socket, json, re, collections, functools, math, time, pwd"
+    stdlib = med([py, "-c", paused + stdlib_modules + end])
     rows = [("python -S, ended by os._exit (the interpreter)", *bare),
             ("its teardown (python -S -c pass - above): skipped", *teardown),
             ("site (python -c pass - python -S)", *minus(site, bare)),
-            ("_socket, _json, ...: the C modules the commands need", *minus(stdlib, site))]
+            ("socket, json (enum, re...): the stdlib the commands need", *minus(stdlib, site))]
     for mod, args in (("cli.sbatch", ["sbatch", "--parsable", "-H", "--wrap", "true"]),
                       ("cli.squeue", ["squeue"])):
-        imp = med([py, "-c", f"import {mod}" + end])
+        imp = med([py, "-c", paused + f"import {mod}" + end])
+        collected = minus(med([py, "-c", f"import {mod}" + end]), imp)
         whole = med([os.path.join(bin_dir, args[0]), *args[1:]])
         rows.append((f"import {mod}: our modules (- the stdlib above)", *minus(imp, stdlib)))
+        rows.append((f"  (the collector's scans, were it not paused: skipped)", *collected))
         rows.append((f"{' '.join(args)}: parse, connect, answer, print, exit", *minus(whole, imp)))
         rows.append((f"{' '.join(args)}: whole", *whole))
     return rows
@@ -302,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# slurm: not available ({senv})")
             else:
                 systems.append(System("slurm", SLURM_BIN, senv))
-        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} runs={o.runs} submits={o.submits} "
-              f"load={os.getloadavg()[0]:.2f} cores={os.cpu_count()}", flush=True)
+        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')} runs={o.runs} submits={o.submits} "
+              f"{_load()} cores={os.cpu_count()}", flush=True)
         results = measure_commands(systems, o.runs)
         names = [s.name for s in systems]
         slurm = "slurm" if "slurm" in names else None
@@ -329,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                         line += f" | {meds[n] / meds[slurm]:17.1f}x" if ok else f" | {'-':>18}"
             print(line + "".join(f"  ({n}: {len(res[n][2])} failed)" for n in names if res[n][2]),
                   flush=True)
+        print(f"# {_load()}", flush=True)
         for held in (False, True):
             what = f"sbatch {'-H ' if held else ''}--wrap true"
             rates = {}
@@ -342,10 +354,10 @@ def main(argv: list[str] | None = None) -> int:
                     if n != slurm:
                         print(f"submit rate {what} {n}/slurm: {rates[n] / rates[slurm]:.2f}",
                               flush=True)
+        print(f"# {_load()}", flush=True)
         if env is not None:
             target = systems[0]
-            print(f"# where {target.name}'s milliseconds go (median of {o.runs}; load "
-                  f"{os.getloadavg()[0]:.2f}):")
+            print(f"# where {target.name}'s milliseconds go (median of {o.runs}; {_load()}):")
             print(f"{'stage':62} {'wall ms':>8} {'CPU ms':>8}")
             for label, wall, cpu in breakdown(target.bin_dir, target.env, o.runs) + \
                     socket_round_trips(env, o.runs):

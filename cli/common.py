@@ -253,7 +253,7 @@ _JOB_WORD_RE = r"[^,\[]*(?:\[[^\]]*\][^,]*)?"
 
 def job_words(text: str) -> list[str]:
     """ "7,8_[1,3],9" -> ["7", "8_[1,3]", "9"]: a comma list whose brackets may hold commas."""
-    if "[" not in text:         # the pattern's words then: the split's (re costs 3-4 ms)
+    if "[" not in text:         # the pattern's words then: the split's
         return [w for w in text.split(",") if w]
     return [w for w in re.findall(_JOB_WORD_RE, text) if w]
 

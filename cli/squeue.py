@@ -244,7 +244,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 def _dump(api, kind: str, out: TextIO) -> int:
     with controller_errors("slurm_load_jobs error: "):
         reply = api.call("GetJobs", messages.GetJobsRequest(all_states=True))
-    from cli import formats_json    # here: json (and re with it) cost every squeue 5 ms
+    from cli import formats_json    # here: only --json and --yaml need it
     doc = formats_json.squeue_document(reply.jobs, cluster_name(api))
     out.write(formats_json.dump_json(doc) if kind == "json" else formats_json.dump_yaml(doc))
     return 0

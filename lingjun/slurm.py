@@ -423,7 +423,7 @@ def expand_hostlist(expr: str) -> list[str]:
     """"node[1-3],gpu01" -> ["node1", "node2", "node3", "gpu01"]; ValueError on bad syntax."""
     if not expr or expr.strip() in ("", "(null)"):
         return []
-    import hostlist     # here: 2.6 ms of start-up that most commands never need
+    import hostlist     # here: 2 ms of start-up that most commands never need
     try:
         return hostlist.expand_hostlist(expr.strip())
     except hostlist.BadHostlist as e:
@@ -451,8 +451,8 @@ def _one_prefix_ranges(names: list[str]) -> str | None:
     """collect_hostlist's answer where every name is one prefix (ASCII letters,
     "-", "_", ".") and a number without leading zeros ("node1", "node12": a
     cluster's usual names), else None (python-hostlist answers those).
-    python-hostlist costs sinfo 5 ms to import (it brings re and collections),
-    more than ranging a few names takes."""
+    python-hostlist costs sinfo 2 ms of CPU to import (with re and json already
+    loaded), more than ranging a few names takes."""
     prefix = None
     numbers = set()
     for name in names:
