@@ -145,8 +145,12 @@ def plain_install(where: Path) -> str:
     bin_dir = make_user_python(where)
     site = next((where / "venv" / "lib").glob("python3*/site-packages"))
     py = str(bin_dir / "python")
-    for d in (site, TREE / "cli", TREE / "lingjun"):
-        subprocess.run([py, "-m", "compileall", "-q", str(d)], capture_output=True)
+    subprocess.run([py, "-m", "compileall", "-q", str(site)], capture_output=True)
+    # the tree's forced: compileall trusts a cache whose recorded mtime matches,
+    # and a file rewritten within the same second (a checkout) keeps a stale one
+    # that the import system then refuses, compiling the source at every start
+    for d in (TREE / "cli", TREE / "lingjun"):
+        subprocess.run([py, "-m", "compileall", "-q", "-f", str(d)], capture_output=True)
     return str(bin_dir)
 
 
@@ -242,7 +246,7 @@ def breakdown(bin_dir: str, env: dict[str, str], runs: int) -> list[tuple[str, f
         collected = minus(med([py, "-c", f"import {mod}" + end]), imp)
         whole = med([os.path.join(bin_dir, args[0]), *args[1:]])
         rows.append((f"import {mod}: our modules (- the stdlib above)", *minus(imp, stdlib)))
-        rows.append((f"  (the collector's scans, were it not paused: skipped)", *collected))
+        rows.append(("  (the collector's scans, were it not paused: skipped)", *collected))
         rows.append((f"{' '.join(args)}: parse, connect, answer, print, exit", *minus(whole, imp)))
         rows.append((f"{' '.join(args)}: whole", *whole))
     return rows

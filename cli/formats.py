@@ -1185,10 +1185,6 @@ def scontrol_show_config(settings: dict[str, str], as_of: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def scontrol_ping_line(host: str, up: bool) -> str:
-    return f"Slurmctld(primary) at {host} is {'UP' if up else 'DOWN'}\n"
-
-
 # --- nodes: sinfo -------------------------------------------------------------------
 
 SINFO_DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"

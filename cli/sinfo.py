@@ -8,8 +8,9 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats, helptext
-from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
+from cli import formats
+from cli.common import (CommandError, controller_errors, full_help, make_api, own_options,
+                        parse_options, run)
 from cli import sorting
 from cli.options import NO, REQUIRED, Opt, comma_list, env_options
 from lingjun import slurm
@@ -78,7 +79,7 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     tests = []
     dump = ""
     fields_O = None
-    for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SINFO):
+    for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SINFO")):
         if key in ("json", "yaml"):
             dump = key
         elif key == "Format":
