@@ -1,4 +1,4 @@
-"""The Slurm commands, one module each (``cli/sbatch.py``, ``cli/squeue.py``...), and their shared parts.
+"""The Slurm commands, one module each (cli/sbatch.py, cli/squeue.py...), and what they share.
 
 Loading its modules is most of what a command costs (bench/README.md), and
 Python's cyclic collector runs about ten times over the objects those imports
@@ -19,7 +19,8 @@ COMMANDS = frozenset({"sbatch", "srun", "salloc", "squeue", "scancel", "sinfo", 
                       "scrontab", "sattach", "sprio", "sacctmgr", "sshare"})
 
 collector_paused = False
-if gc.isenabled() and os.path.basename(getattr(sys, "argv", None) and sys.argv[0] or "") in COMMANDS:
+_script = os.path.basename(sys.argv[0]) if getattr(sys, "argv", None) else ""
+if gc.isenabled() and _script in COMMANDS:
     gc.disable()
     collector_paused = True
 

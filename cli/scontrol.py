@@ -142,8 +142,9 @@ class Scontrol:
             if not j.now:
                 j.now = reply.now
         mem = self._default_mem(jobs)
+        formats = _formats()
         for j in sorted(jobs, key=lambda j: j.job_id):
-            self.out.write(_formats().scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
+            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
                                                      details=self.details))
         return 0
 

@@ -128,3 +128,16 @@ def test_importing_the_commands_elsewhere_leaves_the_collector_running(tmp_path)
     p = subprocess.run(_script(tmp_path, "workflow.py", body), capture_output=True, text=True,
                        timeout=60)
     assert (p.returncode, p.stdout, p.stderr) == (0, "True\n", "")
+
+
+def test_every_command_script_loads_with_the_collector_paused():
+    """cli.COMMANDS names the console scripts that are commands: a new one
+    added to pyproject.toml only would load at the collector's full cost."""
+    import tomllib
+    from pathlib import Path
+    import cli
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())[
+        "project"]["scripts"]
+    commands = {name for name, target in scripts.items()
+                if target.startswith("cli.") and name != "lingjun"}
+    assert cli.COMMANDS == commands
