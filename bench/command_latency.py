@@ -10,16 +10,12 @@ system, submissions per second, and the same held (``-H``): the submission
 path alone, without the jobs of the earlier submissions starting meanwhile
 (each system's leftovers are cancelled before the next one's turn).
 
-Lingjun's commands run from three installs of this tree, all measured:
+Lingjun's commands run from two installs of this tree, both measured:
 
 - ``plain``: a venv of the system's /usr/bin/python3 with our dependencies
   and a one-line ``.pth`` to this tree, the way an operator installs it
   (tests/e2e/users.py makes it; the tree and the copies are byte-compiled
   first, as ``pip install`` leaves them);
-- ``client``: ``lingjun install-commands`` into a folder (the C client,
-  falling back to the plain install's Python): each command is run by the
-  local cluster's command runner (lingjun/command_runner.py); its CPU column
-  adds the runner's children's CPU, spread over the calls;
 - ``dev``: this interpreter's own folder (the worktree's venv: ``pip
   install -e``'s import finder, and whatever .pth files the machine's site
   packages carry, run at every start).
@@ -42,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import json
 import os
 import resource
 import shutil
@@ -74,20 +69,9 @@ COMMANDS = [
 
 
 class System:
-    def __init__(self, name: str, bin_dir: str, env: dict[str, str], runner_pid: int = 0):
+    def __init__(self, name: str, bin_dir: str, env: dict[str, str]):
         self.name, self.bin_dir, self.env = name, bin_dir, env
         self.jobs: list[str] = []          # everything submitted, cancelled at the end
-        # The command runner whose children do the compiled client's work: their
-        # CPU is the runner's reaped children's (/proc/PID/stat, in clock ticks,
-        # so it is summed over a command's runs and shown as a mean per call).
-        self.runner_pid = runner_pid
-
-    def runner_cpu(self) -> float:
-        if not self.runner_pid:
-            return 0.0
-        with open(f"/proc/{self.runner_pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
     def argv(self, args: list[str]) -> list[str]:
         return [os.path.join(self.bin_dir, args[0]), *args[1:]]
@@ -161,9 +145,19 @@ def plain_install(where: Path) -> str:
     bin_dir = make_user_python(where)
     site = next((where / "venv" / "lib").glob("python3*/site-packages"))
     py = str(bin_dir / "python")
-    for d in (site, TREE / "cli", TREE / "lingjun"):
-        subprocess.run([py, "-m", "compileall", "-q", str(d)], capture_output=True)
+    subprocess.run([py, "-m", "compileall", "-q", str(site)], capture_output=True)
+    # the tree's forced: compileall trusts a cache whose recorded mtime matches,
+    # and a file rewritten within the same second (a checkout) keeps a stale one
+    # that the import system then refuses, compiling the source at every start
+    for d in (TREE / "cli", TREE / "lingjun"):
+        subprocess.run([py, "-m", "compileall", "-q", "-f", str(d)], capture_output=True)
     return str(bin_dir)
+
+
+def _load() -> str:
+    """The load average (1, 5, 15 minutes): the machine is shared, and a loaded
+    one widens the ratios (a command that needs more CPU waits for a core more)."""
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def pct(values: list[float], q: float) -> float:
@@ -179,7 +173,6 @@ def measure_commands(systems: list[System], runs: int) -> dict:
         fresh = {s.name: [s.submit_held() for _ in range(runs)] if "{fresh}" in args else []
                  for s in systems}
         res = {s.name: ([], [], []) for s in systems}
-        runner0 = {s.name: s.runner_cpu() for s in systems}
         for i in range(runs):
             order = systems if i % 2 == 0 else systems[::-1]
             for s in order:
@@ -193,9 +186,6 @@ def measure_commands(systems: list[System], runs: int) -> dict:
                     s.jobs.append(p.stdout.strip().split(";")[0])
                 res[s.name][0].append(wall)
                 res[s.name][1].append(cpu)
-        for s in systems:       # the runner's share, spread evenly over the calls
-            extra = (s.runner_cpu() - runner0[s.name]) / max(1, len(res[s.name][1]))
-            res[s.name][1][:] = [c + extra for c in res[s.name][1]]
         out[label] = res
     return out
 
@@ -235,23 +225,28 @@ def breakdown(bin_dir: str, env: dict[str, str], runs: int) -> list[tuple[str, f
         return a[0] - b[0], a[1] - b[1]
 
     # Each stage ends with os._exit, as the commands do (cli.common.run): the
-    # interpreter's teardown is a row of its own, the part they skip.
+    # interpreter's teardown is a row of its own, the part they skip. A command
+    # loads with the cyclic collector paused (cli/__init__.py), so the stages
+    # after site do too; what the collector would cost is a row of its own.
     end = "; import os; os._exit(0)"
+    paused = "import gc; gc.disable(); "
     bare = med([py, "-S", "-c", "pass" + end])
     teardown = minus(med([py, "-S", "-c", "pass"]), bare)
     site = med([py, "-c", "pass" + end])
-    # the C modules the commands load beyond the start-up (re, json, collections,
-    # functools, contextlib no longer: lingjun/cjson.py, lingjun/lean.py)
-    stdlib = med([py, "-c", "import _socket, _json, _operator, math, time" + end])
+    # the standard library the commands load beyond the start-up
+    stdlib_modules = "import socket, json, re, collections, functools, math, time, pwd"
+    stdlib = med([py, "-c", paused + stdlib_modules + end])
     rows = [("python -S, ended by os._exit (the interpreter)", *bare),
             ("its teardown (python -S -c pass - above): skipped", *teardown),
             ("site (python -c pass - python -S)", *minus(site, bare)),
-            ("_socket, _json, ...: the C modules the commands need", *minus(stdlib, site))]
+            ("socket, json (enum, re...): the stdlib the commands need", *minus(stdlib, site))]
     for mod, args in (("cli.sbatch", ["sbatch", "--parsable", "-H", "--wrap", "true"]),
                       ("cli.squeue", ["squeue"])):
-        imp = med([py, "-c", f"import {mod}" + end])
+        imp = med([py, "-c", paused + f"import {mod}" + end])
+        collected = minus(med([py, "-c", f"import {mod}" + end]), imp)
         whole = med([os.path.join(bin_dir, args[0]), *args[1:]])
         rows.append((f"import {mod}: our modules (- the stdlib above)", *minus(imp, stdlib)))
+        rows.append(("  (the collector's scans, were it not paused: skipped)", *collected))
         rows.append((f"{' '.join(args)}: parse, connect, answer, print, exit", *minus(whole, imp)))
         rows.append((f"{' '.join(args)}: whole", *whole))
     return rows
@@ -299,8 +294,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--submits", type=int, default=int(os.environ.get("SUBMITS", 200)))
     ap.add_argument("--systems", default="lingjun,slurm")
     ap.add_argument("--no-plain", action="store_true", help="only this interpreter's install")
-    ap.add_argument("--no-client", action="store_true",
-                    help="without the compiled commands (lingjun install-commands)")
     o = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="lj-cmdlat-", dir="/tmp"))
     root.chmod(0o755)
@@ -317,15 +310,6 @@ def main(argv: list[str] | None = None) -> int:
                 plain_bin = plain_install(root / "python")
                 systems.append(System("lingjun-plain", plain_bin,
                                       dict(env, PATH=plain_bin + os.pathsep + env["PATH"])))
-                if not o.no_client:
-                    client_bin = root / "client"
-                    subprocess.run([os.path.join(plain_bin, "lingjun"), "install-commands",
-                                    str(client_bin)], check=True, capture_output=True)
-                    info = json.loads((root / "cluster" / "state" / "cluster.json").read_text())
-                    systems.append(System(
-                        "lingjun-client", str(client_bin),
-                        dict(env, PATH=f"{client_bin}{os.pathsep}{plain_bin}{os.pathsep}{env['PATH']}"),
-                        runner_pid=info["processes"]["command-runner"]["pid"]))
             systems.append(System("lingjun-dev", dev_bin, env))
         if "slurm" in wanted:
             senv = slurm_env()
@@ -333,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# slurm: not available ({senv})")
             else:
                 systems.append(System("slurm", SLURM_BIN, senv))
-        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} runs={o.runs} submits={o.submits} "
-              f"load={os.getloadavg()[0]:.2f} cores={os.cpu_count()}", flush=True)
+        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')} runs={o.runs} submits={o.submits} "
+              f"{_load()} cores={os.cpu_count()}", flush=True)
         results = measure_commands(systems, o.runs)
         names = [s.name for s in systems]
         slurm = "slurm" if "slurm" in names else None
@@ -360,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                         line += f" | {meds[n] / meds[slurm]:17.1f}x" if ok else f" | {'-':>18}"
             print(line + "".join(f"  ({n}: {len(res[n][2])} failed)" for n in names if res[n][2]),
                   flush=True)
+        print(f"# {_load()}", flush=True)
         for held in (False, True):
             what = f"sbatch {'-H ' if held else ''}--wrap true"
             rates = {}
@@ -373,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
                     if n != slurm:
                         print(f"submit rate {what} {n}/slurm: {rates[n] / rates[slurm]:.2f}",
                               flush=True)
+        print(f"# {_load()}", flush=True)
         if env is not None:
             target = systems[0]
-            print(f"# where {target.name}'s milliseconds go (median of {o.runs}; load "
-                  f"{os.getloadavg()[0]:.2f}):")
+            print(f"# where {target.name}'s milliseconds go (median of {o.runs}; {_load()}):")
             print(f"{'stage':62} {'wall ms':>8} {'CPU ms':>8}")
             for label, wall, cpu in breakdown(target.bin_dir, target.env, o.runs) + \
                     socket_round_trips(env, o.runs):
@@ -384,12 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in systems:
             s.cancel_all()
-        runner_log = root / "cluster" / "state" / "logs" / "command-runner.log"
-        if runner_log.exists():
-            bad = [l for l in runner_log.read_text().splitlines()
-                   if " INFO " not in l]
-            if bad:
-                print("# the command runner's log, other than INFO:\n" + "\n".join(bad[-40:]))
         if env is not None:
             subprocess.run([os.path.join(dev_bin, "lingjun"), "down", "--state-dir",
                             str(root / "cluster" / "state")], env=env, capture_output=True,

@@ -17,13 +17,15 @@ from __future__ import annotations
 import itertools
 import os
 import operator
+import re
 import time
+from collections import namedtuple
+from functools import lru_cache
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, Sequence
 
 from lingjun import slurm
-from lingjun.lean import lru_cache, record
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
 
@@ -32,7 +34,7 @@ SLURM_VERSION = "22.05.8"
 # --- generic %-format machinery (squeue -o, sinfo -o) -----------------------
 
 
-class Field(record("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
+class Field(namedtuple("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
                        defaults=(0, False, "", False, ""))):
     """One %-field of a format string: letter, width (0 = natural), justification
     (right), the literal text before it (prefix) and after it (suffix, -O
@@ -630,7 +632,7 @@ class FormatError(ValueError):
     """A -o/-O/--format specification that the command cannot print."""
 
 
-_O_SIZE = slurm.Pattern(r"(?s)(\.)?(\d*)(.*)")
+_O_SIZE = r"(?s)(\.)?(\d*)(.*)"
 
 
 def split_O_token(token: str) -> tuple[str, int, bool, str]:
@@ -642,7 +644,7 @@ def split_O_token(token: str) -> tuple[str, int, bool, str]:
     name, colon, rest = token.partition(":")
     if not colon:
         return name.strip(), 20, False, ""
-    dot, size, suffix = _O_SIZE.fullmatch(rest).groups()
+    dot, size, suffix = re.fullmatch(_O_SIZE, rest).groups()
     return name.strip(), int(size) if size else 20, bool(dot), suffix
 
 
@@ -1181,10 +1183,6 @@ def scontrol_show_config(settings: dict[str, str], as_of: int) -> str:
     for key in sorted(settings, key=lambda k: (rank.get(k, len(rank)), k.lower())):
         lines.append(f"{key:<23} = {settings[key]}")
     return "\n".join(lines) + "\n"
-
-
-def scontrol_ping_line(host: str, up: bool) -> str:
-    return f"Slurmctld(primary) at {host} is {'UP' if up else 'DOWN'}\n"
 
 
 # --- nodes: sinfo -------------------------------------------------------------------

@@ -18,7 +18,8 @@ which both commands call.
 """
 from __future__ import annotations
 
-from lingjun.lean import record
+import re
+from collections import namedtuple
 
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -57,11 +58,11 @@ def _count(text: str, option: str, minimum: int = 1) -> int:
     return n
 
 
-_NODE_COUNT_RE = slurm.Pattern(r"(\d+)([kKmM]?)")
+_NODE_COUNT_RE = r"(\d+)([kKmM]?)"
 
 
 def _node_count(text: str) -> int:
-    m = _NODE_COUNT_RE.fullmatch(text.strip())
+    m = re.fullmatch(_NODE_COUNT_RE, text.strip())
     if not m:
         raise ValueError(text)
     return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
@@ -129,7 +130,7 @@ def _positive(field_name: str, option: str) -> Callable[[str], dict]:
     return lambda text: {field_name: _count(text, option)}
 
 
-class JobOption(record("JobOption", "key short arg reader env aliases",
+class JobOption(namedtuple("JobOption", "key short arg reader env aliases",
                            defaults=("", REQUIRED, None, {}, ()))):
     """One shared option. ``reader`` turns its value into JobSpec fields (None:
     the command reads it itself); ``env`` is each command's input variable

@@ -49,7 +49,6 @@ import psutil
 from lingjun import auth, credential
 from lingjun.client import Api, ControllerUnreachable, lingjun_home, local_pointer
 from lingjun.endpoints import running_cluster_record
-from lingjun.command_runner import runner_path
 from lingjun.v1 import api_pb2
 from lingjund import statedir
 
@@ -418,11 +417,6 @@ def cmd_up(args) -> int:
                 _stop(info)
                 return 1
             time.sleep(0.1)
-    # The command runner beside the credential socket: the compiled commands'
-    # warm interpreter (`lingjun install-commands`; lingjun/command_runner.py).
-    procs["command-runner"] = _spawn(
-        [py, "-m", "lingjun.command_runner", "--socket", runner_path(parsed.auth.socket)],
-        state / "logs" / "command-runner.log")
     info["agent_state_dirs"] = {n: str(state / "agents" / n) for n in info["nodes"]}
     for node in info["nodes"]:
         procs[node] = _spawn([py, "-P", "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
@@ -659,18 +653,6 @@ def cmd_health(args) -> int:
     return 0
 
 
-def cmd_install_commands(args) -> int:
-    from lingjun.command_runner import InstallError, install_commands
-    try:
-        names = install_commands(Path(args.dir), args.cc, args.python)
-    except InstallError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    print(f"Installed {', '.join(names)} in {args.dir} (run by the command runner, "
-          f"else by {args.python})")
-    return 0
-
-
 def _version() -> str:
     """The installed package's version, and the Slurm its commands answer as."""
     from importlib import metadata
@@ -763,12 +745,6 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("-f", "--follow", action="store_true", help="follow until the job (or step) ends")
     lg.add_argument("--rank", type=int, help="only this rank of the running step (labelled)")
     lg.add_argument("job", metavar="JOB[.STEP]")
-    ic = sub.add_parser("install-commands",
-                        help="compile the quick commands' C client into DIR (sbatch, squeue, ...)")
-    ic.add_argument("dir", metavar="DIR")
-    ic.add_argument("--cc", default=os.environ.get("CC", "cc"), help="the C compiler (default $CC or cc)")
-    ic.add_argument("--python", default=sys.executable,
-                    help="the interpreter that runs a command the runner cannot (default: this one)")
     rd = sub.add_parser("restd", help="Slurm's REST API (slurmrestd v0.0.38) for this cluster",
                         add_help=False)
     rd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -781,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health,
-            "web": cmd_web, "install-commands": cmd_install_commands}[args.cmd](args)
+            "web": cmd_web}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ refuse what it refuses, with glibc's words:
 """
 from __future__ import annotations
 
-from lingjun.lean import record
+from collections import namedtuple
 
 NO, REQUIRED, OPTIONAL = 0, 1, 2
 
 
-class Opt(record("Opt", ("key", "long", "short", "arg"), defaults=((), "", NO))):
+class Opt(namedtuple("Opt", ("key", "long", "short", "arg"), defaults=((), "", NO))):
     """One option: what the command calls it (key), its long names without "--",
     its short letters, and whether it takes an argument (NO, REQUIRED, OPTIONAL).
     A named tuple, not a dataclass: every command builds its table at start-up,

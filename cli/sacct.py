@@ -27,10 +27,10 @@ from typing import TextIO
 
 import grpc
 
-from cli import formats, formats_json, helptext
+from cli import formats, formats_json
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
-                        is_not_found, make_api, own_options, parse_array_selectors, parse_options,
-                        resolve_user, run, select_array_tasks, select_jobs)
+                        full_help, is_not_found, make_api, own_options, parse_array_selectors,
+                        parse_options, resolve_user, run, select_array_tasks, select_jobs)
 from cli.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
@@ -93,7 +93,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     dump = ""
     duplicates = False
     with bad_values(PROG):
-        for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SACCT):
+        for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SACCT")):
             if key in ("json", "yaml"):
                 dump = key
                 continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from lingjun.lean import record
+from collections import namedtuple
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import Callable, Mapping, TextIO
@@ -270,7 +270,7 @@ _BAD_GRES = CommandError("sbatch: error: Batch job submission failed: "
                          "Invalid generic resource (gres) specification", 1)
 
 
-class GresRequest(record("GresRequest", ("gpu_type", "gpus", "shards", "mps", "gpu_mem_mb"),
+class GresRequest(namedtuple("GresRequest", ("gpu_type", "gpus", "shards", "mps", "gpu_mem_mb"),
                              defaults=("", 0, 0, 0, 0))):
     """What --gres asks of each node: whole GPUs (``gpu_type``, ``gpus``), or
     ``shards`` (shard:N) or ``mps`` (mps:P, P of one GPU's MPS count) of one GPU,

@@ -13,8 +13,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import helptext
-from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, make_api,
+from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, full_help, make_api,
                         own_options, parse_array_selectors, parse_options, refusals, resolve_user,
                         run)
 from cli.options import NO, REQUIRED, Opt, comma_list
@@ -60,7 +59,7 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     req = messages.CancelJobsRequest(requester_uid=os.getuid())
     quiet = False
     filtered = False
-    for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SCANCEL):
+    for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SCANCEL")):
         if key == "batch":
             req.batch_only = True
         elif key == "name":

@@ -19,7 +19,6 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_array_selectors, parse_options, refusals, run)
 from cli.options import NO, VERSION, Opt
@@ -38,6 +37,17 @@ OPTIONS = [
 ]
 NODE_STATES = ("DRAIN", "RESUME", "UNDRAIN", "DOWN", "IDLE")
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+
+
+def _formats():
+    """cli.formats, loaded by the show subcommands only: 1 ms of start-up that
+    ping, update and the job controls do without."""
+    from cli import formats
+    return formats
+
+
+def ping_line(host: str, up: bool) -> str:
+    return f"Slurmctld(primary) at {host} is {'UP' if up else 'DOWN'}\n"
 
 
 def _match(word: str, choices: tuple[str, ...], minimum: int = 1) -> str | None:
@@ -132,6 +142,7 @@ class Scontrol:
             if not j.now:
                 j.now = reply.now
         mem = self._default_mem(jobs)
+        formats = _formats()
         for j in sorted(jobs, key=lambda j: j.job_id):
             self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
                                                      details=self.details))
@@ -159,7 +170,7 @@ class Scontrol:
         elif not nodes:
             self.out.write("No nodes in the system\n")
             return 0
-        self.out.write(formats.scontrol_show_node(nodes, self.oneliner, self.details))
+        self.out.write(_formats().scontrol_show_node(nodes, self.oneliner, self.details))
         return 0
 
     def show_partition(self, name: str | None) -> int:
@@ -173,7 +184,7 @@ class Scontrol:
                 raise CommandError(f"Partition {name} not found")
             self.out.write("No partitions in the system\n")
             return 0
-        self.out.write(formats.scontrol_show_partition(parts, self.oneliner))
+        self.out.write(_formats().scontrol_show_partition(parts, self.oneliner))
         return 0
 
     def show_topology(self, name: str | None) -> int:
@@ -185,7 +196,7 @@ class Scontrol:
         if name is None:
             if not switches:
                 print("scontrol: error: No topology information available", file=self.err)
-            self.out.write(formats.scontrol_show_topology(switches))
+            self.out.write(_formats().scontrol_show_topology(switches))
             return 0
         picked = [s for s in switches if s.name == name]
         if not picked:
@@ -200,15 +211,15 @@ class Scontrol:
             print("scontrol: error: Topology information contains no switch or node named "
                   f"{name}", file=self.err)
             return 0
-        self.out.write(formats.scontrol_show_topology(picked))
+        self.out.write(_formats().scontrol_show_topology(picked))
         return 0
 
     def show_config(self) -> int:
         with controller_errors("slurm_load_ctl_conf error: "):
             conf = self.api.call("GetConfig", messages.GetConfigRequest())
             ping = self.api.call("Ping", messages.PingRequest())
-        self.out.write(formats.scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
-        self.out.write("\n" + formats.scontrol_ping_line(ping.controller_host or "localhost", True))
+        self.out.write(_formats().scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
+        self.out.write("\n" + ping_line(ping.controller_host or "localhost", True))
         return 0
 
     # --- ping ----------------------------------------------------------------
@@ -217,9 +228,9 @@ class Scontrol:
             reply = self.api.call("Ping", messages.PingRequest())
         except (ControllerUnreachable, *refusals()):
             host = controller_address().rsplit(":", 1)[0]
-            self.out.write(formats.scontrol_ping_line(host, False))
+            self.out.write(ping_line(host, False))
             return 1
-        self.out.write(formats.scontrol_ping_line(reply.controller_host or "localhost", True))
+        self.out.write(ping_line(reply.controller_host or "localhost", True))
         return 0
 
     # --- update --------------------------------------------------------------

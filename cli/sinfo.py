@@ -8,8 +8,9 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats, helptext
-from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, run
+from cli import formats
+from cli.common import (CommandError, controller_errors, full_help, make_api, own_options,
+                        parse_options, run)
 from cli import sorting
 from cli.options import NO, REQUIRED, Opt, comma_list, env_options
 from lingjun import slurm
@@ -78,7 +79,7 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     tests = []
     dump = ""
     fields_O = None
-    for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SINFO):
+    for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SINFO")):
         if key in ("json", "yaml"):
             dump = key
         elif key == "Format":
@@ -129,7 +130,7 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         if partitions:
             parts = [p for p in parts if p.name in partitions]
             nodes = [n for n in nodes if set(n.partitions) & set(partitions)]
-        from cli import formats_json    # here: json (and re with it) cost every sinfo 5 ms
+        from cli import formats_json    # here: only --json and --yaml need it
         doc = formats_json.sinfo_document(nodes, parts)
         out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
         return 0

@@ -16,7 +16,7 @@ order configured.
 """
 from __future__ import annotations
 
-from lingjun.lean import record
+from collections import namedtuple
 
 from cli import formats
 from lingjun import slurm
@@ -34,7 +34,7 @@ _BIG = float("inf")
 
 
 # config_order: sinfo's "#P". A named tuple: dataclasses costs squeue 6 ms to start.
-SortKey = record("SortKey", "letter descending config_order", defaults=(False, False))
+SortKey = namedtuple("SortKey", "letter descending config_order", defaults=(False, False))
 
 
 class SortError(ValueError):

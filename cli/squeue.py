@@ -20,10 +20,10 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats, helptext
+from cli import formats
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
-                        make_api, own_options, parse_array_selectors, parse_options, resolve_user,
-                        run, select_array_tasks, select_jobs)
+                        full_help, make_api, own_options, parse_array_selectors, parse_options,
+                        resolve_user, run, select_array_tasks, select_jobs)
 from cli import sorting
 from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list, env_options
 from lingjun import slurm
@@ -109,7 +109,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     dump = ""
     start = False
     with bad_values(PROG):
-        for key, value, spelled in own_options(PROG, opts, USAGE, helptext.SQUEUE):
+        for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SQUEUE")):
             if key in ("json", "yaml"):
                 dump = key
             elif key == "noheader":
@@ -244,7 +244,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
 def _dump(api, kind: str, out: TextIO) -> int:
     with controller_errors("slurm_load_jobs error: "):
         reply = api.call("GetJobs", messages.GetJobsRequest(all_states=True))
-    from cli import formats_json    # here: json (and re with it) cost every squeue 5 ms
+    from cli import formats_json    # here: only --json and --yaml need it
     doc = formats_json.squeue_document(reply.jobs, cluster_name(api))
     out.write(formats_json.dump_json(doc) if kind == "json" else formats_json.dump_yaml(doc))
     return 0

@@ -7,8 +7,7 @@ connection ends. The daemon asks the kernel who is calling (``SO_PEERCRED``)
 instead of a token, and answers through the controller's own SlurmApi code
 (``lingjund/transport/command_socket.py``; an agent serving it relays the
 call to its controller with a token minted for that uid). So a command needs
-neither gRPC nor protobuf, TLS or JWT: only ``_socket`` and ``_json`` (the C
-halves of ``socket`` and ``json``; ``lingjun/cjson.py``).
+neither gRPC nor protobuf, TLS or JWT: only ``socket`` and ``json``.
 
     request:  {"method": "SubmitJob", "request": {...SubmitJobRequest's fields...}}
     answer:   {"reply": {...SubmitJobResponse's fields...}}
@@ -24,9 +23,9 @@ When no daemon serves the socket the command falls back to gRPC
 """
 from __future__ import annotations
 
-import _socket   # the C module: socket.py's enum conversions cost a command 2 ms
+import json
+import socket
 
-from lingjun.cjson import dumps, loads
 from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable, beside_auth_socket
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
 
@@ -86,7 +85,8 @@ class LargeReply(SocketUnavailable):
 def _request_line(method: str, request) -> bytes:
     if not isinstance(request, Message):
         request = from_protobuf(request)        # a caller that built a protobuf message
-    return dumps({"method": method, "request": request.to_dict()}).encode(
+    return json.dumps({"method": method, "request": request.to_dict()}, ensure_ascii=False,
+                      separators=(",", ":"), check_circular=False).encode(
         "utf-8", "surrogatepass") + b"\n"
 
 
@@ -127,7 +127,7 @@ class LocalApi:
 
     def _ask(self, line: bytes, timeout: float):
         """The decoded answer to one request line (None when it is not JSON)."""
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         chunks = []
         try:
             s.settimeout(timeout)
@@ -159,7 +159,7 @@ class LocalApi:
         finally:
             s.close()
         try:
-            return loads(b"".join(chunks))
+            return json.loads(b"".join(chunks))
         except (ValueError, RecursionError):
             return None
 

@@ -25,10 +25,9 @@ never the command socket of whatever cluster serves that path.
 """
 from __future__ import annotations
 
+import json
 import os
-
-from lingjun.cjson import loads
-from lingjun.lean import lru_cache
+from functools import lru_cache
 
 DEFAULT_AUTH_SOCKET = "/run/lingjun/auth.sock"     # lingjun.config.AuthConfig.socket
 
@@ -54,7 +53,7 @@ def _pointer() -> str:
 
 def _read_pointer() -> dict:
     with open(_pointer(), "rb") as f:
-        return loads(f.read())
+        return json.loads(f.read())
 
 
 def running_cluster_record(address: str) -> str:

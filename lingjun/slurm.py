@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
-
-from lingjun.lean import Pattern, lru_cache, record
+from collections import namedtuple
+from functools import lru_cache
 
 
 # --- job states (squeue.1 JOB STATE CODES) --------------------------------
@@ -217,7 +218,7 @@ DEFAULT_QOS = "normal"
 # --- time limits -------------------------------------------------------------
 UNLIMITED = -1          # time limits in minutes; also "infinite"
 
-_TIME_RE = Pattern(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_TIME_RE = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$"
 
 
 def parse_time_limit(s: str) -> int:
@@ -241,7 +242,7 @@ def parse_time_seconds(s: str) -> int:
     t = str(s).strip()
     if t.lower() in ("unlimited", "infinite", "-1"):
         return UNLIMITED
-    m = _TIME_RE.match(t)
+    m = re.match(_TIME_RE, t)
     if not m:
         raise ValueError(f"invalid time specification: {s!r}")
     days, a, b, c = m.groups()
@@ -364,7 +365,7 @@ def format_date_line(ts: int | float) -> str:
 
 
 # --- sizes --------------------------------------------------------------------
-_SIZE_RE = Pattern(r"(?i)^(\d+(?:\.\d+)?)([KMGTP]?)B?$")
+_SIZE_RE = r"(?i)^(\d+(?:\.\d+)?)([KMGTP]?)B?$"
 _SIZE_MULT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 
 
@@ -373,7 +374,7 @@ def parse_size_mb(s: str) -> int:
 
     K rounds up to whole megabytes. ValueError on garbage.
     """
-    m = _SIZE_RE.match(str(s).strip())
+    m = re.match(_SIZE_RE, str(s).strip())
     if not m:
         raise ValueError(f"invalid size specification: {s!r}")
     val = float(m.group(1)) * _SIZE_MULT[m.group(2).upper()]
@@ -422,7 +423,7 @@ def expand_hostlist(expr: str) -> list[str]:
     """"node[1-3],gpu01" -> ["node1", "node2", "node3", "gpu01"]; ValueError on bad syntax."""
     if not expr or expr.strip() in ("", "(null)"):
         return []
-    import hostlist     # here: 2.6 ms of start-up that most commands never need
+    import hostlist     # here: 2 ms of start-up that most commands never need
     try:
         return hostlist.expand_hostlist(expr.strip())
     except hostlist.BadHostlist as e:
@@ -450,8 +451,8 @@ def _one_prefix_ranges(names: list[str]) -> str | None:
     """collect_hostlist's answer where every name is one prefix (ASCII letters,
     "-", "_", ".") and a number without leading zeros ("node1", "node12": a
     cluster's usual names), else None (python-hostlist answers those).
-    python-hostlist costs sinfo 5 ms to import (it brings re and collections),
-    more than ranging a few names takes."""
+    python-hostlist costs sinfo 2 ms of CPU to import (with re and json already
+    loaded), more than ranging a few names takes."""
     prefix = None
     numbers = set()
     for name in names:
@@ -499,14 +500,14 @@ def compress_counts(counts) -> str:
     return ",".join(out)
 
 
-_COUNT_RE = Pattern(r"(\d+)(?:\(x(\d+)\))?")
+_COUNT_RE = r"(\d+)(?:\(x(\d+)\))?"
 
 
 def expand_counts(s: str) -> list[int]:
     """The inverse of compress_counts: "2(x2),1" -> [2, 2, 1]."""
     out: list[int] = []
     for part in (p for p in s.split(",") if p):
-        m = _COUNT_RE.fullmatch(part.strip())
+        m = re.fullmatch(_COUNT_RE, part.strip())
         if not m:
             raise ValueError(f"invalid count list {s!r}")
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
@@ -515,10 +516,10 @@ def expand_counts(s: str) -> list[int]:
 
 # --- job arrays -----------------------------------------------------------------
 DEFAULT_MAX_ARRAY_SIZE = 1001     # Slurm's MaxArraySize: indices 0 .. 1000
-_ARRAY_ITEM_RE = Pattern(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+_ARRAY_ITEM_RE = r"(\d+)(?:-(\d+)(?::(\d+))?)?"
 
 
-class ArraySpec(record("ArraySpec", ("indices", "max_running"), defaults=(0,))):
+class ArraySpec(namedtuple("ArraySpec", ("indices", "max_running"), defaults=(0,))):
     """An --array value: the task indices (ascending, distinct) and the %N throttle
     (max_running, 0 = none). A named tuple: every command imports this module,
     and dataclasses would cost each one its import of inspect."""
@@ -545,7 +546,7 @@ def parse_array_spec(text: str, max_array_size: int = DEFAULT_MAX_ARRAY_SIZE) ->
         max_running = int(throttle)
     indices: set[int] = set()
     for item in spec.split(","):
-        m = _ARRAY_ITEM_RE.fullmatch(item.strip())
+        m = re.fullmatch(_ARRAY_ITEM_RE, item.strip())
         if not m:
             raise ValueError(f"invalid array index {item!r}")
         low = int(m.group(1))
@@ -587,7 +588,7 @@ def count_indices(text: str) -> int:
     text = text.partition("%")[0].strip()
     n = 0
     for item in filter(None, text.split(",")):
-        m = _ARRAY_ITEM_RE.fullmatch(item.strip())
+        m = re.fullmatch(_ARRAY_ITEM_RE, item.strip())
         if not m:
             raise ValueError(f"invalid array index {item!r}")
         low = int(m.group(1))
@@ -706,14 +707,14 @@ def parse_mail_type(s: str) -> str:
 # far and the next term), and so do we. Counts ("a*2") and matching OR across
 # the nodes of a job ("[a|b]" meaning all nodes alike) are not modelled:
 # brackets group like parentheses.
-_FEATURE_TOKEN = Pattern(r"\s*([A-Za-z0-9_.:+=/@-]+|[&|,()\[\]*])")
+_FEATURE_TOKEN = r"\s*([A-Za-z0-9_.:+=/@-]+|[&|,()\[\]*])"
 
 
 def _constraint_tokens(expr: str) -> list[str]:
     pos, out = 0, []
     text = expr.strip()
     while pos < len(text):
-        m = _FEATURE_TOKEN.match(text, pos)
+        m = re.compile(_FEATURE_TOKEN).match(text, pos)   # re caches it
         if not m:
             raise ValueError(f"Invalid feature specification: {expr}")
         out.append(m.group(1))
@@ -807,7 +808,7 @@ class TimeSpecError(ValueError):
         self.text, self.pos = text, pos
 
 
-_UTS_RE = Pattern(r"\s*[+-]?\d+")
+_UTS_RE = r"\s*[+-]?\d+"
 
 
 def parse_time(text: str, now: float, past: bool = False) -> int:
@@ -846,7 +847,7 @@ def parse_time(text: str, now: float, past: bool = False) -> int:
         return ord(c) - 48 if "0" <= c <= "9" else None
 
     if s[:3].lower() == "uts":
-        m = _UTS_RE.fullmatch(s[3:])
+        m = re.fullmatch(_UTS_RE, s[3:])
         if not m or int(s[3:]) < 1000000:
             raise TimeSpecError(s, 0)
         return int(s[3:])

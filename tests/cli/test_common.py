@@ -96,3 +96,48 @@ def test_a_whole_command_process_ends_with_its_status_and_all_its_output(tmp_pat
     p = subprocess.run([sys.executable, "-c", code, "a", "b"], capture_output=True, text=True,
                        timeout=60)
     assert (p.returncode, p.stdout, p.stderr) == (7, "partial line without newline", "cmd: error: a b\n")
+
+
+def _script(tmp_path, name: str, body: str) -> list[str]:
+    """argv of a script named like a console script, run by this interpreter from this tree."""
+    import sys
+    from pathlib import Path
+    script = tmp_path / name
+    script.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parents[2])!r})\n" + body)
+    return [sys.executable, str(script)]
+
+
+def test_a_command_loads_with_the_collector_paused_and_runs_with_it_resumed(tmp_path):
+    """Loading a command's modules is most of its run; the collector's scans of
+    them cost ~1 ms (bench/README.md). The command's own work gets it back."""
+    import subprocess
+    body = ("import gc\nfrom cli.common import run\n"
+            "during_load = gc.isenabled()\n"
+            "def body(argv, api, out, err):\n"
+            "    out.write(f'{during_load} {gc.isenabled()}')\n"
+            "    return 0\n"
+            "sys.exit(run(body, None, None, None, None))\n")
+    p = subprocess.run(_script(tmp_path, "squeue", body), capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "False True", "")
+
+
+def test_importing_the_commands_elsewhere_leaves_the_collector_running(tmp_path):
+    """The SDK, lingjun restd and tests import cli.*: their collector is theirs."""
+    import subprocess
+    body = "import gc\nimport cli.sbatch, cli.squeue\nprint(gc.isenabled())\n"
+    p = subprocess.run(_script(tmp_path, "workflow.py", body), capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "True\n", "")
+
+
+def test_every_command_script_loads_with_the_collector_paused():
+    """cli.COMMANDS names the console scripts that are commands: a new one
+    added to pyproject.toml only would load at the collector's full cost."""
+    import tomllib
+    from pathlib import Path
+    import cli
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())[
+        "project"]["scripts"]
+    commands = {name for name, target in scripts.items()
+                if target.startswith("cli.") and name != "lingjun"}
+    assert cli.COMMANDS == commands

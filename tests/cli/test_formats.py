@@ -351,7 +351,8 @@ def test_scontrol_show_partition_matches_golden():
 
 
 def test_scontrol_ping_matches_golden():
-    assert formats.scontrol_ping_line("vm", True) == load("scontrol_ping").stdout
+    from cli import scontrol
+    assert scontrol.ping_line("vm", True) == load("scontrol_ping").stdout
 
 
 def test_scontrol_show_config_layout():

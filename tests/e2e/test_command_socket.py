@@ -30,13 +30,10 @@ ALICE = f"ljcalice{TAG}"
 # than Slurm's whole command.
 HEAVY = ("grpc", "asyncio", "ssl", "_ssl", "jwt", "google")
 # Slower to load than the work the command does: dataclasses (with inspect, ast,
-# dis, tokenize) 6 ms, typing 2 ms, hostlist 2.6 ms, re (with enum) 3-4 ms, json
-# 2 ms more (its modules compile regular expressions), collections, functools and
-# contextlib 2 ms together. Type hints do without typing; a host list is expanded
-# only where one is given; named tuples, LRU caches and patterns come from
-# lingjun/lean.py, JSON through json's C half (lingjun/cjson.py).
-SLOW = ("dataclasses", "inspect", "typing", "hostlist", "re", "enum", "json", "collections",
-        "functools", "contextlib")
+# dis, tokenize) 6 ms, typing 2 ms, hostlist 2.6 ms. Type hints do without
+# typing; a host list is expanded only where one is given. (socket and json
+# are the command's own tools: with them come enum, re, functools, collections.)
+SLOW = ("dataclasses", "inspect", "typing", "hostlist", "contextlib")
 
 
 @pytest.fixture(scope="module")
