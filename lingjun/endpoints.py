@@ -66,7 +66,7 @@ def running_cluster_record(address: str) -> str:
 
 def _read_cluster_record(address: str) -> dict:
     with open(running_cluster_record(address), "rb") as f:
-        return loads(f.read())
+        return json.loads(f.read())
 
 
 SYSTEM_CONF = "/etc/lingjun/lingjun.toml"

@@ -196,7 +196,7 @@ async def _in_daemon_thread(fn, *args):
         try:
             result = fn(*args)
         except BaseException as e:        # handed to the awaiting task
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_exception(e))
+            loop.call_soon_threadsafe(lambda e=e: fut.done() or fut.set_exception(e))
         else:
             loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(result))
     threading.Thread(target=run, name="webhook-post", daemon=True).start()
