@@ -180,6 +180,9 @@ class Agent:
         # agent restart: a job adopted then is stopped without the line.
         self.batch_stderr: dict[int, tuple[str, int]] = {}
         self.output_reads: set[asyncio.Task] = set()    # answering ReadOutput (lingjun logs)
+        # launches, prologs and the waits that report a batch script's end:
+        # held here until done (the loop keeps only a weak reference to a task)
+        self.background: set[asyncio.Task] = set()
         self.outbox: asyncio.Queue | None = None
         self.heartbeat_s = 5.0
         self.registered = asyncio.Event()
@@ -551,7 +554,7 @@ class Agent:
     def _dispatch(self, msg: agent_pb2.ControllerMessage) -> None:
         kind = msg.WhichOneof("msg")
         if kind == "launch_batch":
-            asyncio.create_task(self._launch_batch(msg.launch_batch))
+            self._keep(asyncio.create_task(self._launch_batch(msg.launch_batch)))
         elif kind == "launch_tasks":
             self._launch_tasks(msg.launch_tasks)
         elif kind == "signal_job":
@@ -570,7 +573,7 @@ class Agent:
         elif kind == "net_profile":
             self.net.set_profile(msg.net_profile)
         elif kind == "sanity_prolog":
-            asyncio.create_task(self._prolog(msg.sanity_prolog))
+            self._keep(asyncio.create_task(self._prolog(msg.sanity_prolog)))
         elif kind == "read_output":
             t = asyncio.create_task(self._read_output(msg.read_output))
             self.output_reads.add(t)          # kept until done: a task may be collected mid-run
@@ -748,7 +751,11 @@ class Agent:
             self.unacked[handle.job_id] = res
             log.info("job=%d: batch script ended %d:%d", res.job_id, res.exit_code, res.signal)
             self.send(agent_pb2.AgentMessage(batch_finished=self._result_msg(res)))
-        asyncio.create_task(wait())
+        self._keep(asyncio.create_task(wait()))
+
+    def _keep(self, task: asyncio.Task) -> None:
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     @staticmethod
     def _result_msg(r: batch.BatchResult) -> agent_pb2.BatchFinished:
