@@ -446,8 +446,9 @@ class Mailer:
         for job in self.ctl.store.live.in_states([slurm.RUNNING]):  # runs a restart found
             if job.spec.mail_type:
                 self._add_timers(job, now)
-        self._tasks = [asyncio.create_task(self._send_loop(), name="mail-send"),
-                       asyncio.create_task(self._timer_loop(), name="mail-timers")]
+        sending = asyncio.create_task(self._send_loop(), name="mail-send")
+        timers = asyncio.create_task(self._timer_loop(), name="mail-timers")
+        self._tasks = [sending, timers]
 
     async def close(self, grace_s: float = 2.0) -> None:
         """Stop; notices already being sent get ``grace_s`` to finish."""

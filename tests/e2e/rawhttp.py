@@ -5,6 +5,7 @@ be missing."""
 from __future__ import annotations
 
 import socket
+import time
 
 
 def exchange(where, raw: bytes, timeout: float = 30) -> tuple[int, bytes, bytes]:
@@ -39,3 +40,25 @@ def exchange(where, raw: bytes, timeout: float = 30) -> tuple[int, bytes, bytes]
             return 0, b"", b"no answer within %d s" % timeout
         except ConnectionResetError:
             return 0, b"", b"connection reset with no answer"
+
+
+def slowloris(where: tuple[str, int], request_line: str, head_s: float) -> tuple[bytes, float]:
+    """Start a request's head and add a header line now and then, never ending
+    it, for up to ``head_s`` + 5 s: (what came back, seconds until the door
+    answered or closed)."""
+    with socket.create_connection(where) as s:
+        s.sendall(f"{request_line}\r\nHost: x\r\n".encode())
+        t0, data = time.monotonic(), b""
+        s.settimeout(1)
+        while time.monotonic() - t0 < head_s + 5:
+            try:
+                s.sendall(b"X-A: b\r\n")
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        return data, time.monotonic() - t0

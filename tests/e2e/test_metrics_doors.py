@@ -10,7 +10,6 @@ under 100 ms.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from urllib.parse import quote
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 from lingjun import httpdoor
 from tests.e2e.conftest import Cluster
-from tests.e2e.rawhttp import exchange
+from tests.e2e.rawhttp import exchange, slowloris
 
 LATENCY_LIMIT_S = 0.1
 # the suite runs three test files at once on two cores: one probe in twenty may wait
@@ -128,22 +127,7 @@ def test_fixed_malformed_requests_are_answered_4xx_by_both_doors(doors, probe):
 def test_a_slowloris_head_is_answered_408_and_closed(doors, probe):
     _, controller, _ = doors
     head_s = httpdoor.DOOR_LIMITS.head_s
-    with socket.create_connection(controller) as s:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-        t0, data = time.monotonic(), b""
-        s.settimeout(1)
-        while time.monotonic() - t0 < head_s + 5:
-            try:
-                s.sendall(b"X-A: b\r\n")
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            except socket.timeout:
-                continue
-            except (BrokenPipeError, ConnectionResetError):
-                break
-        elapsed = time.monotonic() - t0
+    data, elapsed = slowloris(controller, "GET /metrics HTTP/1.1", head_s)
     SENT.append(("slowloris", int(data.split()[1]) if data else 0))
     assert data.startswith(b"HTTP/1.1 408 "), data[:300]
     assert head_s - 1 <= elapsed <= head_s + 3

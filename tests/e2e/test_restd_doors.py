@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from hypothesis import strategies as st
 
 from cli import restd as restd_module
 from tests.e2e import users
-from tests.e2e.rawhttp import exchange
+from tests.e2e.rawhttp import exchange, slowloris
 from tests.e2e.conftest import BIN, Cluster, _free_port
 
 TAG = str(os.getpid() % 100000)
@@ -384,22 +383,7 @@ def test_fixed_malformed_requests_are_each_answered_4xx_in_slurmrestds_words(sit
 
 def test_a_slowloris_head_is_answered_408_and_closed(site, probe):
     head_s = restd_module.LIMITS.head_s
-    with socket.create_connection(("127.0.0.1", site.port)) as s:
-        s.sendall(f"GET {BASE}/ping HTTP/1.1\r\nHost: x\r\n".encode())
-        t0, data = time.monotonic(), b""
-        s.settimeout(1)
-        while time.monotonic() - t0 < head_s + 5:
-            try:
-                s.sendall(b"X-A: b\r\n")
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            except socket.timeout:
-                continue
-            except (BrokenPipeError, ConnectionResetError):
-                break
-        elapsed = time.monotonic() - t0
+    data, elapsed = slowloris(("127.0.0.1", site.port), f"GET {BASE}/ping HTTP/1.1", head_s)
     SENT.append(("slowloris", int(data.split()[1]) if data else 0))
     assert data.startswith(b"HTTP/1.1 408 "), data[:300]
     _, _, body = data.partition(b"\r\n\r\n")
