@@ -151,7 +151,7 @@ import hostlist
 import msgspec
 from msgspec import Meta
 
-from lingjund.sched.topology import Topology, TopologyError
+from lingjun.topology import Topology, TopologyError
 
 DEFAULT_PORT = 6917
 DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"

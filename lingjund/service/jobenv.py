@@ -11,7 +11,7 @@ import os
 
 from lingjun import launchers, slurm
 from lingjun.config import Config
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
 from lingjund.store.store import JobRecord
 
 CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
