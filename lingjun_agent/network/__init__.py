@@ -1,6 +1,7 @@
 """The agent's network: declared NIC profiles applied with pyroute2, kept converged.
 
-- ``profile``: the model and its validation (no pyroute2; the controller uses it);
+- ``lingjun/netprofile.py`` (not here): the model and its validation, which the
+  configuration and the controller use too;
 - ``reconcile``: read the live state, plan the difference, apply it;
 - ``failover``: which uplink of a pair is active (pure);
 - ``watcher``: the thread that reconciles on netlink events;
@@ -18,7 +19,7 @@ def check(profile, sysctl_root: str | None = None) -> list[str]:
     from pyroute2 import IPRoute
 
     from lingjun_agent.network import reconcile
-    from lingjun_agent.network.profile import ProfileError, check_live
+    from lingjun.netprofile import ProfileError, check_live
     root = sysctl_root or reconcile.SYSCTL_ROOT
     with IPRoute() as ipr:
         live = reconcile.read_live(ipr, profile, root)

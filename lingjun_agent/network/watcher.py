@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lingjun_agent.network import failover, rdma, reconcile
-from lingjun_agent.network.profile import Profile, ProfileError, check_live, check_static
+from lingjun.netprofile import Profile, ProfileError, check_live, check_static
 
 log = logging.getLogger("lingjun_agent.network")
 
