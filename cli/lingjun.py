@@ -31,7 +31,6 @@ an existing file).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import pwd
@@ -526,23 +525,13 @@ def _stop(info: dict) -> int:
             pass
     # The jobs' processes (and each node's fence keeper) outlive agents by
     # design; `down` ends them too, every node's at once (each job gets its
-    # grace of 2 s once, not once per node).
-    from lingjun_agent.launcher import cgroups, fencekeeper
-    from lingjun_agent.launcher import procs as jobprocs
+    # grace of 2 s once, not once per node). The agent's launcher does it, as
+    # a program of its own: the commands import nothing of the agent.
     nodes = info.get("agent_state_dirs", {})
-    marks = [jobprocs.node_identity(node, state_dir) for node, state_dir in nodes.items()]
-    for state_dir in nodes.values():
-        fencekeeper.stop(state_dir)
-
-    async def end_jobs() -> None:
-        await asyncio.gather(*(jobprocs.terminate_job(mark, jid, 2.0)
-                               for mark in marks for jid in jobprocs.running_jobs(mark)),
-                             return_exceptions=True)     # best effort while stopping
-    asyncio.run(end_jobs())
-    for mark in marks:
-        for cg in cgroups.jobs(mark):
-            cgroups.remove(cg, timeout=0)
-        cgroups.remove_node(mark)
+    if nodes:
+        subprocess.run([sys.executable, "-P", "-m", "lingjun_agent.launcher.teardown",
+                        *(f"{node}={state_dir}" for node, state_dir in nodes.items())],
+                       cwd="/", stdin=subprocess.DEVNULL, check=False)
     return len(live)
 
 
