@@ -42,7 +42,8 @@ from google.protobuf.message import Message
 
 from lingjun import admission as admission_mod
 from lingjun import auth, credential
-from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE, commands_path
+from lingjun.command_socket import commands_path
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE
 from lingjun.v1 import api_pb2
 
 log = logging.getLogger("lingjun.commands")

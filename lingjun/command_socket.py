@@ -28,18 +28,9 @@ import socket
 
 from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable, beside_auth_socket
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S, UNAVAILABLE
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024       # a request line; the daemon refuses longer ones
-UNAVAILABLE = "UNAVAILABLE"
-# A door's answer when the caller holds too much of the daemon already
-# (lingjun/admission.py): the status, and Slurm's words when slurmctld's rate
-# limit turns a call away (SLURMCTLD_COMMUNICATIONS_BACKOFF).
-RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
-RATE_LIMITED = "Rate limit exceeded, please retry momentarily"
-# Seconds a command waits before each retry of a refused call, as Slurm's
-# commands sleep and retry when told to back off. The door refuses before it
-# reads anything of the call, so a retry never does anything twice.
-RETRY_DELAYS_S = (0.2, 0.5, 1.0)
 
 
 def commands_path(auth_socket: str) -> str:
