@@ -246,7 +246,7 @@ class ProcFacts:
 
 def processes(mark: str, min_uid: int = 0) -> ProcFacts:
     from lingjun_agent.launcher import procs
-    from lingjun_agent.launcher.stepd import MARK_VAR, STEPD_MARK_VAR
+    from lingjun_agent.launcher.marks import MARK_VAR, STEPD_MARK_VAR
     needles = (f"{MARK_VAR}={mark}:".encode(), f"{STEPD_MARK_VAR}={mark}:".encode())
     me = os.getpid()
     zombies, users = [], {}
