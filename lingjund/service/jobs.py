@@ -24,8 +24,8 @@ from lingjund.sched import dependency
 from lingjund.service import associations, authz, batch, catalog, errors, mail, preemption, priority
 from lingjund.service.context import Controller
 from lingjund.service.priority import PRIORITY_BASE  # noqa: F401  (benches import it from here)
-from lingjund.service.views import (build_snapshot, gpus_per_node, job_request, node_shared_gpus,  # noqa: F401
-                                    node_capacity, node_features, node_gpu_type)
+from lingjund.service.resources import gpus_per_node, job_request, node_gpu_type, node_shared_gpus
+from lingjund.service.views import build_snapshot
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobs")

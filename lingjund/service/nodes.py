@@ -19,9 +19,9 @@ from lingjund.service import topology
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
-from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
 from lingjund.sched.snapshot import MPS, SHARD
-from lingjund.service.views import allocations, node_shared_gpus
+from lingjund.service.resources import node_capacity, node_features, node_gpu_type, node_shared_gpus
+from lingjund.service.views import allocations
 
 log = logging.getLogger("lingjund.nodes")
 
