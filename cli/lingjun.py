@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from cli.options import VERSION
+from lingjun.options import VERSION
 
 import grpc
 import psutil

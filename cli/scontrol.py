@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_array_selectors, parse_options, refusals, run)
-from cli.options import NO, VERSION, Opt
+from lingjun.options import NO, VERSION, Opt
 from lingjun import slurm
 from lingjun import messages
 from lingjun.endpoints import ControllerUnreachable, controller_address
