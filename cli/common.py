@@ -108,7 +108,7 @@ def full_help(name: str) -> Callable[[], str]:
     """The --help text ``cli.helptext.<name>``, read when asked for: the texts
     are laid out at import (0.2 ms), which a command's common path does without."""
     def text() -> str:
-        from cli import helptext
+        from cli import helptext  # here: read when asked for (see the docstring)
         return getattr(helptext, name)
     return text
 
@@ -190,7 +190,7 @@ def refusals() -> tuple[type[BaseException], ...]:
 def cluster_name(api) -> str:
     """The cluster's name for --json/--yaml documents ("" when the controller
     does not say: the document is still complete without it)."""
-    from lingjun import messages
+    from lingjun import messages  # here: only --json/--yaml ask the cluster's name
     try:
         return api.call("Ping", messages.PingRequest()).cluster
     except ControllerUnreachable:

@@ -528,7 +528,7 @@ def parse_body(body: bytes) -> Any:
 
 
 def _protobuf(request):
-    from lingjun import messages
+    from lingjun import messages  # here: only a request in the socket's messages is converted
     return messages.to_protobuf(request) if isinstance(request, messages.Message) else request
 
 
@@ -615,8 +615,8 @@ def refuse_identity(controller_user: str) -> str | None:
 
 def _controller_user() -> str:
     """``[controller] user`` of the config file the commands read ("" without one)."""
-    from lingjun import config
-    from lingjun.endpoints import SYSTEM_CONF
+    from lingjun import config  # here: only at start-up, to refuse the controller's user
+    from lingjun.endpoints import SYSTEM_CONF  # here: only at start-up, with config
     path = os.environ.get("LINGJUN_CONF") or (SYSTEM_CONF if os.path.exists(SYSTEM_CONF) else "")
     if not path:
         return ""

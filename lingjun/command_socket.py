@@ -171,7 +171,7 @@ class CommandApi:
     serves it, else gRPC (imported only then). ``call`` as ``Api.call``."""
 
     def __init__(self, socket_path: str | None = None):
-        from lingjun.endpoints import auth_socket, socket_is_the_clusters
+        from lingjun.endpoints import auth_socket, socket_is_the_clusters  # here: a caller that names the socket never reads the config
         self.auth_socket = socket_path or auth_socket()
         # never the command socket of another cluster than the one the
         # command was told to reach (lingjun/endpoints.py: one cluster)
@@ -194,7 +194,7 @@ class CommandApi:
 
     def grpc(self):
         if self._grpc is None:
-            from lingjun.client import Api
+            from lingjun.client import Api  # here: grpc only for a call the socket cannot take (bench/README.md)
             self._grpc = Api(socket_path=self.auth_socket)
         return self._grpc
 

@@ -17,6 +17,11 @@ reads every import statement of the packages, those inside functions too,
 and leaves out those under ``if TYPE_CHECKING:``, which never run (the
 service modules name ``Controller`` in their annotations that way).
 
+An import of our own code inside a function says why on its line (or the
+line above): the commands' start-up (bench/README.md: their fast path
+avoids grpc, protobuf, msgspec), a heavy library only one path needs;
+never to hold a circle together.
+
 And no task is dropped: ``asyncio.create_task(...)`` or ``ensure_future(...)``
 as a statement of its own keeps no reference, and the loop holds only a weak
 one, so the task can be collected mid-run (STYLE.md: the task that reports a
@@ -117,6 +122,46 @@ def test_no_daemon_drops_a_task_it_starts():
              if "v1" not in p.relative_to(ROOT).parts
              for hit in dropped_tasks(p.read_text(), str(p.relative_to(ROOT)))]
     assert not found, "tasks started with no reference kept (want none):\n" + "\n".join(found)
+
+
+def unexplained_local_imports(source: str, name: str) -> list[str]:
+    """Imports of our packages inside a function with no comment on their
+    line, their last line, or the line above."""
+    lines = source.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(source, name)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""])
+            if not any(m.split(".")[0] in PACKAGES for m in mods):
+                continue
+            near = (lines[node.lineno - 1], lines[node.end_lineno - 1],
+                    lines[node.lineno - 2] if node.lineno > 1 else "")
+            if not ("#" in near[0] or "#" in near[1] or near[2].lstrip().startswith("#")):
+                found.append(f"{name}:{node.lineno} {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+def test_each_import_of_our_code_inside_a_function_says_why():
+    found = [hit for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+             if "v1" not in p.relative_to(ROOT).parts
+             for hit in unexplained_local_imports(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not found, ("imports of our code inside functions with no comment saying why "
+                       "(want one on each):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("source,unexplained", [
+    ("def f():\n    from lingjun import config\n", True),
+    ("def f():\n    from lingjun import config  # here: only with a file\n", False),
+    ("def f():\n    # the SDK only when asked\n    from lingjun import sdk\n", False),
+    ("def f():\n    import json\n", False),
+], ids=["ours, unexplained", "ours, with its reason", "ours, the reason above", "the standard library"])
+def test_the_local_import_check_wants_a_reason_for_ours_only(source, unexplained):
+    assert bool(unexplained_local_imports(source, "x.py")) == unexplained
 
 
 def test_the_graph_holds_every_package_and_their_function_local_imports(graph):

@@ -18,8 +18,8 @@ def check(profile, sysctl_root: str | None = None) -> list[str]:
     Reads only; for probes that must not change the node."""
     from pyroute2 import IPRoute
 
-    from lingjun_agent.network import reconcile
-    from lingjun.netprofile import ProfileError, check_live
+    from lingjun_agent.network import reconcile  # here: pyroute2 only when a probe checks the network
+    from lingjun.netprofile import ProfileError, check_live  # here: with reconcile, only when a probe checks
     root = sysctl_root or reconcile.SYSCTL_ROOT
     with IPRoute() as ipr:
         live = reconcile.read_live(ipr, profile, root)

@@ -21,6 +21,7 @@ from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.sched import dependency
+from lingjund.sched.estimate import estimate_start
 from lingjund.service import associations, authz, batch, catalog, errors, mail, preemption, priority
 from lingjund.service.context import Controller
 from lingjund.service.priority import PRIORITY_BASE  # noqa: F401  (benches import it from here)
@@ -493,7 +494,6 @@ class GroupCommit:
 
 def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:
     """--test-only: where and when the scheduling core would start this job; submits nothing."""
-    from lingjund.sched.estimate import estimate_start
     now = ctl.clock()
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,

@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lingjun import slurm
+from lingjun.v1 import api_pb2
 from lingjund.sched.plugins import multifactor
 from lingjund.sched.plugins.multifactor import Cluster, MultifactorPriority, Weights
 from lingjund.sched.snapshot import JobRequest, PartitionView
@@ -30,7 +31,6 @@ from lingjund.service import associations
 from lingjund.service.resources import job_request, node_capacity
 
 if TYPE_CHECKING:
-    from lingjun.v1 import api_pb2
     from lingjund.service.context import Controller
     from lingjund.store.records import JobRecord
 
@@ -158,10 +158,9 @@ def factors(ctl: Controller, job: JobRecord, now: float, clu: Cluster | None = N
 
 
 
-def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
+def factors_reply(ctl: Controller, req) -> api_pb2.PriorityFactorsResponse:
     """sprio: the factors of every eligible pending job that is not held, as Slurm's
     sprio lists them (a job whose priority an operator set: that priority, no factors)."""
-    from lingjun.v1 import api_pb2
     c = ctl.config.priority
     reply = api_pb2.PriorityFactorsResponse(priority_type=c.type, weights={
         "age": c.weight_age, "assoc": c.weight_assoc, "fairshare": c.weight_fairshare,
