@@ -58,13 +58,13 @@ from lingjun.v1 import api_pb2  # noqa: E402
 # as the answers come, after a barrier; prints {"ok": n, "errors": [...], "s": wall}.
 CLIENT = r"""
 import json, os, sys, threading, time, uuid
-from cli import sbatch
+from lingjun import sbatch_options
 from lingjun.client import Api
 from lingjun.v1 import api_pb2
 
 threads, count, batch, limit = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 api = Api()
-base = sbatch.parse_args(["-H", "-o", "/dev/null", "-J", "bench", "--wrap", "true"],
+base = sbatch_options.parse_args(["-H", "-o", "/dev/null", "-J", "bench", "--wrap", "true"],
                          None, os.environ, os.getcwd()).request
 for attempt in range(60):     # a controller busy with a long pass answers late
     try:

@@ -32,7 +32,7 @@ from bench.sim.cluster import SimCluster  # noqa: E402
 from bench.sim.controller import ClusterShape  # noqa: E402
 from bench.sim.replay import Replay, accounting, job_ids, wait_finished  # noqa: E402
 from lingjun import slurm  # noqa: E402
-from lingjund.sched.topology import Topology  # noqa: E402
+from lingjun.topology import Topology  # noqa: E402
 
 SWITCH_WAIT_S = 600
 

@@ -27,25 +27,16 @@ if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, TextIO
 
 import cli
-from cli.options import VERSION, Opt, UsageError, getopt
+# CommandError and parse_options live with the option tables on the ground floor
+# (lingjun/options.py: the SDK and lingjun restd parse with them too); every
+# command takes them from here, with the rest of what the commands share.
+from lingjun.options import VERSION, CommandError, ParsedOption, parse_options  # noqa: F401
+from lingjun.slurm import current_user  # noqa: F401  (the commands' name for it)
 from lingjun import slurm
 from lingjun.command_socket import CommandApi, ControllerError
 from lingjun.endpoints import ControllerUnreachable
 
 CONNECT_FAILURE = "Unable to contact slurm controller (connect failure)"
-
-ParsedOption = tuple[str, str | None, str]   # (key, value, the option as spelled)
-
-
-class CommandError(Exception):
-    """The command stops: ``message`` (already in Slurm's words, prefix and all)
-    goes to stderr and ``rc`` is the exit status."""
-
-    def __init__(self, message: str, rc: int = 1):
-        super().__init__(message)
-        self.message = message
-        self.rc = rc
-
 
 class Reply(Exception):
     """The command stops early with ``text`` on stdout and exit status 0."""
@@ -113,20 +104,11 @@ def _reader_gone(out: TextIO) -> int:
     return 128 + signal.SIGPIPE
 
 
-def parse_options(prog: str, argv: list[str], opts: list[Opt], rc: int = 1,
-                  stop_at_positional: bool = False) -> tuple[list[ParsedOption], list[str]]:
-    """getopt; a usage error ends the command with glibc's words, the --help hint, ``rc``."""
-    try:
-        return getopt(prog, argv, opts, stop_at_positional=stop_at_positional)
-    except UsageError as e:
-        raise CommandError(f'{e}\nTry "{prog} --help" for more information', rc) from None
-
-
 def full_help(name: str) -> Callable[[], str]:
     """The --help text ``cli.helptext.<name>``, read when asked for: the texts
     are laid out at import (0.2 ms), which a command's common path does without."""
     def text() -> str:
-        from cli import helptext
+        from cli import helptext  # here: read when asked for (see the docstring)
         return getattr(helptext, name)
     return text
 
@@ -208,7 +190,7 @@ def refusals() -> tuple[type[BaseException], ...]:
 def cluster_name(api) -> str:
     """The cluster's name for --json/--yaml documents ("" when the controller
     does not say: the document is still complete without it)."""
-    from lingjun import messages
+    from lingjun import messages  # here: only --json/--yaml ask the cluster's name
     try:
         return api.call("Ping", messages.PingRequest()).cluster
     except ControllerUnreachable:
@@ -344,13 +326,6 @@ def select_jobs(jobs: Iterable, *, job_ids: Iterable[int] = (), users: Iterable[
             and (not names or j.name in names)
             and (not accounts or j.account in accounts)
             and (not nodes or nodes & set(slurm.expand_hostlist(j.nodes)))]
-
-
-def current_user() -> tuple[str, int, int, str]:
-    """(user name, uid, gid, group name) of the caller."""
-    uid, gid = os.getuid(), os.getgid()
-    user, group = slurm.account_names(uid, gid)
-    return user, uid, gid, group
 
 
 def resolve_user(name: str) -> str | None:

@@ -31,7 +31,6 @@ an existing file).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import pwd
@@ -41,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from cli.options import VERSION
+from lingjun.options import VERSION
 
 import grpc
 import psutil
@@ -376,7 +375,7 @@ def cmd_up(args) -> int:
             text += "\n[faulttol]\n" + "\n".join(faulttol) + "\n"
         if extra:
             text += "\n" + extra
-        from lingjun import config as configmod
+        from lingjun import config as configmod  # here: each subcommand loads only what it uses
         parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)
         conf.chmod(0o644)           # the controller's user reads it too; it holds no secret
@@ -526,23 +525,13 @@ def _stop(info: dict) -> int:
             pass
     # The jobs' processes (and each node's fence keeper) outlive agents by
     # design; `down` ends them too, every node's at once (each job gets its
-    # grace of 2 s once, not once per node).
-    from lingjun_agent.launcher import cgroups, fencekeeper
-    from lingjun_agent.launcher import procs as jobprocs
+    # grace of 2 s once, not once per node). The agent's launcher does it, as
+    # a program of its own: the commands import nothing of the agent.
     nodes = info.get("agent_state_dirs", {})
-    marks = [jobprocs.node_identity(node, state_dir) for node, state_dir in nodes.items()]
-    for state_dir in nodes.values():
-        fencekeeper.stop(state_dir)
-
-    async def end_jobs() -> None:
-        await asyncio.gather(*(jobprocs.terminate_job(mark, jid, 2.0)
-                               for mark in marks for jid in jobprocs.running_jobs(mark)),
-                             return_exceptions=True)     # best effort while stopping
-    asyncio.run(end_jobs())
-    for mark in marks:
-        for cg in cgroups.jobs(mark):
-            cgroups.remove(cg, timeout=0)
-        cgroups.remove_node(mark)
+    if nodes:
+        subprocess.run([sys.executable, "-P", "-m", "lingjun_agent.launcher.teardown",
+                        *(f"{node}={state_dir}" for node, state_dir in nodes.items())],
+                       cwd="/", stdin=subprocess.DEVNULL, check=False)
     return len(live)
 
 
@@ -578,8 +567,8 @@ def cmd_status(args) -> int:
 
 def cmd_net(args) -> int:
     """Desired vs live network state per node, as each agent last reported it."""
-    from cli import formats
-    from lingjun import slurm
+    from cli import formats  # here: each subcommand loads only what it uses
+    from lingjun import slurm  # here: each subcommand loads only what it uses
     try:
         names = [args.node] if args.node else []
         nodes = Api().call("GetNodes", api_pb2.GetNodesRequest(names=names)).nodes
@@ -594,17 +583,17 @@ def cmd_net(args) -> int:
 
 
 def cmd_events(args) -> int:
-    from cli.events import events
+    from cli.events import events  # here: each subcommand loads only what it uses
     return events(args.job)
 
 
 def dashboard_address() -> str:
     """HOST:PORT of the controller's dashboard: the local cluster's, else
     [controller] metrics_address of the config file ("" = not known)."""
-    from lingjun import endpoints
+    from lingjun import endpoints  # here: each subcommand loads only what it uses
     conf = os.environ.get("LINGJUN_CONF")
     if conf or os.path.exists(endpoints.SYSTEM_CONF):
-        from lingjun import config
+        from lingjun import config  # here: only with a config file
         try:
             address = config.load(conf).controller.metrics_address
         except config.ConfigError:
@@ -619,8 +608,8 @@ def dashboard_address() -> str:
 def cmd_web(args) -> int:
     """The dashboard's URL with a token of the caller's (from the credential
     socket); the page keeps it as a cookie and drops it from the address."""
-    from lingjun import credential
-    from lingjun.endpoints import auth_socket
+    from lingjun import credential  # here: each subcommand loads only what it uses
+    from lingjun.endpoints import auth_socket  # here: each subcommand loads only what it uses
     address = dashboard_address()
     if not address:
         print(f"{PROG}: error: no dashboard: [controller] metrics_address is not set",
@@ -637,8 +626,8 @@ def cmd_web(args) -> int:
 
 def cmd_health(args) -> int:
     """Each probe's last result, duration and time, per node."""
-    from cli import formats
-    from lingjun import slurm
+    from cli import formats  # here: each subcommand loads only what it uses
+    from lingjun import slurm  # here: each subcommand loads only what it uses
     try:
         names = [args.node] if args.node else []
         reply = Api().call("GetSanityResults", api_pb2.GetSanityResultsRequest(
@@ -750,10 +739,10 @@ def main(argv: list[str] | None = None) -> int:
     rd.add_argument("rest", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     if args.cmd == "logs":
-        from cli.logs import logs
+        from cli.logs import logs  # here: the SDK only for lingjun logs
         return logs(args.job, args.follow, args.rank)
     if args.cmd == "restd":
-        from cli import restd
+        from cli import restd  # here: aiohttp and the REST tables only for lingjun restd
         return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health,

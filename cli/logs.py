@@ -27,6 +27,7 @@ import sys
 import grpc
 
 from cli import sattach
+from cli.common import CommandError
 from cli.step_output import StepOutput
 from lingjun import messages
 
@@ -34,7 +35,7 @@ PROG = "lingjun logs"
 
 
 def logs(job: str, follow: bool = False, rank: int | None = None) -> int:
-    from lingjun.sdk import Client, ControllerUnreachable
+    from lingjun.sdk import Client, ControllerUnreachable  # here: the SDK and grpc only when logs are read
     try:
         client = Client()
         if "." in job or rank is not None:
@@ -61,7 +62,6 @@ def logs(job: str, follow: bool = False, rank: int | None = None) -> int:
 
 
 def _step(client, job: str, rank: int | None) -> int:
-    from cli.common import CommandError
     try:
         if "." in job:
             job_id, step_id = sattach.parse_step(job, PROG)

@@ -21,7 +21,7 @@ Bodies are the documents of the commands' ``--json`` writers
 (cli/formats_json.py: ``jobs`` is ``squeue --json``'s, ``nodes`` and
 ``partitions`` are ``sinfo --json``'s halves), laid out as json-c writes
 them. A submission's job properties become sbatch's options and go through
-sbatch's own option table (cli/sbatch.py), so REST and sbatch accept and
+sbatch's own option table (lingjun/sbatch_options.py), so REST and sbatch accept and
 refuse alike. Errors come back as slurmrestd answers them: HTTP 500 and
 ``errors: [{error, errno}]`` (or the ``description, error_number, error,
 source`` form where slurmrestd uses it), with Slurm's words and number.
@@ -405,7 +405,7 @@ class RestApi:
         return self._doc()
 
     async def submit(self, token: str, query: dict, body: Any) -> dict:
-        from cli import sbatch      # its option table: the only parser of job options
+        from lingjun import sbatch_options  # here: only a submission reads job options
         if not isinstance(body, dict):
             raise parsing_error("the body is not a dictionary", errno=JOBS_DESC_ERRNO, error=JOBS_DESC_ERROR)
         script = body.get("script")
@@ -425,7 +425,7 @@ class RestApi:
         if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
             raise parsing_error("job property argv: expected a list of strings")
         try:
-            parsed = sbatch.parse_args([*argv], script, env, cwd)
+            parsed = sbatch_options.parse_args([*argv], script, env, cwd)
         except (ValueError, OverflowError) as e:
             raise parsing_error(f"job properties: {_shown(str(e))[1:-1]}") from None
         except CommandError as e:
@@ -528,7 +528,7 @@ def parse_body(body: bytes) -> Any:
 
 
 def _protobuf(request):
-    from lingjun import messages
+    from lingjun import messages  # here: only a request in the socket's messages is converted
     return messages.to_protobuf(request) if isinstance(request, messages.Message) else request
 
 
@@ -615,8 +615,8 @@ def refuse_identity(controller_user: str) -> str | None:
 
 def _controller_user() -> str:
     """``[controller] user`` of the config file the commands read ("" without one)."""
-    from lingjun import config
-    from lingjun.endpoints import SYSTEM_CONF
+    from lingjun import config  # here: only at start-up, to refuse the controller's user
+    from lingjun.endpoints import SYSTEM_CONF  # here: only at start-up, with config
     path = os.environ.get("LINGJUN_CONF") or (SYSTEM_CONF if os.path.exists(SYSTEM_CONF) else "")
     if not path:
         return ""

@@ -31,7 +31,7 @@ from cli import formats, formats_json
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
                         full_help, is_not_found, make_api, own_options, parse_array_selectors,
                         parse_options, resolve_user, run, select_array_tasks, select_jobs)
-from cli.options import NO, REQUIRED, Opt, comma_list
+from lingjun.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun.client import ControllerUnreachable
 from lingjun.v1 import api_pb2

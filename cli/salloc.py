@@ -30,7 +30,7 @@ import grpc
 
 from cli.allocation import Allocation, AllocationEnded, exit_program
 from cli.common import CONNECT_FAILURE, CommandError, details, make_api, run
-from cli.sbatch import build_environment
+from lingjun.sbatch_options import build_environment
 from cli.srun import allocation_spec
 from cli.srun_options import parse_salloc
 from lingjun import slurm

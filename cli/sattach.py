@@ -18,7 +18,7 @@ from typing import TextIO
 import grpc
 
 from cli.common import CommandError, controller_errors, make_api, parse_options, run
-from cli.options import NO, REQUIRED, VERSION, Opt
+from lingjun.options import NO, REQUIRED, VERSION, Opt
 from cli.step_output import StepOutput
 from lingjun import messages
 

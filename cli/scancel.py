@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 from cli.common import (CONNECT_FAILURE, CommandError, current_user, details, full_help, make_api,
                         own_options, parse_array_selectors, parse_options, refusals, resolve_user,
                         run)
-from cli.options import NO, REQUIRED, Opt, comma_list
+from lingjun.options import NO, REQUIRED, Opt, comma_list
 from lingjun import slurm
 from lingjun import messages
 from lingjun.endpoints import ControllerUnreachable

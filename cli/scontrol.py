@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from cli.common import (CONNECT_FAILURE, CommandError, controller_errors, current_user, details,
                         make_api, parse_array_selectors, parse_options, refusals, run)
-from cli.options import NO, VERSION, Opt
+from lingjun.options import NO, VERSION, Opt
 from lingjun import slurm
 from lingjun import messages
 from lingjun.endpoints import ControllerUnreachable, controller_address
@@ -42,7 +42,7 @@ REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Re
 def _formats():
     """cli.formats, loaded by the show subcommands only: 1 ms of start-up that
     ping, update and the job controls do without."""
-    from cli import formats
+    from cli import formats  # here: see the docstring
     return formats
 
 
@@ -576,8 +576,8 @@ def token(words: list[str], out: TextIO) -> int:
     site's ``[auth] token_ttl_s``: a ``lifespan=`` longer than that is refused
     rather than silently cut short."""
     import time as _time
-    from lingjun import credential
-    from lingjun.endpoints import auth_socket
+    from lingjun import credential  # here: only scontrol token needs the credential socket
+    from lingjun.endpoints import auth_socket  # here: only scontrol token needs it
     lifespan = 0
     for w in words:
         key, _, value = w.partition("=")

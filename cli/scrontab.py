@@ -33,7 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import sbatch
+from lingjun import sbatch_options
 from cli.common import CommandError, controller_errors, current_user, make_api, run
 from lingjun import cron, messages
 
@@ -109,7 +109,7 @@ def parse(text: str, user: str, home: str) -> list[messages.JobSpec]:
         env = {"HOME": home, "LOGNAME": user, "USER": user, "SHELL": "/bin/sh",
                "PATH": "/usr/local/bin:/usr/bin:/bin", **variables}
         try:
-            req = sbatch.build_request([*scron, "--wrap", command], None, env, home)
+            req = sbatch_options.build_request([*scron, "--wrap", command], None, env, home)
         except CommandError as e:
             first = e.message.splitlines()[0] if e.message else "refused"
             bad.append((n, first.removeprefix("sbatch: error: ").removeprefix("sbatch: ")))

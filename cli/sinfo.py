@@ -12,7 +12,7 @@ from cli import formats
 from cli.common import (CommandError, controller_errors, full_help, make_api, own_options,
                         parse_options, run)
 from cli import sorting
-from cli.options import NO, REQUIRED, Opt, comma_list, env_options
+from lingjun.options import NO, REQUIRED, Opt, comma_list, env_options
 from lingjun import slurm
 from lingjun import messages
 

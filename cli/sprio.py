@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from cli.common import CommandError, controller_errors, make_api, own_options, parse_options, \
     resolve_user, run
-from cli.options import NO, OPTIONAL, REQUIRED, Opt, comma_list
+from lingjun.options import NO, OPTIONAL, REQUIRED, Opt, comma_list
 from lingjun import messages, slurm
 
 PROG = "sprio"

@@ -25,7 +25,7 @@ from cli.common import (CommandError, bad_values, cluster_name, controller_error
                         full_help, make_api, own_options, parse_array_selectors, parse_options,
                         resolve_user, run, select_array_tasks, select_jobs)
 from cli import sorting
-from cli.options import NO, REQUIRED, OPTIONAL, Opt, comma_list, env_options
+from lingjun.options import NO, REQUIRED, OPTIONAL, Opt, comma_list, env_options
 from lingjun import slurm
 from lingjun import messages
 

@@ -41,7 +41,7 @@ import grpc
 
 from cli.allocation import Allocation, AllocationEnded, exit_program
 from cli.common import CONNECT_FAILURE, CommandError, current_user, details, make_api, run
-from cli.sbatch import build_environment
+from lingjun.sbatch_options import build_environment
 from cli.srun_options import RunOptions, parse_srun
 from cli.step_output import StepOutput
 from lingjun import slurm

@@ -5,7 +5,7 @@ frozen values, with Slurm's words for bad input.
     >>> (o.min_nodes, o.label, o.export, o.command)
     (2, True, 'NONE', ('hostname',))
 
-The options they share with sbatch are cli/job_options.py's (one reader, one
+The options they share with sbatch are lingjun/job_options.py's (one reader, one
 set of words for all three); each command also reads its input variables
 (srun: SLURM_*, SRUN_CPUS_PER_TASK; salloc: SALLOC_*), the command line over them.
 
@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from cli.common import CommandError, Reply, parse_options
-from cli.job_options import (JOB_OPTIONS, MEMORY_FIELDS, SHARED, env_variables,
+from lingjun.job_options import (JOB_OPTIONS, MEMORY_FIELDS, SHARED, env_variables,
                              memory_conflict)
-from cli.sbatch import parse_gres
-from cli.options import NO, OPTIONAL, REQUIRED, VERSION, Opt, env_options
+from lingjun.sbatch_options import parse_gres
+from lingjun.options import NO, OPTIONAL, REQUIRED, VERSION, Opt, env_options
 from lingjun import slurm
 
 USAGE_RC = 255      # glibc getopt errors: Slurm's commands exit -1
 MPI_TYPES = ("none", "pmi2")
 
 _O = Opt
-# The options srun and salloc share with sbatch (cli/job_options.py), then theirs.
+# The options srun and salloc share with sbatch (lingjun/job_options.py), then theirs.
 _COMMON = [o.opt() for o in SHARED] + [
     _O("usage", ("usage",), "", NO),
     _O("gpu-bind", ("gpu-bind",), "", REQUIRED),
@@ -66,7 +66,7 @@ SALLOC_OPTIONS = _COMMON + [
 ]
 
 # Input variables (srun.1 and salloc.1 INPUT ENVIRONMENT VARIABLES, 22.05) -> option:
-# the shared options' from cli/job_options.py, then each command's own. A job's
+# the shared options' from lingjun/job_options.py, then each command's own. A job's
 # SLURM_NTASKS, SLURM_NNODES, SLURM_MEM_PER_NODE, SLURM_GPUS_PER_TASK... (what sbatch,
 # salloc and srun hand on through the environment) are srun's input here.
 SRUN_ENV = env_variables("srun", {

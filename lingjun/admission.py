@@ -60,7 +60,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S
 from lingjun.config import LimitsConfig
 
 ROOT_UID = 0

@@ -42,7 +42,8 @@ from google.protobuf.message import Message
 
 from lingjun import admission as admission_mod
 from lingjun import auth, credential
-from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE, commands_path
+from lingjun.command_socket import commands_path
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, UNAVAILABLE
 from lingjun.v1 import api_pb2
 
 log = logging.getLogger("lingjun.commands")
@@ -94,7 +95,7 @@ class ControllerChannel:
 
     def stub(self):
         if self._stub is None:
-            from lingjun.v1 import api_pb2_grpc
+            from lingjun.v1 import api_pb2_grpc  # here: grpc's stubs only once a call is relayed over gRPC
             options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
             if self.tls_ca:
                 creds = grpc.ssl_channel_credentials(root_certificates=self.tls_ca)

@@ -28,18 +28,9 @@ import socket
 
 from lingjun.endpoints import RPC_TIMEOUT_S, ControllerUnreachable, beside_auth_socket
 from lingjun.messages import METHODS, Message, from_protobuf, message_class
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S, UNAVAILABLE
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024       # a request line; the daemon refuses longer ones
-UNAVAILABLE = "UNAVAILABLE"
-# A door's answer when the caller holds too much of the daemon already
-# (lingjun/admission.py): the status, and Slurm's words when slurmctld's rate
-# limit turns a call away (SLURMCTLD_COMMUNICATIONS_BACKOFF).
-RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
-RATE_LIMITED = "Rate limit exceeded, please retry momentarily"
-# Seconds a command waits before each retry of a refused call, as Slurm's
-# commands sleep and retry when told to back off. The door refuses before it
-# reads anything of the call, so a retry never does anything twice.
-RETRY_DELAYS_S = (0.2, 0.5, 1.0)
 
 
 def commands_path(auth_socket: str) -> str:
@@ -180,7 +171,7 @@ class CommandApi:
     serves it, else gRPC (imported only then). ``call`` as ``Api.call``."""
 
     def __init__(self, socket_path: str | None = None):
-        from lingjun.endpoints import auth_socket, socket_is_the_clusters
+        from lingjun.endpoints import auth_socket, socket_is_the_clusters  # here: a caller that names the socket never reads the config
         self.auth_socket = socket_path or auth_socket()
         # never the command socket of another cluster than the one the
         # command was told to reach (lingjun/endpoints.py: one cluster)
@@ -203,7 +194,7 @@ class CommandApi:
 
     def grpc(self):
         if self._grpc is None:
-            from lingjun.client import Api
+            from lingjun.client import Api  # here: grpc only for a call the socket cannot take (bench/README.md)
             self._grpc = Api(socket_path=self.auth_socket)
         return self._grpc
 

@@ -113,7 +113,7 @@ file) gives a one-partition cluster whose nodes are whatever agents register.
     scratch_paths = ["/scratch/{node}"]
     dropin_dir = "/etc/lingjun/probes.d"
 
-lingjun_agent/network/profile.py documents every key of a profile.
+lingjun/netprofile.py documents every key of a profile.
 
     [faulttol]                      # restarts after failures (FaulttolConfig)
     restart_backoff_s = 10.0        # doubles per restart ...
@@ -151,7 +151,7 @@ import hostlist
 import msgspec
 from msgspec import Meta
 
-from lingjund.sched.topology import Topology, TopologyError
+from lingjun.topology import Topology, TopologyError
 
 DEFAULT_PORT = 6917
 DEFAULT_CONFIG_PATH = "/etc/lingjun/lingjun.toml"
@@ -358,7 +358,7 @@ def output_sink_target(text: str) -> tuple[str, str]:
 class NetProfileConfig:
     """One [[network.profile]]: a profile for the nodes of a hostlist."""
     nodes: tuple[str, ...]
-    profile: object                  # lingjun_agent.network.profile.Profile (base addresses)
+    profile: object                  # lingjun.netprofile.Profile (base addresses)
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ class NetworkConfig:
     def profile_for(self, node: str):
         """The node's own profile (its addresses offset by its place in the
         group's hostlist), or None when no profile names it."""
-        from lingjun_agent.network import profile as netprofile
+        from lingjun import netprofile     # here: most configurations have no [network]
         for group in self.profiles:
             if node in group.nodes:
                 return netprofile.for_node(group.profile, group.nodes.index(node))
@@ -377,7 +377,7 @@ class NetworkConfig:
 
 
 def _network(table: dict) -> NetworkConfig:
-    from lingjun_agent.network import profile as netprofile  # the model is the agent's
+    from lingjun import netprofile     # here: most configurations have no [network]
     table = dict(table)
     groups: list[NetProfileConfig] = []
     owner: dict[str, str] = {}

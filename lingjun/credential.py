@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from lingjun import auth
-from lingjun.command_socket import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S
+from lingjun.refusal import RATE_LIMITED, RESOURCE_EXHAUSTED, RETRY_DELAYS_S
 
 log = logging.getLogger("lingjun.credential")
 MAX_TOKEN_BYTES = 4096

@@ -83,7 +83,7 @@ def controller_address() -> str:
         return addr
     conf = os.environ.get("LINGJUN_CONF")
     if conf or os.path.exists(SYSTEM_CONF):
-        from lingjun import config
+        from lingjun import config  # here: msgspec and the parser only where a config file is read
         try:
             return _config(conf).controller.connect_address
         except config.ConfigError as e:
@@ -92,7 +92,7 @@ def controller_address() -> str:
         return _read_pointer()["address"]
     except (OSError, ValueError, KeyError):
         pass
-    from lingjun.config import DEFAULT_PORT
+    from lingjun.config import DEFAULT_PORT  # here: the commands' common path loads no config module
     return f"127.0.0.1:{DEFAULT_PORT}"
 
 
@@ -100,7 +100,7 @@ def _config(path: str | None):
     """The config file, parsed once per process while it is unchanged: a
     command needs three of its settings, and parsing it expands every node
     (10,000 nodes: 40 ms each time)."""
-    from lingjun import config
+    from lingjun import config  # here: msgspec and the parser only where a config file is read
     try:
         st = os.stat(path or config.config_path())
     except OSError:
@@ -110,7 +110,7 @@ def _config(path: str | None):
 
 @lru_cache(maxsize=4)
 def _parsed(path: str | None, mtime_ns: int, size: int, inode: int):
-    from lingjun import config
+    from lingjun import config  # here: msgspec and the parser only where a config file is read
     return config.load(path)
 
 
@@ -174,7 +174,7 @@ def _config_address(path: str) -> str:
     ctl = _toml(path).get("controller", {})
     if not isinstance(ctl, dict):
         return ""
-    from lingjun.config import DEFAULT_PORT
+    from lingjun.config import DEFAULT_PORT  # here: the commands' common path loads no config module
     value = ctl.get("address") or ctl.get("listen") or f"127.0.0.1:{DEFAULT_PORT}"
     return value if isinstance(value, str) else ""
 

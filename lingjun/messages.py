@@ -339,7 +339,7 @@ def from_protobuf(msg, cls: type[Message] | None = None) -> Message:
 def to_protobuf(msg: Message):
     """The protobuf message of ours (the gRPC fallback's requests); imports protobuf."""
     from google.protobuf import json_format
-    from lingjun.v1 import api_pb2
+    from lingjun.v1 import api_pb2  # here: protobuf only for the gRPC fallback
     return json_format.ParseDict(msg.to_dict(), getattr(api_pb2, msg.NAME)())
 
 

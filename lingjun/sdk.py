@@ -104,8 +104,7 @@ class Client:
         """Submit a batch job: a script (``#!...``) or a shell command (as
         ``sbatch --wrap``), with sbatch's long options as keywords (``-`` written
         ``_``; ``True`` for a flag). ``args`` are the script's arguments."""
-        from cli import sbatch          # the one table of job options
-        from cli.common import CommandError
+        from lingjun import sbatch_options  # here: a program that submits nothing loads no option table
         argv = []
         for key, value in options.items():
             flag = "--" + ALIASES.get(key, key).replace("_", "-")
@@ -121,8 +120,8 @@ class Client:
             if args:
                 raise SubmitError("Script arguments not permitted with --wrap option")
         try:
-            parsed = sbatch.parse_args(argv, stdin, dict(os.environ), os.getcwd())
-        except CommandError as e:
+            parsed = sbatch_options.parse_args(argv, stdin, dict(os.environ), os.getcwd())
+        except sbatch_options.CommandError as e:
             raise SubmitError(_words(str(e))) from None
         req = parsed.request
         req.spec.argv.extend(args)

@@ -1052,3 +1052,11 @@ def account_names(uid: int, gid: int) -> tuple[str, str]:
     except KeyError:
         group = str(gid)
     return user, group
+
+
+def current_user() -> tuple[str, int, int, str]:
+    """(user name, uid, gid, group name) of the caller: what a command puts in
+    a request as its user (the controller trusts only the socket's peer)."""
+    uid, gid = os.getuid(), os.getgid()
+    user, group = account_names(uid, gid)
+    return user, uid, gid, group

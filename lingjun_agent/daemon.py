@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-level", choices=logs.LEVELS, default="info")
     args = p.parse_args(argv)
     if args.own_hostname:
-        from lingjun_agent import hostname
+        from lingjun_agent import hostname  # here: only the local cluster's agents take a hostname of their own
         hostname.become(args.node)  # first, before any thread exists
     logs.setup("debug" if args.verbose else args.log_level,
                f"{args.node} %(name)s %(levelname)s %(message)s")

@@ -66,7 +66,7 @@ from lingjun_agent.launcher import (
     steps,
     watch,
 )
-from lingjun_agent.launcher.stepd import start_ticks
+from lingjun_agent.launcher.marks import start_ticks
 from lingjun_agent.network.agent import NetworkOwner
 from lingjun_agent.sanity import probes as sanity_probes
 from lingjun_agent.sanity import reach

@@ -48,7 +48,7 @@ from prometheus_client.core import GaugeMetricFamily
 from lingjun import slurm
 from lingjund import lifecycle
 from lingjund.service.context import Controller
-from lingjund.service.views import node_capacity
+from lingjund.service.resources import node_capacity
 
 SLURM_API = "lingjun.v1.SlurmApi"
 # lingjun_job_last_activity_timestamp_seconds names only jobs silent this

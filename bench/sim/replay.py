@@ -1,7 +1,7 @@
 """Replaying a trace through the real API: submissions, dependencies, cancels.
 
 Each job becomes the SubmitJobRequest that ``sbatch`` would send for its
-arguments (``cli.sbatch.build_request``), sent by one of ``clients``
+arguments (``lingjun.sbatch_options.build_request``), sent by one of ``clients``
 concurrent clients (each its own channel and token) at its ``submit``
 offset; a job with ``after`` waits until its parents have ids. A job with
 ``cancel`` is cancelled (``CancelJobs``, as ``scancel``) that many seconds
@@ -23,7 +23,7 @@ from typing import Callable
 import grpc
 
 from cli import sacct
-from cli.sbatch import build_request
+from lingjun.sbatch_options import build_request
 from lingjun import slurm
 from lingjun.client import Api, ControllerUnreachable
 from lingjun.v1 import api_pb2

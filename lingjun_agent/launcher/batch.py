@@ -47,19 +47,14 @@ from pathlib import Path
 import lingjun_agent
 from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher.forkserver import ForkServer, SpawnRefused
-from lingjun_agent.launcher.stepd import (
-    LOG,
-    RESULT,
-    SCRIPT,
+from lingjun_agent.launcher.marks import (
     SCRIPT_PID,
-    SPEC,
-    STEPD,
     STEPD_DIR_VAR,
     STEPD_MARK_VAR,
     job_mark,
     start_ticks,
-    write_json_atomic,
 )
+from lingjun_agent.launcher.stepd import LOG, RESULT, SCRIPT, SPEC, STEPD, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease
-from lingjun_agent.launcher.stepd import start_ticks, write_json_atomic
+from lingjun_agent.launcher.marks import start_ticks
+from lingjun_agent.launcher.stepd import write_json_atomic
 
 log = logging.getLogger("lingjun_agent.fencekeeper")
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import psutil
 
 from lingjun_agent.launcher import cgroups
-from lingjun_agent.launcher.stepd import (
+from lingjun_agent.launcher.marks import (
     MARK_VAR,
     SCRIPT_PID,
     STEPD_DIR_VAR,

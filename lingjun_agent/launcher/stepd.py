@@ -64,8 +64,8 @@ starts with ``fenced:``.
 This module is deliberately quick to import, the standard library and
 psutil (through ``usage``) only: where there is no forkserver it starts
 once per batch job. The marker
-names and the process identity helper live here so that the agent side
-(procs, batch) and this side agree.
+names and the process identity helper it shares with the agent side
+(procs, batch, taskd) live in ``marks``, below both.
 """
 from __future__ import annotations
 
@@ -81,40 +81,15 @@ import traceback
 from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease, usage
+from lingjun_agent.launcher.marks import MARK_VAR, SCRIPT_PID, job_mark, start_ticks
 
-MARK_VAR = "LINGJUN_JOB_MARK"
-STEPD_MARK_VAR = "LINGJUN_STEPD_MARK"
-STEPD_DIR_VAR = "LINGJUN_STEPD_DIR"      # the supervisor's job (or step) directory
 PR_SET_CHILD_SUBREAPER = 36
 
 SPEC = "spec.json"
 SCRIPT = "script"
 STEPD = "stepd.json"
-SCRIPT_PID = "script.json"
 RESULT = "result.json"
 LOG = "stepd.log"
-
-
-def job_mark(node: str, job_id: int) -> str:
-    """The marker value for one job on one node (several agents share a host)."""
-    return f"{node}:{job_id}"
-
-
-def start_ticks(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot; None if it is gone.
-
-    With the pid this names one process for the whole uptime: a recycled pid
-    has a later start. Zombies count as gone.
-    """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
 
 
 def write_json_atomic(path: Path, obj: dict, durable: bool = True) -> None:
@@ -261,7 +236,7 @@ def _kill_rest(node: str, job_id: int, cg: cgroups.JobCgroup | None, grace_s: fl
         if not _own_children():
             return
         grace_s = 0.0
-    from lingjun_agent.launcher import procs      # psutil; only when needed
+    from lingjun_agent.launcher import procs      # here: psutil, only when a job outlived its cgroup
     try:
         procs.terminate_found(node, job_id, grace_s, procs.UNKILLABLE_TIMEOUT_S)
     except procs.UnkillableError:

@@ -40,7 +40,8 @@ from lingjun_agent.launcher import cgroups
 from lingjun_agent.launcher import batch
 from lingjun_agent.launcher.batch import _read_handshake, _supervisor_env_for
 from lingjun_agent.launcher.forkserver import ForkServer
-from lingjun_agent.launcher.stepd import LOG, RESULT, SPEC, STEPD, start_ticks, write_json_atomic
+from lingjun_agent.launcher.marks import start_ticks
+from lingjun_agent.launcher.stepd import LOG, RESULT, SPEC, STEPD, write_json_atomic
 from lingjun_agent.launcher.taskd import exit_file, out_file, task_file
 
 log = logging.getLogger(__name__)

@@ -76,18 +76,16 @@ import traceback
 from pathlib import Path
 
 from lingjun_agent.launcher import cgroups, lease, usage, userfs
+from lingjun_agent.launcher.marks import MARK_VAR, job_mark, start_ticks
 from lingjun_agent.launcher.stepd import (
     OOM_SIGNAL,
     begin_supervisor,
-    MARK_VAR,
     RESULT,
     SPEC,
     _Handshake,
     _stderr_line,
     _UserFs,
-    job_mark,
     oom_line,
-    start_ticks,
     user_groups,
     write_json_atomic,
 )

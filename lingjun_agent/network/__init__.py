@@ -1,6 +1,7 @@
 """The agent's network: declared NIC profiles applied with pyroute2, kept converged.
 
-- ``profile``: the model and its validation (no pyroute2; the controller uses it);
+- ``lingjun/netprofile.py`` (not here): the model and its validation, which the
+  configuration and the controller use too;
 - ``reconcile``: read the live state, plan the difference, apply it;
 - ``failover``: which uplink of a pair is active (pure);
 - ``watcher``: the thread that reconciles on netlink events;
@@ -17,8 +18,8 @@ def check(profile, sysctl_root: str | None = None) -> list[str]:
     Reads only; for probes that must not change the node."""
     from pyroute2 import IPRoute
 
-    from lingjun_agent.network import reconcile
-    from lingjun_agent.network.profile import ProfileError, check_live
+    from lingjun_agent.network import reconcile  # here: pyroute2 only when a probe checks the network
+    from lingjun.netprofile import ProfileError, check_live  # here: with reconcile, only when a probe checks
     root = sysctl_root or reconcile.SYSCTL_ROOT
     with IPRoute() as ipr:
         live = reconcile.read_live(ipr, profile, root)

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from lingjun_agent.network import profile as netprofile
+from lingjun import netprofile
 from lingjun_agent.network.watcher import REFUSED, NetReconciler, Report
 
 

@@ -16,7 +16,7 @@ import logging
 
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjun_agent.network import rdma
-from lingjun_agent.network.profile import ProfileError, check_static, from_spec
+from lingjun.netprofile import ProfileError, check_static, from_spec
 from lingjun_agent.network.watcher import REFUSED, NetReconciler, Report, report_msg
 
 log = logging.getLogger("lingjun_agent.network")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lingjun_agent.network import failover
-from lingjun_agent.network.profile import LinkFacts, Profile
+from lingjun.netprofile import LinkFacts, Profile
 
 log = logging.getLogger("lingjun_agent.network")
 

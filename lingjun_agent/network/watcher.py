@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lingjun_agent.network import failover, rdma, reconcile
-from lingjun_agent.network.profile import Profile, ProfileError, check_live, check_static
+from lingjun.netprofile import Profile, ProfileError, check_live, check_static
 
 log = logging.getLogger("lingjun_agent.network")
 
@@ -188,7 +188,7 @@ class NetReconciler:
                 self._prober = None
             return None
         if self._prober is None:
-            from lingjun_agent.network.probe import Prober
+            from lingjun_agent.network.probe import Prober  # here: only a profile with probed uplinks needs one
             self._prober = Prober(now)
         if now >= self._next_probe:
             for u in probed:
@@ -296,7 +296,7 @@ class NetReconciler:
 
 def report_msg(rep: Report):
     """The report as api.proto's NetStatusReport (what the controller stores)."""
-    from lingjun.v1 import api_pb2
+    from lingjun.v1 import api_pb2  # here: protobuf only for the report sent up
     return api_pb2.NetStatusReport(
         profile=rep.profile, state=rep.state, message=rep.message,
         interfaces=[api_pb2.NetIfaceStatus(name=i.name, desired=i.desired, live=i.live, ok=i.ok)

@@ -225,7 +225,7 @@ class NicFacts:
 def nics(netns: str | None = None) -> NicFacts:
     """Every link in this namespace (or the named one) through netlink."""
     from pyroute2 import IPRoute, NetNS
-    from lingjun_agent.network.reconcile import read_links
+    from lingjun_agent.network.reconcile import read_links  # here: pyroute2 only when the NIC facts are gathered
     try:
         ipr = NetNS(netns) if netns else IPRoute()
         try:
@@ -245,8 +245,8 @@ class ProcFacts:
 
 
 def processes(mark: str, min_uid: int = 0) -> ProcFacts:
-    from lingjun_agent.launcher import procs
-    from lingjun_agent.launcher.stepd import MARK_VAR, STEPD_MARK_VAR
+    from lingjun_agent.launcher import procs  # here: psutil only when process facts are gathered
+    from lingjun_agent.launcher.marks import MARK_VAR, STEPD_MARK_VAR  # here: beside procs, where it is needed
     needles = (f"{MARK_VAR}={mark}:".encode(), f"{STEPD_MARK_VAR}={mark}:".encode())
     me = os.getpid()
     zombies, users = [], {}

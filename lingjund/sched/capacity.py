@@ -58,7 +58,7 @@ from typing import Iterable, Mapping, Sequence
 from lingjun.slurm import natural_key
 from lingjund.sched.pool import Ask, NodeFree, Share
 from lingjund.sched.snapshot import NodeView, PartitionView
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
 
 
 # Node names repeat from pass to pass (and from one preemption trial to the next):

@@ -50,7 +50,7 @@ the job may use at all (-x, -C, GPU type), and give a -w job whose
 required node is down or drained ``ReqNodeNotAvail, UnavailableNodes:...``
 before any placement; like the filters of step 1 it never blocks.
 
-Topology (``snapshot.topology``, ``topology.py``): the select places a gang
+Topology (``snapshot.topology``, ``lingjun/topology.py``): the select places a gang
 under the lowest switch that holds it (``plugins/gang.py``). A job with
 ``--switches=N`` whose wait (``switches_until``) has run out is placed as if
 it asked none: before that, a placement over more than N leaves is no

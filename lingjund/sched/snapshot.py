@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Mapping
 
 from lingjund.sched.gpu_topology import GpuTopology
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
 
 if TYPE_CHECKING:
     from lingjund.sched.limits import Limits

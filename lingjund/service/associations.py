@@ -53,15 +53,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from lingjund.sched import fairshare, limits
 from lingjund.service import authz, errors
-from lingjund.service.context import Controller
-from lingjund.service.views import gpus_per_node
+from lingjund.service.resources import gpus_per_node
 from lingjund.store.assoc import (UNSET, ADMIN_LEVELS, Account, AcctUser, Association, AssocTables,
                                   Qos)
+
+if TYPE_CHECKING:
+    from lingjund.service.context import Controller
 
 log = logging.getLogger("lingjund.associations")
 

@@ -100,7 +100,7 @@ def require_nice(requester_uid: int, nice: int, cfg: AuthzConfig, submit: bool =
 def batch_script(ctl, req) -> "api_pb2.GetBatchScriptResponse":
     """The batch script of a job, for its owner or an operator (proc_req.c's
     _slurm_rpc_batch_script refuses everyone else)."""
-    from lingjun.v1 import api_pb2
+    from lingjun.v1 import api_pb2  # here: the checks above need no protobuf; only this reply does
     job = ctl.store.job(req.job_id)
     if job is None:
         raise errors.InvalidJobId()

@@ -28,7 +28,7 @@ from lingjun.v1 import agent_pb2
 from lingjund import lifecycle
 from lingjund.service import confine, jobenv, quarantine, restarts, topology
 from lingjund.service.context import Controller
-from lingjund.service.views import node_mps_per_gpu
+from lingjund.service.resources import node_mps_per_gpu
 from lingjund.store.store import JobRecord, StepRecord
 
 log = logging.getLogger("lingjund.batch")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from lingjun.config import Config
-from lingjund.service.views import node_capacity, node_features, node_gpu_type
+from lingjund.service.resources import node_capacity, node_features, node_gpu_type
 
 if TYPE_CHECKING:
     from lingjund.service.context import Controller

@@ -23,6 +23,7 @@ import dataclasses
 import logging
 
 from lingjun import config as configmod
+from lingjun.netprofile import to_spec
 from lingjun.v1 import agent_pb2
 from lingjund.service.context import Controller
 
@@ -57,7 +58,6 @@ def reload(ctl: Controller) -> list[str]:
 def _push_profiles(ctl: Controller, old, fresh) -> list[str]:
     """Send each connected node whose network profile changed its new one (an
     empty profile when it lost it); its agent applies it without restarting."""
-    from lingjun_agent.network.profile import to_spec
     pushed = []
     for node in sorted(ctl.agents.nodes()):
         before, after = old.profile_for(node), fresh.profile_for(node)

@@ -4,7 +4,7 @@ Every entry of a crontab is one job (its JobSpec's ``cron_spec`` holds the
 entry's five cron fields or @keyword), pending with BeginTime set to the
 entry's next time. When a run ends, however it ends, the same job goes back
 to the queue for the next time after its end (``lifecycle.batch_ended``'s
-CRON outcome; ``Policy.cron_next`` comes from here), so an entry never runs
+CRON outcome; ``Policy.cron_next`` comes from ``restarts.cron_next``), so an entry never runs
 twice at once, and a time missed while a run still went is skipped, not
 queued: "if the job scheduled to start at 08:20:00 isn't able to start until
 08:20:30 and it runs for 35 seconds then the job at 08:21:00 will be skipped
@@ -16,7 +16,7 @@ an attempt of the job, numbered as a requeue's (``Restarts=``,
 checked as a submission first (nothing changes when one is refused), the
 jobs of the old crontab that are pending end CANCELLED, the ones running
 finish their run and are not queued again (their ids leave the crontab's
-list, which ``cron_next`` consults), and a job is written for each new
+list, which ``restarts.cron_next`` consults), and a job is written for each new
 entry. An empty list of entries is ``scrontab -r``. The crontab and its
 jobs are in the store, so a restarted controller loses no schedule.
 ``scancel`` of an entry's job ends it (CANCELLED) and it is not queued again,
@@ -36,20 +36,8 @@ from lingjun.v1 import api_pb2
 from lingjund import lifecycle
 from lingjund.service import authz, batch, errors, jobs
 from lingjund.service.context import Controller
-from lingjund.store.records import JobRecord
 
 log = logging.getLogger("lingjund.crontab")
-
-def cron_next(ctl: Controller, st, job: JobRecord, now: float) -> float:
-    """For ``lifecycle.Policy``: the next time of the entry ``job`` stands for,
-    or 0 when it stands for none now (not a cron job, or its crontab changed)."""
-    if not job.spec.cron_spec:
-        return 0.0
-    found = st.crontab(job.user)
-    if found is None or job.job_id not in found[1]:
-        return 0.0
-    return next_time(job.spec.cron_spec, now)
-
 
 def _owner(ctl: Controller, req) -> str:
     """Whose crontab: the caller's own, or anyone's for an operator (-u)."""

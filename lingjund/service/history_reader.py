@@ -125,7 +125,7 @@ class Pager:
         return out
 
     def biggest_cpus(self) -> dict[str, int]:
-        """The CPUs of each partition's largest node (jobs.node_capacity's
+        """The CPUs of each partition's largest node (resources.node_capacity's
         rule: configured, else reported), read on this connection."""
         if self._biggest is None:
             config = self.ctl.config

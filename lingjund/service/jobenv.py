@@ -11,7 +11,8 @@ import os
 
 from lingjun import launchers, slurm
 from lingjun.config import Config
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
+from lingjund.service import errors
 from lingjund.store.store import JobRecord
 
 CHECKPOINT_VAR = "LINGJUN_CHECKPOINT_DIR"
@@ -200,7 +201,6 @@ def parse_gpu_bind(text: str) -> tuple[str, tuple[int, ...]]:
 
 def check_gpu_bind(text: str) -> None:
     """Refuse a --gpu-bind that is none of Slurm's forms, in srun's words."""
-    from lingjund.service import errors
     try:
         parse_gpu_bind(text)
     except ValueError:

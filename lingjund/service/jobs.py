@@ -21,11 +21,12 @@ from lingjun.filenames import default_stdout, expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.sched import dependency
+from lingjund.sched.estimate import estimate_start
 from lingjund.service import associations, authz, batch, catalog, errors, mail, preemption, priority
 from lingjund.service.context import Controller
 from lingjund.service.priority import PRIORITY_BASE  # noqa: F401  (benches import it from here)
-from lingjund.service.views import (build_snapshot, gpus_per_node, job_request, node_shared_gpus,  # noqa: F401
-                                    node_capacity, node_features, node_gpu_type)
+from lingjund.service.resources import gpus_per_node, job_request, node_gpu_type, node_shared_gpus
+from lingjund.service.views import build_snapshot
 from lingjund.store.store import JobRecord
 
 log = logging.getLogger("lingjund.jobs")
@@ -493,7 +494,6 @@ class GroupCommit:
 
 def _will_run(ctl: Controller, spec: api_pb2.JobSpec, part) -> api_pb2.SubmitJobResponse:
     """--test-only: where and when the scheduling core would start this job; submits nothing."""
-    from lingjund.sched.estimate import estimate_start
     now = ctl.clock()
     job_id = ctl.store.next_job_id()
     request = job_request(job_id, spec, part.name, priority=0, submit_time=now,

@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from lingjun import slurm
+from lingjun.netprofile import to_spec
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund import lifecycle
 from lingjund.service import authz, batch, devices, errors, faulttol, health, steps, timers
@@ -18,9 +19,9 @@ from lingjund.service import topology
 from lingjund.service.agents import Connection
 from lingjund.service.batch import launch_message
 from lingjund.service.context import Controller
-from lingjund.service.jobs import node_capacity, node_features, node_gpu_type
 from lingjund.sched.snapshot import MPS, SHARD
-from lingjund.service.views import allocations, node_shared_gpus
+from lingjund.service.resources import node_capacity, node_features, node_gpu_type, node_shared_gpus
+from lingjund.service.views import allocations
 
 log = logging.getLogger("lingjund.nodes")
 
@@ -86,7 +87,6 @@ def register(ctl: Controller, conn: Connection, reg: agent_pb2.Register) -> tupl
         resume_steps=steps.resume_for(ctl, name, {(s.job_id, s.step_id) for s in reg.steps}))
     profile = ctl.config.network.profile_for(name)
     if profile is not None:
-        from lingjun_agent.network.profile import to_spec
         reply.net_profile.CopyFrom(to_spec(profile))
     if follow or lost or back:
         ctl.wake_scheduler()

@@ -23,12 +23,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lingjun import slurm
+from lingjun.v1 import api_pb2
 from lingjund.sched.plugins import multifactor
 from lingjund.sched.plugins.multifactor import Cluster, MultifactorPriority, Weights
 from lingjund.sched.snapshot import JobRequest, PartitionView
+from lingjund.service import associations
+from lingjund.service.resources import job_request, node_capacity
 
 if TYPE_CHECKING:
-    from lingjun.v1 import api_pb2
     from lingjund.service.context import Controller
     from lingjund.store.records import JobRecord
 
@@ -40,7 +42,6 @@ PRIORITY_BASE = 4294901760
 def fairshare(ctl: Controller, job: JobRecord) -> float:
     """The Fair Tree factor of the job's association, in [0, 1] (sshare's FairShare);
     1.0 for a job of no association (nothing used)."""
-    from lingjund.service import associations
     return associations.fairshare_factor(ctl, job.user, job.spec.account)
 
 
@@ -92,7 +93,6 @@ def cluster(ctl: Controller) -> Cluster:
     """Node and CPU counts and the highest PriorityJobFactor (job size, partition factors),
     as the pass counts them; kept while the configuration and the node layout stand
     (a submission asks, and counting 10,000 nodes each time would be most of it)."""
-    from lingjund.service.views import node_capacity
     layout = ctl.node_layout()
     kept = _CLUSTERS.get(id(ctl))
     if kept is not None and kept[0] is ctl.config and kept[1] is layout:
@@ -119,7 +119,6 @@ def partition_view(ctl: Controller, name: str) -> PartitionView | None:
 
 def request(ctl: Controller, job: JobRecord) -> JobRequest:
     """The job as the core sees it (the view kept for the last pass when there is one)."""
-    from lingjund.service.views import job_request
     return job_request(job.job_id, job.spec, job.partition, priority=job.priority,
                        submit_time=job.submit_time, time_limit_min=job.time_limit_min,
                        exclusive=job.exclusive, held=job.held, begin_time=job.eligible_time,
@@ -159,10 +158,9 @@ def factors(ctl: Controller, job: JobRecord, now: float, clu: Cluster | None = N
 
 
 
-def factors_reply(ctl: Controller, req) -> "api_pb2.PriorityFactorsResponse":
+def factors_reply(ctl: Controller, req) -> api_pb2.PriorityFactorsResponse:
     """sprio: the factors of every eligible pending job that is not held, as Slurm's
     sprio lists them (a job whose priority an operator set: that priority, no factors)."""
-    from lingjun.v1 import api_pb2
     c = ctl.config.priority
     reply = api_pb2.PriorityFactorsResponse(priority_type=c.type, weights={
         "age": c.weight_age, "assoc": c.weight_assoc, "fairshare": c.weight_fairshare,

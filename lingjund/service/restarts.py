@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 
 from lingjun import slurm
+from lingjun.cron import next_time
 from lingjund import lifecycle
 from lingjund.lifecycle import HANG, NOT_RESPONDING
 from lingjund.service.context import Controller
@@ -95,16 +96,29 @@ def requeueable(ctl: Controller, job: JobRecord) -> bool:
     return spec.requeue if spec.HasField("requeue") else ctl.config.controller.job_requeue
 
 
+def cron_next(st, job: JobRecord, now: float) -> float:
+    """For ``lifecycle.Policy``: the next time of the scrontab entry ``job``
+    stands for, or 0 when it stands for none now (not a cron job, or its
+    crontab changed). Here, not in ``crontab`` (the operation that sets
+    crontabs and writes their jobs through ``jobs`` and ``batch``, which use
+    this module): a step shared by the operations, below them."""
+    if not job.spec.cron_spec:
+        return 0.0
+    found = st.crontab(job.user)
+    if found is None or job.job_id not in found[1]:
+        return 0.0
+    return next_time(job.spec.cron_spec, now)
+
+
 def policy(ctl: Controller, st, job: JobRecord, now: float) -> lifecycle.Policy:
     """What ``lifecycle.batch_ended`` needs to decide whether ``job``'s run runs again."""
-    from lingjund.service import crontab     # here: crontab writes jobs through batch, which uses us
     ft = ctl.config.faulttol
     backoff = 0.0 if job.spec.requeue_expedite else ft.restart_backoff_s    # expedite: at once
     return lifecycle.Policy(requeueable=requeueable(ctl, job), backoff_s=backoff,
                             backoff_max_s=ft.restart_backoff_max_s,
                             requeue_delay_s=ctl.config.controller.requeue_delay_s,
                             fence_wait_s=fence_wait_s(ctl, st, job, now),
-                            cron_next=crontab.cron_next(ctl, st, job, now))
+                            cron_next=cron_next(st, job, now))
 
 
 def record_run_end(st, job: JobRecord, end: lifecycle.RunEnd, end_time: float,

@@ -65,7 +65,7 @@ from lingjun.filenames import expand_pattern, resolve_path
 from lingjun.v1 import agent_pb2, api_pb2
 from lingjund.service import authz, confine, errors, jobenv, topology
 from lingjund.service.context import Controller
-from lingjund.service.views import node_mps_per_gpu
+from lingjund.service.resources import node_mps_per_gpu
 from lingjund.store.store import RunningStepRecord, StepRecord
 
 # A task the OOM killer took in its job's cgroup: its agent reports signal 125

@@ -1,7 +1,7 @@
 """The network topology as commands see it (``scontrol show topology``).
 
 The configuration's ``[topology]`` (``lingjun/config.py``) is checked at load
-and indexed once (``lingjund/sched/topology.py``); this answers with every
+and indexed once (``lingjun/topology.py``); this answers with every
 switch (or block) of it, in configuration order, each with its level, link
 speed, nodes below it and child switches, as Slurm's topology.conf would.
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from lingjun import slurm
 from lingjun.v1 import api_pb2
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
 from lingjund.service import devices
 
 if TYPE_CHECKING:

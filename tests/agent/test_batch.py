@@ -27,7 +27,7 @@ from lingjun_agent.launcher.batch import (
 from lingjun_agent.launcher import cgroups, lease
 from lingjun_agent.launcher.forkserver import ForkServer
 from lingjun_agent.launcher.procs import job_processes, running_jobs, signal_job, terminate_job
-from lingjun_agent.launcher.stepd import start_ticks
+from lingjun_agent.launcher.marks import start_ticks
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = "/usr/local/bin:/usr/bin:/bin"

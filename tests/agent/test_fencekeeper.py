@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from lingjun_agent.launcher import cgroups, fencekeeper, lease
-from lingjun_agent.launcher.stepd import MARK_VAR, job_mark, start_ticks
+from lingjun_agent.launcher.marks import MARK_VAR, job_mark, start_ticks
 
 pytestmark = pytest.mark.skipif(not cgroups.available(), reason="needs root and the v1 freezer")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lingjun_agent import lldp
 from lingjund.service.topology import discovered_note, leaf_of
-from lingjund.sched.topology import Topology
+from lingjun.topology import Topology
 
 RECORDED = Path(__file__).parent / "data" / "lldpctl.json"
 

@@ -110,7 +110,7 @@ def test_bad_profile_is_refused_before_any_change(nets, tmp_path, profile, messa
 CHECK = """
 import json, sys
 from lingjun_agent import network
-from lingjun_agent.network import profile
+from lingjun import netprofile as profile
 print(json.dumps(network.check(profile.from_table(json.load(open(sys.argv[1]))))))
 """
 

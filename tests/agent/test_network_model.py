@@ -5,7 +5,7 @@ import pytest
 
 from lingjun_agent.network import failover, rdma
 from lingjun_agent.network.failover import BACKUP, PRIMARY, FailoverState
-from lingjun_agent.network.profile import (Interface, LinkFacts, Profile, ProfileError, Uplink,
+from lingjun.netprofile import (Interface, LinkFacts, Profile, ProfileError, Uplink,
                                            check_live, check_static, for_node, from_table, to_table)
 
 RAIL0 = Interface(name="rail0", address="10.0.0.2/24", mtu=4200, table=100, gateway="10.0.0.1")

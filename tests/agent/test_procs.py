@@ -21,7 +21,7 @@ from lingjun_agent.launcher.procs import (
     signal_job,
     terminate_job,
 )
-from lingjun_agent.launcher.stepd import MARK_VAR
+from lingjun_agent.launcher.marks import MARK_VAR
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from cli import sacct, sbatch
+from cli import sacct
+from lingjun import sbatch_options
 from lingjun.v1 import api_pb2
 from tests.cli.test_commands import FakeApi
 
@@ -56,7 +57,7 @@ def test_sacct_refuses_dates_as_slurm_does(argv, want_err):
 
 
 def _begin(value: str) -> int:
-    req = sbatch.build_request(["--begin", value, "--wrap", "true"], None, {}, "/tmp")
+    req = sbatch_options.build_request(["--begin", value, "--wrap", "true"], None, {}, "/tmp")
     return req.spec.begin_time
 
 
@@ -79,6 +80,6 @@ def test_sbatch_begin_looks_ahead():
     ("", "sbatch: error: Invalid --begin specification"),
 ], ids=["Slurm's line, then sbatch's", "nothing at all"])
 def test_sbatch_refuses_a_begin_time_as_slurm_does(value, want):
-    with pytest.raises(sbatch.CommandError) as e:
+    with pytest.raises(sbatch_options.CommandError) as e:
         _begin(value)
     assert (str(e.value), e.value.rc) == (want, 255)

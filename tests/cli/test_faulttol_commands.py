@@ -7,7 +7,8 @@ import io
 import grpc
 import pytest
 
-from cli import events, sacct, sbatch
+from cli import events, sacct
+from lingjun import sbatch_options
 from lingjun.v1 import api_pb2
 from tests.cli.fakes import RpcFailure
 from tests.cli.test_commands import FakeApi, run, running
@@ -25,7 +26,7 @@ ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u"}
 ], ids=["three restarts", "zero restarts is a policy too", "minutes by default",
         "min:sec for seconds", "both, in h:m:s", "neither: no policy, no hang check"])
 def test_sbatch_restart_and_hang_options(argv, max_restarts, hang_s, tmp_path):
-    spec = sbatch.build_request([*argv, "--wrap=x"], None, ENV, str(tmp_path)).spec
+    spec = sbatch_options.build_request([*argv, "--wrap=x"], None, ENV, str(tmp_path)).spec
     got = spec.max_restarts if spec.HasField("max_restarts") else None
     assert (got, spec.hang_timeout_s) == (max_restarts, hang_s)
 
@@ -37,8 +38,8 @@ def test_sbatch_restart_and_hang_options(argv, max_restarts, hang_s, tmp_path):
     (["--hang-timeout=UNLIMITED"], "Invalid --hang-timeout specification"),
 ], ids=["a negative count", "not a number", "not a time", "unlimited is no timeout"])
 def test_sbatch_refuses_bad_values_and_submits_nothing(argv, text, tmp_path):
-    with pytest.raises(sbatch.CommandError) as e:
-        sbatch.build_request([*argv, "--wrap=x"], None, ENV, str(tmp_path))
+    with pytest.raises(sbatch_options.CommandError) as e:
+        sbatch_options.build_request([*argv, "--wrap=x"], None, ENV, str(tmp_path))
     assert str(e.value) == f"sbatch: error: {text}"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cli import sbatch
+from lingjun import sbatch_options
 from cli.common import CommandError
-from cli.job_options import JOB_OPTIONS, SHARED
+from lingjun.job_options import JOB_OPTIONS, SHARED
 from cli.srun_options import (SALLOC_ENV, SALLOC_OPTIONS, SRUN_ENV, SRUN_OPTIONS, parse_salloc,
                               parse_srun)
 from lingjun import slurm
@@ -19,7 +19,7 @@ def _parse(prog: str, argv: list[str], env: dict | None = None):
     """What ``prog`` asks for, as JobSpec field -> value."""
     env = env or {}
     if prog == "sbatch":
-        spec = sbatch.build_request([*argv, "--wrap", "true"], None, env, "/tmp").spec
+        spec = sbatch_options.build_request([*argv, "--wrap", "true"], None, env, "/tmp").spec
         return {"time_limit_min": spec.time_limit_min, "num_tasks": spec.num_tasks,
                 "min_nodes": spec.min_nodes, "max_nodes": spec.max_nodes,
                 "cpus_per_task": spec.cpus_per_task, "partition": spec.partition,
@@ -82,7 +82,7 @@ def test_each_command_refuses_a_bad_value_in_slurms_words(prog, argv, words, rc)
 
 
 def test_every_shared_option_is_in_every_commands_table():
-    tables = {"sbatch": sbatch.OPTIONS, "srun": SRUN_OPTIONS, "salloc": SALLOC_OPTIONS}
+    tables = {"sbatch": sbatch_options.OPTIONS, "srun": SRUN_OPTIONS, "salloc": SALLOC_OPTIONS}
     for prog, table in tables.items():
         keys = {o.key: o for o in table}
         for shared in SHARED:
@@ -92,7 +92,7 @@ def test_every_shared_option_is_in_every_commands_table():
 
 
 @pytest.mark.parametrize("prog,variables", [
-    ("sbatch", sbatch.ENV_OPTIONS), ("srun", SRUN_ENV), ("salloc", SALLOC_ENV)])
+    ("sbatch", sbatch_options.ENV_OPTIONS), ("srun", SRUN_ENV), ("salloc", SALLOC_ENV)])
 def test_each_command_reads_its_own_input_variables(prog, variables):
     """SBATCH_TIMELIMIT, SLURM_TIMELIMIT (srun's), SALLOC_TIMELIMIT: each command
     reads the time limit (and every shared option) from its own variable, and
@@ -139,12 +139,12 @@ def test_an_input_variable_for_an_option_not_supported_is_refused():
 def test_sbatch_reads_every_input_variable_of_sbatch_1():
     """SBATCH_OUTPUT, SBATCH_ERROR, SBATCH_INPUT set what their options set; one for an
     option refused here is refused in the same words, nothing submitted."""
-    spec = sbatch.build_request(["--wrap", "true"], None, {
+    spec = sbatch_options.build_request(["--wrap", "true"], None, {
         "SBATCH_OUTPUT": "o-%j.txt", "SBATCH_ERROR": "e-%j.txt", "SBATCH_INPUT": "in.txt"},
         "/tmp").spec
     assert (spec.stdout_pattern, spec.stderr_pattern, spec.stdin_path) == (
         "o-%j.txt", "e-%j.txt", "in.txt")
     with pytest.raises(CommandError) as e:
-        sbatch.build_request(["--wrap", "true"], None, {"SBATCH_RESERVATION": "r"}, "/tmp")
+        sbatch_options.build_request(["--wrap", "true"], None, {"SBATCH_RESERVATION": "r"}, "/tmp")
     assert (e.value.message, e.value.rc) == (
         "sbatch: error: --reservation is not supported by this cluster yet", 1)

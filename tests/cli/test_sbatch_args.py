@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from cli import sbatch
+from lingjun import sbatch_options
 from tests.cli.fakes import RpcFailure
 from tests.cli.golden_files import load
 from lingjun.client import ControllerUnreachable
@@ -42,7 +43,7 @@ def workdir(tmp_path):
 
 
 def spec_of(argv, workdir, stdin=None, env=ENV):
-    return sbatch.build_request(argv, stdin, env, str(workdir)).spec
+    return sbatch_options.build_request(argv, stdin, env, str(workdir)).spec
 
 
 class FakeApi:
@@ -189,12 +190,12 @@ def test_script_from_stdin(workdir):
 
 def test_directives_stop_at_first_command_and_allow_comments(workdir):
     script = "#!/bin/sh\n\n# a comment\n#SBATCH -n 3 # three tasks\n#SBATCHX -n 9\nhostname\n#SBATCH -n 5\n"
-    assert sbatch.script_directives(script) == ["-n", "3"]
+    assert sbatch_options.script_directives(script) == ["-n", "3"]
 
 
 def test_each_invocation_has_a_fresh_client_token(workdir):
-    a = sbatch.build_request(["--wrap=x"], None, ENV, str(workdir))
-    b = sbatch.build_request(["--wrap=x"], None, ENV, str(workdir))
+    a = sbatch_options.build_request(["--wrap=x"], None, ENV, str(workdir))
+    b = sbatch_options.build_request(["--wrap=x"], None, ENV, str(workdir))
     assert a.client_token and b.client_token and a.client_token != b.client_token
 
 
@@ -442,8 +443,8 @@ def test_ignored_option_from_the_environment_warns(workdir):
 
 
 def test_every_env_variable_names_an_option_we_know():
-    names = {o.long[0] for o in sbatch.ALL_OPTIONS}
-    unknown = {v: n for v, n in sbatch.ENV_OPTIONS.items() if n not in names}
+    names = {o.long[0] for o in sbatch_options.ALL_OPTIONS}
+    unknown = {v: n for v, n in sbatch_options.ENV_OPTIONS.items() if n not in names}
     assert unknown == {}
 
 
@@ -476,7 +477,7 @@ TRICKY_SCRIPTS = [
     "the old #SLURM word is still read",
 ])
 def test_directives_like_sbatch(script, want):
-    assert sbatch.script_directives(script) == want
+    assert sbatch_options.script_directives(script) == want
 
 
 def test_unmatched_quote_in_a_directive_is_fatal(workdir):

@@ -1,7 +1,7 @@
 """Sbatch over random argument lists: a bad command line ends with
 Slurm's words on stderr and a non-zero status, never a Python traceback.
 
-The options come from sbatch's own table (cli/sbatch.py ALL_OPTIONS), so
+The options come from sbatch's own table (lingjun/sbatch_options.py ALL_OPTIONS), so
 each is tried with values from good to hostile: empty, huge, negative,
 NUL-free garbage, and a path escaping upwards. --wait is left out (it polls
 the controller); no controller is involved, a fake records what would be sent.
@@ -14,12 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli import sbatch
-from cli.options import NO
+from lingjun import sbatch_options
+from lingjun.options import NO
 from lingjun.v1 import api_pb2
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u"}
 
-OPTIONS = [o for o in sbatch.ALL_OPTIONS if o.key != "wait"]
+OPTIONS = [o for o in sbatch_options.ALL_OPTIONS if o.key != "wait"]
 VALUES = st.one_of(
     st.sampled_from(["", "1", "0", "-1", "2-4", "99999999999999999999", "1:00:00", "UNLIMITED",
                      "node[1-3]", "afterok:1", "gpu:2", "ALL,FOO=1", "../../../etc/shadow",

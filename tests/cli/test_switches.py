@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli import sbatch
+from lingjun import sbatch_options
 from cli.common import CommandError
 from cli.srun_options import parse_salloc, parse_srun
 
@@ -12,7 +12,7 @@ from cli.srun_options import parse_salloc, parse_srun
 def _spec(prog: str, argv: list[str], env: dict | None = None):
     env = env or {}
     if prog == "sbatch":
-        s = sbatch.build_request([*argv, "--wrap", "true"], None, env, "/tmp").spec
+        s = sbatch_options.build_request([*argv, "--wrap", "true"], None, env, "/tmp").spec
         return (s.switches, s.switch_wait_s if s.HasField("switch_wait_s") else None, s.segment)
     o = (parse_srun if prog == "srun" else parse_salloc)([*argv, "true"], env)
     return o.switches, o.switch_wait_s, o.segment

@@ -291,8 +291,8 @@ def test_an_agent_runs_nothing_an_impostor_controller_sends(cluster):
 def test_sbatch_makes_the_callers_job_whatever_the_client_claims(cluster):
     c = cluster
     # An sbatch whose idea of its user is a lie: the job is still the caller's (root's).
-    lying = ("import sys, cli.common as common\n"
-             "common.current_user = lambda: ('alice', 4242, 4242, 'alice')\n"
+    lying = ("import sys, lingjun.slurm as slurm\n"
+             "slurm.current_user = lambda: ('alice', 4242, 4242, 'alice')\n"
              "from cli import sbatch\n"
              "sys.exit(sbatch.main(['--parsable', '--hold', '--wrap', 'true']))\n")
     p = c.run([sys.executable, "-c", lying], check=True)

@@ -16,7 +16,7 @@ from tests.e2e.conftest import Cluster, wait_for
 CLIENT = r"""
 import json, os, sys, threading
 import grpc
-from cli import sbatch
+from lingjun import sbatch_options
 from lingjun.client import Api
 
 parts = sys.argv[1:]
@@ -25,7 +25,7 @@ results = [None] * len(parts)
 go = threading.Barrier(len(parts))
 
 def one(i):
-    req = sbatch.parse_args(["-H", "-p", parts[i], "-o", "/dev/null", "--wrap", "true"],
+    req = sbatch_options.parse_args(["-H", "-p", parts[i], "-o", "/dev/null", "--wrap", "true"],
                             None, os.environ, os.getcwd()).request
     go.wait()
     try:

@@ -12,7 +12,7 @@ from lingjun.slurm import expand_hostlist
 from lingjund.sched.backfill import Backfill
 from lingjund.sched.cycle import schedule
 from lingjund.sched.plugins import DEFAULT_PROFILE
-from lingjund.sched.topology import Topology, TopologyError
+from lingjun.topology import Topology, TopologyError
 from tests.sched.builders import busy, cluster, job, node, outcomes
 
 

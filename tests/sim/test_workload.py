@@ -5,7 +5,7 @@ import pytest
 
 from bench.sim import workload
 from bench.sim.agents import run_spec
-from cli.sbatch import build_request
+from lingjun.sbatch_options import build_request
 
 
 def test_same_seed_gives_the_same_workload():

@@ -34,7 +34,7 @@ looking at those short of CPUs or GPUs; ``tests/sched/reference.py`` keeps
 the plain scan it must agree with. Required nodes count toward the node
 count, as in Slurm (-w node[1-2] alone asks for two nodes).
 
-Topology (``sched/topology.py``; Slurm's topology/tree select). With a
+Topology (``lingjun/topology.py``; Slurm's topology/tree select). With a
 topology, a gang of two or more nodes goes under the lowest-level switch
 that can hold all of it (fewest free nodes first among switches of one
 level: best fit), and within it onto leaves chosen one by one: a leaf

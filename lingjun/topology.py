@@ -28,6 +28,11 @@ Example. node[1-4], s0 over node[1-2], s1 over node[3-4], s2 over s[0-1]:
 
 A 2-node gang with node1 and node3 free finds no leaf with two free nodes
 and takes s2 (two leaves); with node1 and node2 free it takes s0 (one).
+
+It lives on the ground floor (``lingjun/``), beside the configuration that
+builds it (``config.py`` checks ``[topology]`` into one at load): every
+program reads the configuration, the commands and the agent included, so
+the model cannot live in the controller's core, which places gangs over it.
 """
 from __future__ import annotations
 

@@ -13,8 +13,12 @@ The three commands agree because they call the same reader: "-t 0" is no
 limit for each (Slurm's arg_set_time), a memory size none of them can read
 is "Invalid --mem-per-cpu specification" with exit 255 from each. The GPU
 options (--gres, -G, --gpus-per-node, --gpus-per-task) are named here with
-their variables; their values are read by cli/sbatch.py's GPU parsers,
-which both commands call.
+their variables; their values are read by lingjun/sbatch_options.py's GPU
+parsers, which both commands call.
+
+On the ground floor (``lingjun/``) because the commands are not its only
+readers: the SDK's ``Client.submit`` and ``lingjun restd`` take sbatch's
+options too, through ``sbatch_options``, and import nothing of ``cli/``.
 """
 from __future__ import annotations
 
@@ -25,8 +29,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import Callable, Mapping
 
-from cli.common import CommandError
-from cli.options import NO, OPTIONAL, REQUIRED, Opt
+from lingjun.options import NO, OPTIONAL, REQUIRED, CommandError, Opt
 from lingjun import slurm
 
 USAGE_RC = 255              # Slurm's error() and exit(-1) in its option readers
@@ -184,7 +187,7 @@ SHARED = [
        _same("MEM_PER_CPU")),
     _J("mem-per-gpu", "", REQUIRED, _memory("mem_per_gpu_mb", "--mem-per-gpu"),
        _same("MEM_PER_GPU")),
-    # GPUs: read by cli/sbatch.py's parsers (parse_gres_gpus, parse_gpu_count)
+    # GPUs: read by lingjun/sbatch_options.py's parsers (parse_gres_gpus, parse_gpu_count)
     _J("gres", "", REQUIRED, None, _same("GRES")),
     _J("gpus", "G", REQUIRED, None, _same("GPUS")),
     _J("gpus-per-node", "", REQUIRED, None, _same("GPUS_PER_NODE")),

@@ -26,8 +26,12 @@ Validation comes in two parts, both before anything is changed:
 priority used twice, an MTU outside what Linux allows, an uplink naming an
 interface the profile lacks); ``check_live`` compares it with the node
 (an interface that does not exist, an MTU beyond the link's own maximum).
-This module imports nothing from pyroute2: the controller's configuration
-parser uses it too.
+It lives on the ground floor (``lingjun/``), not in the agent's
+``network/``, because three programs use it: the configuration parser checks
+each ``[[network.profile]]`` at load (in every program that reads the file),
+the controller sends each node its own (``to_spec``), and the agent applies
+what it receives (``from_spec``, then ``lingjun_agent/network/``). So it
+imports nothing from pyroute2, and protobuf only to put a profile on the wire.
 """
 from __future__ import annotations
 
@@ -317,7 +321,7 @@ def check_live(p: Profile, links: list[LinkFacts]) -> Profile:
 
 # -- on the wire (agent.proto NetProfileSpec) -----------------------------------------------
 def to_spec(p: Profile):
-    from lingjun.v1 import agent_pb2
+    from lingjun.v1 import agent_pb2     # here: the configuration parser needs no protobuf
     return agent_pb2.NetProfileSpec(
         name=p.name,
         interfaces=[agent_pb2.NetInterfaceSpec(

@@ -14,6 +14,12 @@ refuse what it refuses, with glibc's words:
     >>> OPTS = [Opt("parsable", ("parsable",)), Opt("partition", ("partition",), "p", REQUIRED)]
     >>> getopt("sbatch", ["--part=debug", "--pars", "job.sh", "-x"], OPTS, stop_at_positional=True)
     ([('partition', 'debug', '--partition'), ('parsable', None, '--parsable')], ['job.sh', '-x'])
+
+It lives on the ground floor (``lingjun/``) with the job options it reads
+(``job_options``, ``sbatch_options``): the commands parse with it, and so do
+the SDK (``lingjun/sdk.py``: ``Client.submit`` takes sbatch's options) and
+``lingjun restd``, which import nothing of ``cli/``. ``CommandError`` is how
+a parser stops with Slurm's words and exit status, whoever called it.
 """
 from __future__ import annotations
 
@@ -32,6 +38,19 @@ class Opt(namedtuple("Opt", ("key", "long", "short", "arg"), defaults=((), "", N
 
 # What every command prints for -V/--version (and scontrol for its "version" word).
 VERSION = "slurm 22.05.8\n"
+
+
+ParsedOption = tuple[str, str | None, str]   # (key, value, the option as spelled)
+
+
+class CommandError(Exception):
+    """The command stops: ``message`` (already in Slurm's words, prefix and all)
+    goes to stderr and ``rc`` is the exit status."""
+
+    def __init__(self, message: str, rc: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.rc = rc
 
 
 class UsageError(Exception):
@@ -145,3 +164,12 @@ def getopt(prog: str, argv: list[str], opts: list[Opt], stop_at_positional: bool
             break
         positional.append(a)
     return parsed, positional
+
+
+def parse_options(prog: str, argv: list[str], opts: list[Opt], rc: int = 1,
+                  stop_at_positional: bool = False) -> tuple[list[ParsedOption], list[str]]:
+    """getopt; a usage error ends the command with glibc's words, the --help hint, ``rc``."""
+    try:
+        return getopt(prog, argv, opts, stop_at_positional=stop_at_positional)
+    except UsageError as e:
+        raise CommandError(f'{e}\nTry "{prog} --help" for more information', rc) from None
