@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import psutil
 
 from lingjun import auth
@@ -169,6 +170,11 @@ class SimController:
                         break
                 except ControllerUnreachable:
                     pass
+                except grpc.RpcError as e:
+                    # the socket's file is there a moment before it listens: the call
+                    # went without a credential and was refused; ask again
+                    if e.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAVAILABLE):
+                        raise
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"lingjund did not start; see {self.log_path}:\n"
                                        + self.log_tail())
