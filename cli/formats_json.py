@@ -28,7 +28,8 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
-from cli.formats import node_port, node_tres, step_order, tres_per_node
+from cli.formats.jobs import step_order, tres_per_node
+from cli.formats.show_node import node_port, node_tres
 from lingjun import slurm
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2

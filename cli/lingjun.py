@@ -578,7 +578,7 @@ def cmd_status(args) -> int:
 
 def cmd_net(args) -> int:
     """Desired vs live network state per node, as each agent last reported it."""
-    from cli import formats
+    from cli.formats import show_node
     from lingjun import slurm
     try:
         names = [args.node] if args.node else []
@@ -589,7 +589,7 @@ def cmd_net(args) -> int:
     except grpc.RpcError as e:
         print(f"{PROG}: error: {e.details()}", file=sys.stderr)
         return 1
-    sys.stdout.write(formats.net_show(sorted(nodes, key=lambda n: slurm.natural_key(n.name))))
+    sys.stdout.write(show_node.net_show(sorted(nodes, key=lambda n: slurm.natural_key(n.name))))
     return 0
 
 
@@ -637,7 +637,7 @@ def cmd_web(args) -> int:
 
 def cmd_health(args) -> int:
     """Each probe's last result, duration and time, per node."""
-    from cli import formats
+    from cli.formats import show_node
     from lingjun import slurm
     try:
         names = [args.node] if args.node else []
@@ -649,7 +649,7 @@ def cmd_health(args) -> int:
     except grpc.RpcError as e:
         print(f"{PROG}: error: {e.details()}", file=sys.stderr)
         return 1
-    sys.stdout.write(formats.health_show(sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))))
+    sys.stdout.write(show_node.health_show(sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))))
     return 0
 
 

@@ -11,7 +11,7 @@ or running in [-S, -E]; with -s, jobs in those states during it (an end
 state: ended in it). The default -S is midnight, "now" with -s; with -j
 there is no window unless -S or -E is given. -X reads no steps.
 
-TRES (cli/formats.py sacct_tres): AllocTRES/ReqTRES in Slurm's order with
+TRES (cli/formats/sacct.py sacct_tres): AllocTRES/ReqTRES in Slurm's order with
 the GPUs, "billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=48G,node=1" (steps
 without billing; -o AllocTRES%60 to see it uncut). GPU usage is Slurm 24's:
 TRESUsageInAve/TRESUsageInMax carry gres/gpuutil (percent, mean over the
@@ -27,7 +27,8 @@ from typing import TextIO
 
 import grpc
 
-from cli import formats, formats_json
+from cli import formats_json
+from cli.formats import sacct as sacct_format
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
                         full_help, is_not_found, make_api, own_options, parse_array_selectors,
                         parse_options, resolve_user, run, select_array_tasks, select_jobs)
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
 
 def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
-    fields = os.environ.get("SACCT_FORMAT", "") or formats.SACCT_DEFAULT_FIELDS
+    fields = os.environ.get("SACCT_FORMAT", "") or sacct_format.SACCT_DEFAULT_FIELDS
     header, parsable, allocs, all_users = True, "", False, False
     delimiter = "|"
     job_ids: list[int] = []
@@ -98,16 +99,16 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                 dump = key
                 continue
             if key == "helpformat":
-                names_ = sorted(formats.SACCT_NAMES.values(), key=str.lower)
+                names_ = sorted(sacct_format.SACCT_NAMES.values(), key=str.lower)
                 for i in range(0, len(names_), 4):
                     out.write("".join(f"{n:<20}" for n in names_[i:i + 4]).rstrip() + "\n")
                 return 0
             if key == "allusers":
                 all_users = True
             elif key == "brief":
-                fields = formats.SACCT_BRIEF_FIELDS
+                fields = sacct_format.SACCT_BRIEF_FIELDS
             elif key == "long":
-                fields = formats.SACCT_LONG_FIELDS
+                fields = sacct_format.SACCT_LONG_FIELDS
             elif key == "format":
                 fields = value
             elif key == "noheader":
@@ -149,7 +150,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                 start = parse_time(value, now)
             elif key == "endtime":
                 end = parse_time(value, now)
-        formats.parse_sacct_fields(fields)
+        sacct_format.parse_sacct_fields(fields)
 
     if not job_ids and not users and not all_users and os.getuid() != 0:
         users = [current_user()[0]]
@@ -190,7 +191,7 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
                                           with_steps=not allocs)
         out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
         return 0
-    lines = formats.sacct_lines(keep, fields, header=header, parsable=parsable,
+    lines = sacct_format.sacct_lines(keep, fields, header=header, parsable=parsable,
                                 allocations_only=allocs)
     chunk: list[str] = []
     for line in lines:

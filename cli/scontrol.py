@@ -9,6 +9,10 @@
     scontrol hold|uhold|release|requeue|requeuehold ID[,ID...] [ID...]
     scontrol token [lifespan=SECONDS]
     scontrol top ID[,ID...]
+
+Each show subcommand imports its output family (cli.formats.show_job,
+show_node, show_cluster) where it prints: start-up that ping, update and the
+job controls do without (bench/README.md).
 """
 from __future__ import annotations
 
@@ -37,13 +41,6 @@ OPTIONS = [
 ]
 NODE_STATES = ("DRAIN", "RESUME", "UNDRAIN", "DOWN", "IDLE")
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-
-
-def _formats():
-    """cli.formats, loaded by the show subcommands only: 1 ms of start-up that
-    ping, update and the job controls do without."""
-    from cli import formats
-    return formats
 
 
 def ping_line(host: str, up: bool) -> str:
@@ -142,10 +139,10 @@ class Scontrol:
             if not j.now:
                 j.now = reply.now
         mem = self._default_mem(jobs)
-        formats = _formats()
+        from cli.formats.show_job import scontrol_show_job
         for j in sorted(jobs, key=lambda j: j.job_id):
-            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
-                                                     details=self.details))
+            self.out.write(scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
+                                             details=self.details))
         return 0
 
     def _default_mem(self, jobs) -> dict[str, int]:
@@ -170,7 +167,8 @@ class Scontrol:
         elif not nodes:
             self.out.write("No nodes in the system\n")
             return 0
-        self.out.write(_formats().scontrol_show_node(nodes, self.oneliner, self.details))
+        from cli.formats.show_node import scontrol_show_node
+        self.out.write(scontrol_show_node(nodes, self.oneliner, self.details))
         return 0
 
     def show_partition(self, name: str | None) -> int:
@@ -184,7 +182,8 @@ class Scontrol:
                 raise CommandError(f"Partition {name} not found")
             self.out.write("No partitions in the system\n")
             return 0
-        self.out.write(_formats().scontrol_show_partition(parts, self.oneliner))
+        from cli.formats.show_cluster import scontrol_show_partition
+        self.out.write(scontrol_show_partition(parts, self.oneliner))
         return 0
 
     def show_topology(self, name: str | None) -> int:
@@ -196,7 +195,8 @@ class Scontrol:
         if name is None:
             if not switches:
                 print("scontrol: error: No topology information available", file=self.err)
-            self.out.write(_formats().scontrol_show_topology(switches))
+            from cli.formats.show_cluster import scontrol_show_topology
+            self.out.write(scontrol_show_topology(switches))
             return 0
         picked = [s for s in switches if s.name == name]
         if not picked:
@@ -211,14 +211,16 @@ class Scontrol:
             print("scontrol: error: Topology information contains no switch or node named "
                   f"{name}", file=self.err)
             return 0
-        self.out.write(_formats().scontrol_show_topology(picked))
+        from cli.formats.show_cluster import scontrol_show_topology
+        self.out.write(scontrol_show_topology(picked))
         return 0
 
     def show_config(self) -> int:
         with controller_errors("slurm_load_ctl_conf error: "):
             conf = self.api.call("GetConfig", messages.GetConfigRequest())
             ping = self.api.call("Ping", messages.PingRequest())
-        self.out.write(_formats().scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
+        from cli.formats.show_cluster import scontrol_show_config
+        self.out.write(scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
         self.out.write("\n" + ping_line(ping.controller_host or "localhost", True))
         return 0
 

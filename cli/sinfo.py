@@ -8,7 +8,9 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats
+from cli.formats.fields import bad_O_fields
+from cli.formats.units import squeue_long_header
+from cli.formats import sinfo as sinfo_format
 from cli.common import (CommandError, controller_errors, full_help, make_api, own_options,
                         parse_options, run)
 from cli import sorting
@@ -83,10 +85,10 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         if key in ("json", "yaml"):
             dump = key
         elif key == "Format":
-            for name in formats.bad_O_fields(value, formats.SINFO_O_FIELDS):
+            for name in bad_O_fields(value, sinfo_format.SINFO_O_FIELDS):
                 # Slurm reports it (in squeue's words) and prints the rest (rc 0)
                 print(f"sinfo: error: Invalid job format specification: {name}", file=err)
-            fields_O = formats.parse_sinfo_O(value, strict=False)
+            fields_O = sinfo_format.parse_sinfo_O(value, strict=False)
         elif key == "noheader":
             header = False
         elif key == "long":
@@ -138,18 +140,18 @@ def _sinfo(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         nodes = [n for n in nodes if t(n)]
     text = ""
     if reasons:
-        fmt = fmt or formats.SINFO_REASON_FORMAT
+        fmt = fmt or sinfo_format.SINFO_REASON_FORMAT
     elif summarize:
-        fmt = fmt or formats.SINFO_SUMMARIZE_FORMAT
+        fmt = fmt or sinfo_format.SINFO_SUMMARIZE_FORMAT
     elif node_mode:
-        fmt = fmt or (formats.SINFO_NODE_LONG_FORMAT if long_ else formats.SINFO_NODE_FORMAT)
+        fmt = fmt or (sinfo_format.SINFO_NODE_LONG_FORMAT if long_ else sinfo_format.SINFO_NODE_FORMAT)
     else:
-        fmt = fmt or (formats.SINFO_LONG_FORMAT if long_ else formats.SINFO_DEFAULT_FORMAT)
+        fmt = fmt or (sinfo_format.SINFO_LONG_FORMAT if long_ else sinfo_format.SINFO_DEFAULT_FORMAT)
     if sort_keys is None and node_mode:         # Slurm's default for -N: by node name
         sort_keys = sorting.parse_sinfo_sort(sorting.SINFO_NODE_DEFAULT_SORT)
     if long_ and header:
-        text += formats.squeue_long_header(int(time.time()))
-    text += formats.sinfo_table(nodes, parts, fmt, header=header, node_oriented=node_mode,
+        text += squeue_long_header(int(time.time()))
+    text += sinfo_format.sinfo_table(nodes, parts, fmt, header=header, node_oriented=node_mode,
                                 reasons_only=reasons,
                                 partitions=partitions or [p.name for p in parts],
                                 fields_O=fields_O,

@@ -20,7 +20,9 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import TextIO
 
-from cli import formats
+from cli.formats.fields import bad_format_letters, bad_O_fields
+from cli.formats.units import squeue_long_header
+from cli.formats import squeue as squeue_format
 from cli.common import (CommandError, bad_values, cluster_name, controller_errors, current_user,
                         full_help, make_api, own_options, parse_array_selectors, parse_options,
                         resolve_user, run, select_array_tasks, select_jobs)
@@ -158,9 +160,9 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                         users.append(name)
         for p in positional:   # "squeue -j 1 2" style job ids
             selectors += parse_array_selectors(PROG, p)
-        for letter in formats.bad_format_letters(fmt) if fmt and not fmt_O else ():
+        for letter in bad_format_letters(fmt) if fmt and not fmt_O else ():
             print(f"squeue: error: Invalid job format specification: {letter}", file=err)
-        for name in formats.bad_O_fields(fmt_O, formats.SQUEUE_O_FIELDS) if fmt_O else ():
+        for name in bad_O_fields(fmt_O, squeue_format.SQUEUE_O_FIELDS) if fmt_O else ():
             # Slurm reports it and prints the other columns (rc 0)
             print(f"squeue: error: Invalid job format specification: {name}", file=err)
     job_ids = list(dict.fromkeys(a for a, _ in selectors))
@@ -168,16 +170,16 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if dump:
         return _dump(api or make_api(), dump, out)
     if start and not fmt and not fmt_O:
-        fmt = formats.SQUEUE_START_FORMAT
+        fmt = squeue_format.SQUEUE_START_FORMAT
     if start and states == set():
         states = {slurm.PENDING}
     if fmt_O:
-        columns = formats.squeue_O_fields(fmt_O)
+        columns = squeue_format.squeue_O_fields(fmt_O)
     else:
         if long_ and not fmt:
-            fmt = formats.SQUEUE_LONG_FORMAT
-        fmt = fmt or formats.SQUEUE_DEFAULT_FORMAT
-        columns = formats.squeue_format_fields(fmt)
+            fmt = squeue_format.SQUEUE_LONG_FORMAT
+        fmt = fmt or squeue_format.SQUEUE_DEFAULT_FORMAT
+        columns = squeue_format.squeue_format_fields(fmt)
     filtered = bool(users or partitions or names or accounts or nodelist or job_ids)
     jobs: list[messages.JobInfo] = []
     now = 0
@@ -185,7 +187,7 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     if not (bad_user and not users):
         # Only the fields this format shows (and what squeue itself reads);
         # the controller filters and sorts, and the rows come as they will print.
-        wanted_fields = columns | set(formats.SQUEUE_BASE_FIELDS)
+        wanted_fields = columns | set(squeue_format.SQUEUE_BASE_FIELDS)
         if filtered:
             wanted_fields |= {"user", "name", "account", "nodes"}
         if qos:
@@ -227,16 +229,16 @@ def _squeue(argv: list[str], api, out: TextIO, err: TextIO) -> int:
         jobs, in_order = sorting.sort_squeue(jobs, sort_keys, now), True
     elif start:       # earliest expected start first (Slurm's -S S), else squeue's order
         if not in_order:
-            jobs = formats.sort_jobs(jobs)
+            jobs = squeue_format.sort_jobs(jobs)
         jobs.sort(key=lambda j: j.sched_start_time if j.state == slurm.PENDING else j.start_time)
         in_order = True
     text = ""
     if fmt_O:
-        text = formats.squeue_O_table(jobs, fmt_O, header=header, now=now, sort=not in_order)
+        text = squeue_format.squeue_O_table(jobs, fmt_O, header=header, now=now, sort=not in_order)
     else:
         if long_ and header:
-            text += formats.squeue_long_header(now)
-        text += formats.squeue_table(jobs, fmt, header=header, now=now, sort=not in_order)
+            text += squeue_long_header(now)
+        text += squeue_format.squeue_table(jobs, fmt, header=header, now=now, sort=not in_order)
     out.write(text)
     return 0
 
