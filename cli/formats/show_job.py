@@ -39,39 +39,17 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
     state = job.state or slurm.PENDING
     pending = state == slurm.PENDING
     now = now if now is not None else job.now
-    used = job_used_seconds(job, now)
-    ts = slurm.format_timestamp
-    end = job.end_time
-    if not end and state == slurm.RUNNING and job.start_time and job.time_limit_min > 0:
-        end = job.start_time + job.time_limit_min * 60
-    started = job.start_time if not pending else 0
-    start = job.start_time
-    if pending and job.sched_start_time:      # backfill's expected start, as Slurm shows it
-        start = job.sched_start_time
-        end = start + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
-    nodes_txt = str(job.num_nodes)
-    if pending and job.max_nodes:
-        nodes_txt = f"{job.num_nodes}-{job.max_nodes}"
-    never_ran = state == slurm.CANCELLED and not job.nodes
-    ntasks = "N/A" if never_ran else str(job.num_tasks or 1)
-    cpus = job.num_cpus or 1
-    mem_node = job.mem_per_node_mb if job.mem_per_node_mb > 0 else 0
-    tres = [f"cpu={cpus}"]
-    tres_mem = mem_node or (default_mem_mb if pending or never_ran else 0)
-    if job.mem_per_cpu_mb:
-        tres.append(f"mem={job.mem_per_cpu_mb * cpus}M")
-    elif tres_mem:
-        tres.append(f"mem={tres_mem * max(1, job.num_nodes)}M")
-    tres.append(f"node={max(1, job.num_nodes)}")
-    tres.append(f"billing={cpus}")
-    if job.gpus_per_node or job.gpus:
-        tres.append(f"gres/gpu={job.gpus or job.gpus_per_node * max(1, job.num_nodes)}")
-    shared_kind, shared_n = _gres_shared(job)
-    if shared_n:
-        tres.append(f"gres/{shared_kind}={shared_n * max(1, job.num_nodes)}")
-    sched_eval = job.start_time or job.eligible_time or job.submit_time
-    sid = getattr(job, "alloc_sid", 0)
-    lines = [
+    lines = (_identity_lines(job, state, job_used_seconds(job, now))
+             + _time_lines(job, state, pending) + _node_lines(job, pending)
+             + _resource_lines(job, state, pending, default_mem_mb))
+    if job.comment:
+        lines.append([f"Comment={job.comment}"])
+    return lines + _io_lines(job)
+
+
+def _identity_lines(job: api_pb2.JobInfo, state: str, used: int) -> list[list[str]]:
+    """JobId= to TimeMin=: who, what state and how long."""
+    return [
         [f"JobId={job.job_id}", *_array_tokens(job), f"JobName={job.name}"],
         [f"UserId={job.user}({job.uid})", f"GroupId={job.group}({job.gid})", "MCS_label=N/A"],
         [f"Priority={job.priority}", f"Nice={job.nice}", f"Account={_null(job.account)}",
@@ -83,6 +61,15 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
          "Reboot=0", f"ExitCode={slurm.format_exit_code(job.exit_code, job.exit_signal)}"],
         [f"RunTime={slurm.format_duration(used)}",
          f"TimeLimit={slurm.format_time_limit(job.time_limit_min, 'scontrol')}", "TimeMin=N/A"],
+    ]
+
+
+def _time_lines(job: api_pb2.JobInfo, state: str, pending: bool) -> list[list[str]]:
+    """SubmitTime= to Scheduler=: the job's moments."""
+    ts = slurm.format_timestamp
+    start, end = _start_end(job, state, pending)
+    sched_eval = job.start_time or job.eligible_time or job.submit_time
+    return [
         [f"SubmitTime={ts(job.submit_time)}", f"EligibleTime={ts(job.eligible_time)}"],
         [f"AccrueTime={ts(job.eligible_time)}"],
         [f"StartTime={ts(start)}", f"EndTime={ts(end)}",
@@ -94,14 +81,36 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
           if job.preempt_eligible_time or job.preempt_time else []),
         ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={ts(sched_eval)}",
          "Scheduler=Main"],
+    ]
+
+
+def _node_lines(job: api_pb2.JobInfo, pending: bool) -> list[list[str]]:
+    """Partition= to BatchHost=: where it was asked to run and where it runs."""
+    sid = getattr(job, "alloc_sid", 0)
+    lines = [
         [f"Partition={job.partition}", f"AllocNode:Sid={job.submit_host or 'localhost'}:{sid}"],
         [f"ReqNodeList={_null(job.req_nodes)}", f"ExcNodeList={_null(job.exc_nodes)}"],
         [f"NodeList={job.nodes}",
          *([f"SchedNodeList={job.sched_nodes}"] if pending and job.sched_nodes else [])],
     ]
+    started = job.start_time if not pending else 0
     if job.batch_host and started:
         lines.append([f"BatchHost={job.batch_host}"])
-    lines += [
+    return lines
+
+
+def _resource_lines(job: api_pb2.JobInfo, state: str, pending: bool,
+                    default_mem_mb: int) -> list[list[str]]:
+    """NumNodes= to WorkDir=: what it asked for and holds."""
+    nodes_txt = str(job.num_nodes)
+    if pending and job.max_nodes:
+        nodes_txt = f"{job.num_nodes}-{job.max_nodes}"
+    never_ran = state == slurm.CANCELLED and not job.nodes
+    ntasks = "N/A" if never_ran else str(job.num_tasks or 1)
+    cpus = job.num_cpus or 1
+    mem_node = job.mem_per_node_mb if job.mem_per_node_mb > 0 else 0
+    tres = _tres(job, cpus, mem_node or (default_mem_mb if pending or never_ran else 0))
+    return [
         [f"NumNodes={nodes_txt}", f"NumCPUs={cpus}", f"NumTasks={ntasks}",
          f"CPUs/Task={job.cpus_per_task or 1}", "ReqB:S:C:T=0:0:*:*"],
         [f"TRES={','.join(tres)}"],
@@ -116,21 +125,52 @@ def scontrol_job_tokens(job: api_pb2.JobInfo, default_mem_mb: int = 0,
         [f"Command={_null(job.command)}"],
         [f"WorkDir={job.work_dir}"],
     ]
-    if job.comment:
-        lines.append([f"Comment={job.comment}"])
-    lines += [
+
+
+def _start_end(job: api_pb2.JobInfo, state: str, pending: bool) -> tuple[int, int]:
+    """StartTime and EndTime: a running job ends at its time limit; a pending
+    one shows backfill's expected start, as Slurm does."""
+    end = job.end_time
+    if not end and state == slurm.RUNNING and job.start_time and job.time_limit_min > 0:
+        end = job.start_time + job.time_limit_min * 60
+    start = job.start_time
+    if pending and job.sched_start_time:      # backfill's expected start, as Slurm shows it
+        start = job.sched_start_time
+        end = start + job.time_limit_min * 60 if job.time_limit_min > 0 else 0
+    return start, end
+
+
+def _tres(job: api_pb2.JobInfo, cpus: int, mem_mb: int) -> list[str]:
+    """TRES=: cpu, mem (per CPU, else per node times nodes), node, billing, GPUs, shards/MPS."""
+    tres = [f"cpu={cpus}"]
+    if job.mem_per_cpu_mb:
+        tres.append(f"mem={job.mem_per_cpu_mb * cpus}M")
+    elif mem_mb:
+        tres.append(f"mem={mem_mb * max(1, job.num_nodes)}M")
+    tres.append(f"node={max(1, job.num_nodes)}")
+    tres.append(f"billing={cpus}")
+    if job.gpus_per_node or job.gpus:
+        tres.append(f"gres/gpu={job.gpus or job.gpus_per_node * max(1, job.num_nodes)}")
+    shared_kind, shared_n = _gres_shared(job)
+    if shared_n:
+        tres.append(f"gres/{shared_kind}={shared_n * max(1, job.num_nodes)}")
+    return tres
+
+
+def _io_lines(job: api_pb2.JobInfo) -> list[list[str]]:
+    """The last lines: the job's files, then TresPerNode/TresPerJob and mail before Power=."""
+    lines = [
         [f"StdErr={job.stderr_path or job.stdout_path}"],
         [f"StdIn={job.stdin_path or '/dev/null'}"],
         [f"StdOut={job.stdout_path}"],
-        ["Power="],
     ]
-    if job.gpus_per_node or shared_n:
-        lines.insert(-1, [f"TresPerNode={tres_per_node(job)}"])
+    if job.gpus_per_node or _gres_shared(job)[1]:
+        lines.append([f"TresPerNode={tres_per_node(job)}"])
     elif job.gpus:
-        lines.insert(-1, [f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
+        lines.append([f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
     if job.mail_type and job.mail_user:
-        lines.insert(-1, [f"MailUser={job.mail_user}", f"MailType={job.mail_type}"])
-    return lines
+        lines.append([f"MailUser={job.mail_user}", f"MailType={job.mail_type}"])
+    return lines + [["Power="]]
 
 
 def _gres_idx(gpu_ids, gpu_type: str, shared: tuple[str, int] = ("", 0)) -> str:
