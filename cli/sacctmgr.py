@@ -499,63 +499,84 @@ def _match(where: dict[str, str], key: str, value: str) -> bool:
 def _show(a: Args, api, out) -> int:
     with controller_errors(" Problem talking to the database: "):
         r = api.call("GetAssociations", messages.GetAssociationsRequest())
-    cluster = r.cluster
-    accounts = {x.name: x for x in r.accounts}
-    users = {x.name: x for x in r.users}
     names = a.names + [n for k in ("name", "names") for n in (a.where.get(k) or "").split(",") if n]
-    e = a.entity
-    rows: list[dict[str, str]] = []
-    if e == "account":
-        names += [n for n in (a.where.get("account") or a.where.get("accounts") or "").split(",") if n]
-        fmt = DEFAULT_FORMATS["account+" if a.withassoc else "account"]
-        for acc in sorted(accounts):
-            if names and acc not in names:
-                continue
-            x = accounts[acc]
-            base = {"account": x.name, "descr": x.description, "description": x.description,
-                    "org": x.organization, "organization": x.organization}
-            if not a.withassoc:
-                rows.append(base)
-                continue
-            for s in _tree_order(accounts, [y for y in r.assocs if y.account == acc]):
-                row = dict(base, **_assoc_values(s, cluster))
-                row["parentname"] = x.parent if not s.user else ""
-                rows.append(row)
-    elif e == "user":
-        names += [n for n in (a.where.get("user") or a.where.get("users") or "").split(",") if n]
-        fmt = DEFAULT_FORMATS["user+" if a.withassoc else "user"]
-        for name in sorted(users):
-            if names and name not in names:
-                continue
-            x = users[name]
-            base = {"user": x.name, "defaultaccount": x.default_account, "adminlevel": x.admin_level}
-            if not a.withassoc:
-                rows.append(base)
-                continue
-            for s in [y for y in _tree_order(accounts, list(r.assocs)) if y.user == name]:
-                rows.append(dict(_assoc_values(s, cluster), **base))
-    elif e == "qos":
-        fmt = DEFAULT_FORMATS["qos"]
-        for q in r.qos:
-            if not names or q.name in names:
-                rows.append(_qos_values(q))
-    elif e == "association":
-        fmt = DEFAULT_FORMATS["association"]
-        for s in _tree_order(accounts, list(r.assocs)):
-            if (_match(a.where, "account", s.account) and _match(a.where, "user", s.user)
-                    and _match(a.where, "partition", s.partition)
-                    and _match(a.where, "cluster", s.cluster or cluster)):
-                rows.append(_assoc_values(s, cluster))
-    else:
-        fmt = DEFAULT_FORMATS["cluster"]
-        root = next((s for s in r.assocs if s.account == "root" and not s.user), None)
-        if not names or cluster in names:
-            row = {"cluster": cluster, "controlhost": "", "controlport": "", "rpc": "9728",
-                   "share": "1", "qos": root.qos if root else "normal"}
-            rows.append(row)
+    fmt_key, rows = _SHOW.get(a.entity, _cluster_rows)(a, r, names)
+    fmt = DEFAULT_FORMATS[fmt_key]
     fields = parse_format(a.format) if a.format else [(f, COLUMNS[f][1]) for f in fmt]
     out.write(render(fields, rows, a.parsable, a.header))
     return 0
+
+
+# sacctmgr show ENTITY: each entity's rows (name -> value) and its default format.
+
+
+def _named(a: Args, key: str) -> list[str]:
+    """The names a WHERE clause gives for one key (account=a,b or accounts=a,b)."""
+    return [n for n in (a.where.get(key) or a.where.get(key + "s") or "").split(",") if n]
+
+
+def _account_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    names = names + _named(a, "account")
+    accounts = {x.name: x for x in r.accounts}
+    rows: list[dict[str, str]] = []
+    for acc in sorted(accounts):
+        if names and acc not in names:
+            continue
+        x = accounts[acc]
+        base = {"account": x.name, "descr": x.description, "description": x.description,
+                "org": x.organization, "organization": x.organization}
+        if not a.withassoc:
+            rows.append(base)
+            continue
+        for s in _tree_order(accounts, [y for y in r.assocs if y.account == acc]):
+            row = dict(base, **_assoc_values(s, r.cluster))
+            row["parentname"] = x.parent if not s.user else ""
+            rows.append(row)
+    return ("account+" if a.withassoc else "account"), rows
+
+
+def _user_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    names = names + _named(a, "user")
+    accounts = {x.name: x for x in r.accounts}
+    users = {x.name: x for x in r.users}
+    rows: list[dict[str, str]] = []
+    for name in sorted(users):
+        if names and name not in names:
+            continue
+        x = users[name]
+        base = {"user": x.name, "defaultaccount": x.default_account, "adminlevel": x.admin_level}
+        if not a.withassoc:
+            rows.append(base)
+            continue
+        for s in [y for y in _tree_order(accounts, list(r.assocs)) if y.user == name]:
+            rows.append(dict(_assoc_values(s, r.cluster), **base))
+    return ("user+" if a.withassoc else "user"), rows
+
+
+def _qos_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    return "qos", [_qos_values(q) for q in r.qos if not names or q.name in names]
+
+
+def _association_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    accounts = {x.name: x for x in r.accounts}
+    return "association", [
+        _assoc_values(s, r.cluster) for s in _tree_order(accounts, list(r.assocs))
+        if (_match(a.where, "account", s.account) and _match(a.where, "user", s.user)
+            and _match(a.where, "partition", s.partition)
+            and _match(a.where, "cluster", s.cluster or r.cluster))]
+
+
+def _cluster_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    cluster = r.cluster
+    root = next((s for s in r.assocs if s.account == "root" and not s.user), None)
+    if names and cluster not in names:
+        return "cluster", []
+    return "cluster", [{"cluster": cluster, "controlhost": "", "controlport": "", "rpc": "9728",
+                        "share": "1", "qos": root.qos if root else "normal"}]
+
+
+_SHOW = {"account": _account_rows, "user": _user_rows, "qos": _qos_rows,
+         "association": _association_rows}
 
 
 if __name__ == "__main__":
