@@ -387,79 +387,107 @@ def _settings_lines(settings: dict[str, str]) -> list[str]:
 
 def _said(a: Args, reply, cluster: str) -> str:
     """What sacctmgr says of a change (empty: nothing changed)."""
-    lines: list[str] = []
-    s = a.set
-    if a.verb == "add" and a.entity == "account":
-        if not reply.names:
-            return ""
-        lines += [" Adding Account(s)"] + [f"  {n}" for n in reply.names]
-        lines += [" Settings", f"  {'Description':<16}= {s.get('description') or 'Account Name'}",
-                  f"  {'Organization':<16}= {s.get('organization') or 'Parent/Account Name'}"]
-        lines += [" Associations"] + [_assoc_line(k, False) for k in reply.assocs]
-        parent = s.get("parent", "root") or "root"
-        if set(s) - {"cluster", "clusters", "name", "names"}:      # Slurm says nothing more otherwise
-            lines += [" Settings"] + _settings_lines(s) + [f"  {'Parent':<14}= {parent}"]
-    elif a.verb == "add" and a.entity == "user":
-        if not reply.new_users and not reply.assocs:
-            return ""
-        if reply.new_users:
-            lines += [" Adding User(s)"] + [f"  {n}" for n in reply.new_users]
-            extra = []
-            if s.get("defaultaccount"):
-                extra.append(f"  {'Default Account':<16}= {s['defaultaccount']}")
-            if s.get("adminlevel"):
-                level = next((x for x in ("None", "Operator", "Administrator")
-                              if x.lower().startswith(s["adminlevel"].lower())), s["adminlevel"])
-                extra.append(f"  {'Admin Level':<16}= {level}")
-            if extra:
-                lines += [" Settings ="] + extra
-        lines += [" Associations ="] + [_assoc_line(k, True) for k in reply.assocs]
-        lines += [" Non Default Settings"] + _settings_lines(s)
-    elif a.verb == "add" and a.entity == "qos":
-        if not reply.names:
-            return ""
-        lines += [" Adding QOS(s)"] + [f"  {n}" for n in reply.names]
-        lines += [" Settings", f"  {'Description':<15}= {s.get('description') or reply.names[0]}"]
-        qlabels = {"maxtrespu": "MaxTRESPerUser", "maxtresperuser": "MaxTRESPerUser",
-                   "maxwall": "MaxWall", "priority": "Priority", "usagefactor": "UsageFactor",
-                   "maxjobspu": "MaxJobsPerUser", "maxjobsperuser": "MaxJobsPerUser",
-                   "maxsubmitpu": "MaxSubmitJobsPerUser", "maxsubmitjobsperuser": "MaxSubmitJobsPerUser",
-                   "maxtres": "MaxTRESPerJob", "maxtresperjob": "MaxTRESPerJob", "grptres": "GrpTRES",
-                   "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags",
-                   "gracetime": "GraceTime", "preemptexempttime": "PreemptExemptTime"}
-        for k in sorted((k for k in s if k in qlabels), key=lambda k: qlabels[k]):
-            v = s[k]
-            if qlabels[k] == "MaxWall":
-                v = _wall(slurm.parse_time_limit(v))
-            elif qlabels[k] == "PreemptMode":
-                v = v.upper()
-            elif qlabels[k] == "PreemptExemptTime":
-                v = slurm.format_duration(slurm.parse_time_seconds(v))
-            lines.append(f"  {qlabels[k]:<25}= {v}")
+    added = _ADDED.get(a.entity) if a.verb == "add" else None
+    if added is not None:
+        lines = added(a.set, reply)
     elif a.verb == "modify":
-        if not reply.names and not reply.assocs:
-            return ""
-        if reply.names:
-            what = {"account": "accounts", "user": "users", "qos": "qos"}[a.entity]
-            lines += [f" Modified {what}..."] + [f"  {n}" for n in reply.names]
-        if reply.assocs:
-            lines.append(f" Modified {a.entity} associations...")
-            for k in reply.assocs:
-                if not k.user:
-                    lines.append(f"  C = {k.cluster:<10.10s} A = {k.account} of {k.parent}")
-                else:
-                    lines.append(f"  C = {k.cluster:<10.10s} A = {k.account:<20.20s} U = {k.user:<9.9s}")
-    else:   # delete
-        if reply.assocs:
-            lines.append(f" Deleting {a.entity} associations...")
-            lines += [f"  C = {k.cluster:<10.10s} A = {k.account:<10.10s} U = {k.user:<9.9s}"
-                      for k in reply.assocs]
-        elif reply.names:
-            what = {"account": "accounts", "user": "users", "qos": "QOS(s)"}[a.entity]
-            lines += [f" Deleting {what}..."] + [f"  {n}" for n in reply.names]
-        else:
-            return ""
+        lines = _modified(a.entity, reply)
+    else:
+        lines = _deleted(a.entity, reply)
     return "".join(line + "\n" for line in lines)
+
+
+def _added_account(s: dict[str, str], reply) -> list[str]:
+    if not reply.names:
+        return []
+    lines = [" Adding Account(s)"] + [f"  {n}" for n in reply.names]
+    lines += [" Settings", f"  {'Description':<16}= {s.get('description') or 'Account Name'}",
+              f"  {'Organization':<16}= {s.get('organization') or 'Parent/Account Name'}"]
+    lines += [" Associations"] + [_assoc_line(k, False) for k in reply.assocs]
+    parent = s.get("parent", "root") or "root"
+    if set(s) - {"cluster", "clusters", "name", "names"}:      # Slurm says nothing more otherwise
+        lines += [" Settings"] + _settings_lines(s) + [f"  {'Parent':<14}= {parent}"]
+    return lines
+
+
+def _added_user(s: dict[str, str], reply) -> list[str]:
+    if not reply.new_users and not reply.assocs:
+        return []
+    lines: list[str] = []
+    if reply.new_users:
+        lines += [" Adding User(s)"] + [f"  {n}" for n in reply.new_users]
+        extra = []
+        if s.get("defaultaccount"):
+            extra.append(f"  {'Default Account':<16}= {s['defaultaccount']}")
+        if s.get("adminlevel"):
+            level = next((x for x in ("None", "Operator", "Administrator")
+                          if x.lower().startswith(s["adminlevel"].lower())), s["adminlevel"])
+            extra.append(f"  {'Admin Level':<16}= {level}")
+        if extra:
+            lines += [" Settings ="] + extra
+    lines += [" Associations ="] + [_assoc_line(k, True) for k in reply.assocs]
+    lines += [" Non Default Settings"] + _settings_lines(s)
+    return lines
+
+
+# sacctmgr add qos: the settings it echoes, by the names it accepts for them
+_QOS_LABELS = {
+    "maxtrespu": "MaxTRESPerUser", "maxtresperuser": "MaxTRESPerUser",
+    "maxwall": "MaxWall", "priority": "Priority", "usagefactor": "UsageFactor",
+    "maxjobspu": "MaxJobsPerUser", "maxjobsperuser": "MaxJobsPerUser",
+    "maxsubmitpu": "MaxSubmitJobsPerUser", "maxsubmitjobsperuser": "MaxSubmitJobsPerUser",
+    "maxtres": "MaxTRESPerJob", "maxtresperjob": "MaxTRESPerJob", "grptres": "GrpTRES",
+    "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags",
+    "gracetime": "GraceTime", "preemptexempttime": "PreemptExemptTime"}
+# ... and how it writes the ones it does not echo as given
+_QOS_SHOWN = {
+    "MaxWall": lambda v: _wall(slurm.parse_time_limit(v)),
+    "PreemptMode": str.upper,
+    "PreemptExemptTime": lambda v: slurm.format_duration(slurm.parse_time_seconds(v)),
+}
+
+
+def _added_qos(s: dict[str, str], reply) -> list[str]:
+    if not reply.names:
+        return []
+    lines = [" Adding QOS(s)"] + [f"  {n}" for n in reply.names]
+    lines += [" Settings", f"  {'Description':<15}= {s.get('description') or reply.names[0]}"]
+    for k in sorted((k for k in s if k in _QOS_LABELS), key=lambda k: _QOS_LABELS[k]):
+        label = _QOS_LABELS[k]
+        shown = _QOS_SHOWN.get(label)
+        lines.append(f"  {label:<25}= {shown(s[k]) if shown else s[k]}")
+    return lines
+
+
+_ADDED = {"account": _added_account, "user": _added_user, "qos": _added_qos}
+
+
+def _modified(entity: str, reply) -> list[str]:
+    if not reply.names and not reply.assocs:
+        return []
+    lines: list[str] = []
+    if reply.names:
+        what = {"account": "accounts", "user": "users", "qos": "qos"}[entity]
+        lines += [f" Modified {what}..."] + [f"  {n}" for n in reply.names]
+    if reply.assocs:
+        lines.append(f" Modified {entity} associations...")
+        for k in reply.assocs:
+            if not k.user:
+                lines.append(f"  C = {k.cluster:<10.10s} A = {k.account} of {k.parent}")
+            else:
+                lines.append(f"  C = {k.cluster:<10.10s} A = {k.account:<20.20s} U = {k.user:<9.9s}")
+    return lines
+
+
+def _deleted(entity: str, reply) -> list[str]:
+    if reply.assocs:
+        return [f" Deleting {entity} associations..."] + [
+            f"  C = {k.cluster:<10.10s} A = {k.account:<10.10s} U = {k.user:<9.9s}"
+            for k in reply.assocs]
+    if reply.names:
+        what = {"account": "accounts", "user": "users", "qos": "QOS(s)"}[entity]
+        return [f" Deleting {what}..."] + [f"  {n}" for n in reply.names]
+    return []
 
 
 # -- show ---------------------------------------------------------------------------
