@@ -207,20 +207,23 @@ class Args:
         self.format = ""
 
 
+# sacctmgr's options: what each sets on Args (None: accepted, no effect here)
+_FLAGS = {
+    "-i": ("immediate", True), "--immediate": ("immediate", True),
+    "-P": ("parsable", "P"), "--parsable2": ("parsable", "P"),
+    "-p": ("parsable", "p"), "--parsable": ("parsable", "p"),
+    "-n": ("header", False), "--noheader": ("header", False),
+    "-Q": None, "--quiet": None, "-v": None, "--verbose": None,
+}
+
+
 def parse(argv: list[str]) -> Args:
     a = Args()
     rest = []
     for arg in argv:
-        if arg in ("-i", "--immediate"):
-            a.immediate = True
-        elif arg in ("-P", "--parsable2"):
-            a.parsable = "P"
-        elif arg in ("-p", "--parsable"):
-            a.parsable = "p"
-        elif arg in ("-n", "--noheader"):
-            a.header = False
-        elif arg in ("-Q", "--quiet", "-v", "--verbose"):
-            pass
+        if arg in _FLAGS:
+            if _FLAGS[arg] is not None:
+                setattr(a, *_FLAGS[arg])
         elif arg.startswith("-") and not rest:
             raise CommandError(f"{PROG}: invalid option -- '{arg.lstrip('-')}'")
         else:
@@ -234,15 +237,20 @@ def parse(argv: list[str]) -> Args:
     if len(rest) < 2 or _entity(rest[1]) is None:
         raise CommandError(f" Unknown command: {' '.join(rest[1:2]) or rest[0]}")
     a.entity = _entity(rest[1])
-    mode = "where" if verb in ("modify", "delete", "show") else "set"
-    set_mode = verb == "add"
-    for word in rest[2:]:
+    _read_words(a, rest[2:])
+    return a
+
+
+def _read_words(a: Args, words: list[str]) -> None:
+    """The words after the entity: names, format=, withassoc, and key=value
+    pairs that go to WHERE or SET by the last of those keywords seen (add's
+    always to SET)."""
+    mode = "where" if a.verb in ("modify", "delete", "show") else "set"
+    set_mode = a.verb == "add"
+    for word in words:
         low = word.lower()
-        if low == "where":
-            mode = "where"
-            continue
-        if low == "set":
-            mode = "set"
+        if low in ("where", "set"):
+            mode = low
             continue
         if low in ("withassoc", "withassocs"):
             a.withassoc = True
@@ -255,8 +263,6 @@ def parse(argv: list[str]) -> Args:
             a.format = value
             continue
         k = _key(key)
-        if verb == "show" and k is None and mode == "where":
-            raise CommandError(f" Unknown condition: {word}\n Use keyword 'set' to modify value")
         if k is None:
             if mode == "where":
                 raise CommandError(f" Unknown condition: {word}\n Use keyword 'set' to modify value")
@@ -265,7 +271,6 @@ def parse(argv: list[str]) -> Args:
             a.set[k] = value
         else:
             a.where[k] = value
-    return a
 
 
 def main(argv=None, api=None, out=None, err=None, stdin=None) -> int:
