@@ -89,11 +89,9 @@ def _sinfo_time(minutes: int) -> str:
 
 
 def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -> dict[str, str]:
-    ts = slurm.format_timestamp
     threads = n.threads_per_core or 1
     sockets = n.sockets or 1
     cores = n.cores_per_socket or max(1, n.cpus // (sockets * threads))
-    has_reason = bool(n.reason)
     pname = part.name if part else (n.partitions[0] if n.partitions else "")
     return {
         "t": slurm.node_state_short(n.state, n.drain, n.not_responding, n.completing),
@@ -101,25 +99,41 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "c": str(n.cpus), "m": str(n.real_memory_mb), "O": f"{n.cpu_load:.2f}",
         "e": str(n.free_memory_mb),
         "P": pname + ("*" if part and part.default else ""), "R": pname,
-        "a": (part.state or "UP").lower()[:5].replace("inact", "inact") if part else "up",
-        "l": _sinfo_time(part.max_time_min) if part else "infinite",
-        "L": "n/a" if not part or part.default_time_min < 0 else _sinfo_time(part.default_time_min),
-        "E": n.reason if has_reason else "none",
-        "H": ts(n.reason_time) if has_reason else "Unknown",
-        "u": (n.reason_user or "root") if has_reason else "Unknown",
-        "U": (n.reason_user or "root") if has_reason else "Unknown",
+        **_partition_values(part), **_reason_values(n),
         "f": ",".join(n.features) or "(null)", "b": ",".join(n.features) or "(null)",
         "G": _node_gres(n),
-        "s": _job_size(part), "h": "NO", "k": "NO", "g": "all", "r": "no",
+        "h": "NO", "k": "NO", "g": "all", "r": "no",
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
-        "V": "N/A", "x": "", "p": str(part.priority_tier if part else 1),
-        "I": str(_job_factor(part)) if part else "1", "M": (part.preempt_mode or "OFF") if part else "OFF", "v": n.version or SLURM_VERSION,
+        "V": "N/A", "x": "", "v": n.version or SLURM_VERSION,
         "allocmem": str(n.alloc_memory_mb), "port": node_port(n)[1], "comment": "(null)",
         "gresused": f"gpu:{n.gpus_alloc}" if n.gpus else "gpu:0",
         "statecomplete": slurm.node_state_long(n.state, n.drain, n.not_responding,
                                                n.completing).lower(),
     }
+
+
+def _partition_values(part: api_pb2.PartitionInfo | None) -> dict[str, str]:
+    """The letters a node line takes from its partition (without one: sinfo's
+    defaults for a node in none)."""
+    if not part:
+        return {"a": "up", "l": "infinite", "L": "n/a", "s": _job_size(part), "p": "1",
+                "I": "1", "M": "OFF"}
+    return {
+        "a": (part.state or "UP").lower()[:5].replace("inact", "inact"),
+        "l": _sinfo_time(part.max_time_min),
+        "L": "n/a" if part.default_time_min < 0 else _sinfo_time(part.default_time_min),
+        "s": _job_size(part), "p": str(part.priority_tier),
+        "I": str(_job_factor(part)), "M": part.preempt_mode or "OFF",
+    }
+
+
+def _reason_values(n: api_pb2.NodeInfo) -> dict[str, str]:
+    """-R's letters: why the node is down or drained, by whom and since when."""
+    if not n.reason:
+        return {"E": "none", "H": "Unknown", "u": "Unknown", "U": "Unknown"}
+    return {"E": n.reason, "H": slurm.format_timestamp(n.reason_time),
+            "u": n.reason_user or "root", "U": n.reason_user or "root"}
 
 
 def _job_size(part: api_pb2.PartitionInfo | None) -> str:
@@ -165,55 +179,22 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
     # %n and %o only where printed or maybe sorted on (-S)
     hosts = bool(letters & {"n", "o"}) or order_rows is not None
     by_part = bool(letters & set("PRalLshgkpSBIM")) or node_oriented
-    part_by_name = {p.name: p for p in parts}
     order = [p.name for p in parts]
     if partitions:
         order = [p for p in order if p in partitions]
     node_list = sorted(nodes, key=lambda n: slurm.natural_key(n.name))
     if reasons_only:
         node_list = [n for n in node_list if n.reason or _node_other(n)]
-
-    members: list[tuple[api_pb2.NodeInfo, api_pb2.PartitionInfo | None]] = []
-    if by_part:
-        for pname in order:
-            for n in node_list:
-                if pname in n.partitions:
-                    members.append((n, part_by_name[pname]))
-    else:
-        wanted = set(order)
-        for n in node_list:
-            if not partitions or wanted & set(n.partitions):
-                members.append((n, None))
-
-    rows: list[dict[str, str]] = []
-    def hidden(n: api_pb2.NodeInfo, p: api_pb2.PartitionInfo | None) -> dict:
-        return {"_part_index": order.index(p.name) if p else 0,
-                "_state": _NODE_STATE_NUMBER.get(n.state, 4), "_reason_time": n.reason_time}
-
+    members = _members(node_list, parts, order, by_part, bool(partitions))
     if node_oriented:
+        rows = []
         for n, p in members:
             v = sinfo_node_values(n, p)
             v.update(_aggregate([n], hosts))
-            v.update(hidden(n, p))
+            v.update(_hidden(n, p, order))
             rows.append(v)
     else:
-        groups: dict[tuple, list] = {}
-        keys_in_order = []
-        for n, p in members:
-            v = sinfo_node_values(n, p)
-            key = (p.name if p else "",) + tuple(v.get(l, "") for l in sorted(letters - _SINFO_AGGREGATE))
-            if key not in groups:
-                v.update(hidden(n, p))
-                groups[key] = [v, [], order.index(p.name) if p else 0,
-                               _STATE_RANK.get(n.state, 9) + (10 if _node_other(n) else 0)]
-                keys_in_order.append(key)
-            groups[key][1].append(n)
-        ordered = sorted(keys_in_order, key=lambda k: (groups[k][2], groups[k][3]))
-        for key in ordered:
-            v, ns, _, _ = groups[key]
-            v = dict(v)
-            v.update(_aggregate(ns, hosts))
-            rows.append(v)
+        rows = _grouped_rows(members, letters, order, hosts)
 
     if order_rows is not None:
         rows = order_rows(rows)
@@ -223,3 +204,45 @@ def sinfo_table(nodes: Sequence[api_pb2.NodeInfo], parts: Sequence[api_pb2.Parti
             longest = max((len(r.get(f.letter, "")) for r in rows), default=0)
             widths[f.letter] = max(MIN_FIELD_SIZE, longest)
     return render_rows(fields, trailer, rows, SINFO_HEADERS if header else None, widths)
+
+
+def _members(node_list: list, parts: Sequence[api_pb2.PartitionInfo], order: list[str],
+             by_part: bool, filtered: bool) -> list[tuple]:
+    """(node, partition) pairs to print: each node once per partition shown
+    when a partition letter is printed (or -N), else each node once."""
+    if by_part:
+        part_by_name = {p.name: p for p in parts}
+        return [(n, part_by_name[pname]) for pname in order for n in node_list
+                if pname in n.partitions]
+    wanted = set(order)
+    return [(n, None) for n in node_list if not filtered or wanted & set(n.partitions)]
+
+
+def _hidden(n: api_pb2.NodeInfo, p: api_pb2.PartitionInfo | None, order: list[str]) -> dict:
+    """What sinfo -S sorts on besides the letters."""
+    return {"_part_index": order.index(p.name) if p else 0,
+            "_state": _NODE_STATE_NUMBER.get(n.state, 4), "_reason_time": n.reason_time}
+
+
+def _grouped_rows(members: list[tuple], letters: set[str], order: list[str],
+                  hosts: bool) -> list[dict[str, str]]:
+    """One row per group of nodes that print the same non-aggregate letters,
+    in partition order, then by state (MIXED, ALLOCATED, ... as Slurm)."""
+    groups: dict[tuple, list] = {}
+    keys_in_order = []
+    for n, p in members:
+        v = sinfo_node_values(n, p)
+        key = (p.name if p else "",) + tuple(v.get(l, "") for l in sorted(letters - _SINFO_AGGREGATE))
+        if key not in groups:
+            v.update(_hidden(n, p, order))
+            groups[key] = [v, [], order.index(p.name) if p else 0,
+                           _STATE_RANK.get(n.state, 9) + (10 if _node_other(n) else 0)]
+            keys_in_order.append(key)
+        groups[key][1].append(n)
+    rows = []
+    for key in sorted(keys_in_order, key=lambda k: (groups[k][2], groups[k][3])):
+        v, ns, _, _ = groups[key]
+        v = dict(v)
+        v.update(_aggregate(ns, hosts))
+        rows.append(v)
+    return rows
