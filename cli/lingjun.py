@@ -11,7 +11,7 @@
     lingjun net show [NODE]
     lingjun events JOB                  (cli/events.py)
     lingjun health [NODE] [--events N]
-    lingjun restd [HOST:PORT | unix:/PATH]...   (cli/restd.py: Slurm's REST API)
+    lingjun restd [HOST:PORT | unix:/PATH]...   (lingjun_restd/: Slurm's REST API)
     lingjun logs [-f] [--rank N] JOB[.STEP]     (cli/logs.py)
     lingjun web                         the dashboard's URL, with your credential
 
@@ -778,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
         from cli.logs import logs
         return logs(args.job, args.follow, args.rank)
     if args.cmd == "restd":
-        from cli import restd
+        from lingjun_restd import daemon as restd     # here: the other subcommands need no aiohttp
         return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health,
