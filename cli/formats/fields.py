@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from typing import Callable, Iterable
 
 
-
 class Field(namedtuple("Field", ("letter", "width", "right", "prefix", "computed", "suffix"),
                        defaults=(0, False, "", False, ""))):
     """One %-field of a format string: letter, width (0 = natural), justification
@@ -109,13 +108,13 @@ def pad(value: str, width: int, right: bool) -> str:
 def render_rows(fields: list[Field], trailer: str, rows: Iterable[dict[str, str]],
                 headers: dict[str, str] | None, widths: dict[str, int] | None = None) -> str:
     """Lay out rows (letter -> text) under an optional header row."""
-    plan, end = _row_plan(fields, trailer, widths or {})
-    lines = [_render_row(plan, end, headers.get)] if headers is not None else []
-    lines.extend(_render_row(plan, end, r.get) for r in rows)
+    plan, end = row_plan(fields, trailer, widths or {})
+    lines = [render_row(plan, end, headers.get)] if headers is not None else []
+    lines.extend(render_row(plan, end, r.get) for r in rows)
     return "".join(lines)
 
 
-def _row_plan(fields: list[Field], trailer: str, widths: dict[str, int]):
+def row_plan(fields: list[Field], trailer: str, widths: dict[str, int]):
     """Each field as (literal before, letter or None, width, justify or None), settled
     once for all rows; and the text that ends each row."""
     plan = []
@@ -131,7 +130,7 @@ def _row_plan(fields: list[Field], trailer: str, widths: dict[str, int]):
     return plan, trailer + "\n"
 
 
-def _render_row(plan, end: str, value: Callable[[str], str | None]) -> str:
+def render_row(plan, end: str, value: Callable[[str], str | None]) -> str:
     """One row: ``value(letter)`` is the field's text (None: empty); pad() inlined."""
     out = []
     for prefix, letter, w, justify in plan:
@@ -146,6 +145,7 @@ def _render_row(plan, end: str, value: Callable[[str], str | None]) -> str:
 
 class FormatError(ValueError):
     """A -o/-O/--format specification that the command cannot print."""
+
 
 _O_SIZE = r"(?s)(\.)?(\d*)(.*)"
 

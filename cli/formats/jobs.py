@@ -25,12 +25,12 @@ def job_used_seconds(job: api_pb2.JobInfo, now: int | None = None) -> int:
     return max(0, (now or job.start_time) - job.start_time)
 
 
-def _gres_gpu(count: int, gpu_type: str = "") -> str:
+def gres_gpu(count: int, gpu_type: str = "") -> str:
     """Slurm's TRES-per-x text: "gres:gpu:2", "gres:gpu:a100:2"."""
     return f"gres:gpu:{gpu_type}:{count}" if gpu_type else f"gres:gpu:{count}"
 
 
-def _gres_shared(job: api_pb2.JobInfo) -> tuple[str, int]:
+def gres_shared(job: api_pb2.JobInfo) -> tuple[str, int]:
     """A shard or MPS job's gres and count per node: ("shard", 2); ("", 0) for others."""
     if job.shards_per_node:
         return "shard", job.shards_per_node
@@ -42,12 +42,12 @@ def _gres_shared(job: api_pb2.JobInfo) -> tuple[str, int]:
 def tres_per_node(job: api_pb2.JobInfo) -> str:
     """squeue %b, scontrol TresPerNode: "gres:gpu:2", "gres:shard:2", "gres:mps:50"; N/A."""
     if job.gpus_per_node:
-        return _gres_gpu(job.gpus_per_node, job.gpu_type)
-    kind, n = _gres_shared(job)
+        return gres_gpu(job.gpus_per_node, job.gpu_type)
+    kind, n = gres_shared(job)
     return f"gres:{kind}:{n}" if n else "N/A"
 
 
-def _min_cpus(job: api_pb2.JobInfo) -> int:
+def min_cpus(job: api_pb2.JobInfo) -> int:
     return max(1, job.cpus_per_task or 1) * max(1, job.ntasks_per_node or 1)
 
 
@@ -65,7 +65,7 @@ def array_job_text(job: api_pb2.JobInfo) -> str:
     return f"{job.array_job_id}_{job.array_task_id}"
 
 
-def _array_task_field(job: api_pb2.JobInfo) -> str:
+def array_task_field(job: api_pb2.JobInfo) -> str:
     """squeue's %K: the task index, the remainder's task list, or N/A."""
     if not job.array_job_id:
         return "N/A"

@@ -26,6 +26,7 @@ def _sacct_job_exit(job) -> str:
         return slurm.format_exit_code(0, 0)
     return slurm.format_exit_code(job.exit_code, job.exit_signal)
 
+
 SACCT_DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 SACCT_BRIEF_FIELDS = "JobID,State,ExitCode"
 # name -> default width; negative = left-justified (sacct's fields[] table)
@@ -180,6 +181,7 @@ def _elapsed(start: int, end: int, state: str, now: int) -> int:
     if state in (slurm.RUNNING, slurm.COMPLETING):
         return max(0, now - start)
     return 0
+
 
 _STAT_KEYS = ("maxrss", "averss", "maxrssnode", "maxrsstask", "avecpu", "mincpu",
               *_UNGATHERED, *_TRES_USAGE)

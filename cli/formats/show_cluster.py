@@ -36,7 +36,7 @@ def scontrol_show_partition(parts: Sequence[api_pb2.PartitionInfo], oneliner: bo
             f"MaxNodes={_limit(p.max_nodes)} MaxTime={max_time} MinNodes={p.min_nodes} "
             "LLN=NO MaxCPUsPerNode=UNLIMITED",
             f"Nodes={slurm.compress_hostlist(p.node_names) or '(null)'}",
-            f"PriorityJobFactor={_job_factor(p)} PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
+            f"PriorityJobFactor={job_factor(p)} PriorityTier={p.priority_tier or 1} RootOnly=NO ReqResv=NO "
             "OverSubscribe=NO",
             f"OverTimeLimit=NONE PreemptMode={p.preempt_mode or 'OFF'}",
             f"State={p.state or 'UP'} TotalCPUs={p.total_cpus} TotalNodes={p.total_nodes} "
@@ -50,6 +50,7 @@ def scontrol_show_partition(parts: Sequence[api_pb2.PartitionInfo], oneliner: bo
         else:
             out.append(lines[0] + "\n" + "".join(f"   {l}\n" for l in lines[1:]) + "\n")
     return "".join(out)
+
 
 # The order scontrol show config prints its keys in (Slurm 22.05); others follow sorted.
 SLURM_CONFIG_ORDER = (
@@ -117,7 +118,7 @@ def scontrol_show_topology(switches) -> str:
     return "".join(out)
 
 
-def _job_factor(part) -> int:
+def job_factor(part) -> int:
     """A partition's PriorityJobFactor (1 when the controller did not say)."""
     return part.priority_job_factor if part.HasField("priority_job_factor") else 1
 

@@ -9,8 +9,8 @@ if TYPE_CHECKING:
     from typing import Sequence
 
 from lingjun import slurm
-from cli.formats.jobs import (_array_task_field, _gres_gpu, _gres_shared, job_used_seconds,
-                              _min_cpus, tres_per_node)
+from cli.formats.jobs import (array_task_field, gres_gpu, gres_shared, job_used_seconds,
+                              min_cpus, tres_per_node)
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
 
@@ -23,7 +23,7 @@ def _array_tokens(job: api_pb2.JobInfo) -> list[str]:
     """ArrayJobId=12 ArrayTaskId=1-3 [ArrayTaskThrottle=2] (golden scontrol_show_job_array)."""
     if not job.array_job_id:
         return []
-    out = [f"ArrayJobId={job.array_job_id}", f"ArrayTaskId={_array_task_field(job)}"]
+    out = [f"ArrayJobId={job.array_job_id}", f"ArrayTaskId={array_task_field(job)}"]
     if job.array_max_running and job.array_task_str:
         out.append(f"ArrayTaskThrottle={job.array_max_running}")
     return out
@@ -115,7 +115,7 @@ def _resource_lines(job: api_pb2.JobInfo, state: str, pending: bool,
          f"CPUs/Task={job.cpus_per_task or 1}", "ReqB:S:C:T=0:0:*:*"],
         [f"TRES={','.join(tres)}"],
         ["Socks/Node=*", f"NtasksPerN:B:S:C={job.ntasks_per_node}:0:*:*", "CoreSpec=*"],
-        [f"MinCPUsNode={_min_cpus(job)}",
+        [f"MinCPUsNode={min_cpus(job)}",
          f"MinMemoryCPU={slurm.format_size_mb(job.mem_per_cpu_mb)}" if job.mem_per_cpu_mb else
          f"MinMemoryNode={slurm.format_size_mb(mem_node) if mem_node else 0}",
          "MinTmpDiskNode=0"],
@@ -151,7 +151,7 @@ def _tres(job: api_pb2.JobInfo, cpus: int, mem_mb: int) -> list[str]:
     tres.append(f"billing={cpus}")
     if job.gpus_per_node or job.gpus:
         tres.append(f"gres/gpu={job.gpus or job.gpus_per_node * max(1, job.num_nodes)}")
-    shared_kind, shared_n = _gres_shared(job)
+    shared_kind, shared_n = gres_shared(job)
     if shared_n:
         tres.append(f"gres/{shared_kind}={shared_n * max(1, job.num_nodes)}")
     return tres
@@ -164,10 +164,10 @@ def _io_lines(job: api_pb2.JobInfo) -> list[list[str]]:
         [f"StdIn={job.stdin_path or '/dev/null'}"],
         [f"StdOut={job.stdout_path}"],
     ]
-    if job.gpus_per_node or _gres_shared(job)[1]:
+    if job.gpus_per_node or gres_shared(job)[1]:
         lines.append([f"TresPerNode={tres_per_node(job)}"])
     elif job.gpus:
-        lines.append([f"TresPerJob={_gres_gpu(job.gpus, job.gpu_type)}"])
+        lines.append([f"TresPerJob={gres_gpu(job.gpus, job.gpu_type)}"])
     if job.mail_type and job.mail_user:
         lines.append([f"MailUser={job.mail_user}", f"MailType={job.mail_type}"])
     return lines + [["Power="]]
@@ -189,7 +189,7 @@ def job_alloc_lines(job: api_pb2.JobInfo) -> list[list[str]]:
     Mem=... GRES=..." line per run of nodes with the same allocation (Slurm groups
     them). CPU_IDs=N/A: CPUs are counted, not yet bound to ids."""
     total: dict[str, int] = {}
-    shared = _gres_shared(job)
+    shared = gres_shared(job)
     for a in job.node_allocs:
         if a.gpu_ids and shared[1]:
             total[shared[0]] = total.get(shared[0], 0) + shared[1]

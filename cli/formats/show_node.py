@@ -37,7 +37,7 @@ def node_tres(n: api_pb2.NodeInfo) -> tuple[str, str]:
     return ",".join(cfg), ",".join(alloc)
 
 
-def _node_gres(n: api_pb2.NodeInfo) -> str:
+def node_gres(n: api_pb2.NodeInfo) -> str:
     """Gres= / sinfo %G: "gpu:2", "gpu:a100:2", "gpu:1,shard:4", "(null)"."""
     if not n.gpus:
         return "(null)"
@@ -48,7 +48,7 @@ def _node_gres(n: api_pb2.NodeInfo) -> str:
 def _node_gres_sockets(n: api_pb2.NodeInfo) -> str:
     """scontrol's Gres=: with the sockets (NUMA nodes) its GPUs sit on where
     known, as Slurm prints an autodetected GPU's core affinity: "gpu:a100:4(S:0-1)"."""
-    gres = _node_gres(n)
+    gres = node_gres(n)
     numa = sorted({d.numa_node for d in n.gpu_devices if d.numa_node >= 0})
     return f"{gres}(S:{slurm.fold_indices(numa)})" if n.gpus and numa else gres
 

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
 from lingjun import slurm
 from cli.formats.fields import Field, FormatError, parse_format, render_rows, split_O_token
-from cli.formats.show_node import _node_gres, node_port, SLURM_VERSION
-from cli.formats.show_cluster import _job_factor
+from cli.formats.show_node import node_gres, node_port, SLURM_VERSION
+from cli.formats.show_cluster import job_factor
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
 
@@ -71,6 +71,8 @@ def parse_sinfo_O(spec: str, strict: bool = True) -> list[Field]:
             continue
         out.append(Field(key, width, right, suffix=suffix))
     return out
+
+
 # Letters summed over the nodes of a row rather than part of what groups them.
 _SINFO_AGGREGATE = frozenset("NnoDCFA")
 # sinfo's default order puts busier states first (node state enum, descending).
@@ -101,7 +103,7 @@ def sinfo_node_values(n: api_pb2.NodeInfo, part: api_pb2.PartitionInfo | None) -
         "P": pname + ("*" if part and part.default else ""), "R": pname,
         **_partition_values(part), **_reason_values(n),
         "f": ",".join(n.features) or "(null)", "b": ",".join(n.features) or "(null)",
-        "G": _node_gres(n),
+        "G": node_gres(n),
         "h": "NO", "k": "NO", "g": "all", "r": "no",
         "z": f"{sockets}:{cores}:{threads}", "d": str(n.tmp_disk_mb), "w": str(n.weight or 1),
         "X": str(sockets), "Y": str(cores), "Z": str(threads), "B": "UNLIMITED", "S": "all",
@@ -124,7 +126,7 @@ def _partition_values(part: api_pb2.PartitionInfo | None) -> dict[str, str]:
         "l": _sinfo_time(part.max_time_min),
         "L": "n/a" if part.default_time_min < 0 else _sinfo_time(part.default_time_min),
         "s": _job_size(part), "p": str(part.priority_tier),
-        "I": str(_job_factor(part)), "M": part.preempt_mode or "OFF",
+        "I": str(job_factor(part)), "M": part.preempt_mode or "OFF",
     }
 
 

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from typing import Callable, Iterable, Sequence
 
 from lingjun import slurm
-from cli.formats.fields import FormatError, pad, parse_format, _render_row, _row_plan, split_O_token
-from cli.formats.units import _opt_time, _time_limit
-from cli.formats.jobs import (array_job_text, _array_task_field, job_used_seconds, _min_cpus,
+from cli.formats.fields import FormatError, pad, parse_format, render_row, row_plan, split_O_token
+from cli.formats.units import timestamp_or_na, time_limit
+from cli.formats.jobs import (array_job_text, array_task_field, job_used_seconds, min_cpus,
                               tres_per_node)
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
@@ -34,6 +34,7 @@ SQUEUE_DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 SQUEUE_LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 # squeue --start (Slurm 22.05's, as /usr/bin/squeue --start prints it)
 SQUEUE_START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+
 SQUEUE_HEADERS = {
     "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "U": "UID", "g": "GROUP",
     "G": "GID", "t": "ST", "T": "STATE", "M": "TIME", "D": "NODES",
@@ -56,8 +57,8 @@ _REASON_STATES = frozenset({slurm.PENDING, slurm.TIMEOUT, slurm.OUT_OF_MEMORY,
 def _start_time(r: _JobRow) -> str:
     """%S: when it started; for a pending job when it is expected to (backfill), or N/A."""
     if r.state == slurm.PENDING:
-        return _opt_time(r.job.sched_start_time)
-    return _opt_time(r.job.start_time)
+        return timestamp_or_na(r.job.sched_start_time)
+    return timestamp_or_na(r.job.start_time)
 
 
 class _JobRow:
@@ -87,6 +88,7 @@ def _min_memory(r: _JobRow) -> str:
     mem = r.job.mem_per_node_mb
     return slurm.format_size_mb(mem) if mem > 0 else "0"
 
+
 # Every squeue % letter: its text for one job. A table, so that a format
 # computes only its own letters (100,000 jobs times every letter was most of
 # squeue's time).
@@ -99,9 +101,9 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "R": lambda r: f"({r.reason})" if r.state in _REASON_STATES else r.job.nodes,
     "r": lambda r: r.reason, "N": lambda r: r.job.nodes, "P": lambda r: r.job.partition,
     "l": lambda r: slurm.format_time_limit(r.job.time_limit_min), "L": _time_left,
-    "S": lambda r: _start_time(r), "V": lambda r: _opt_time(r.job.submit_time),
-    "e": lambda r: _opt_time(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
-    "c": lambda r: str(_min_cpus(r.job)),
+    "S": lambda r: _start_time(r), "V": lambda r: timestamp_or_na(r.job.submit_time),
+    "e": lambda r: timestamp_or_na(r.job.end_time), "C": lambda r: str(r.job.num_cpus),
+    "c": lambda r: str(min_cpus(r.job)),
     "m": _min_memory,
     "b": lambda r: tres_per_node(r.job), "n": lambda r: r.job.req_nodes,
     "a": lambda r: r.job.account or "(null)",
@@ -113,7 +115,7 @@ _SQUEUE_LETTERS: dict[str, Callable[[_JobRow], str]] = {
     "h": lambda r: "NO" if r.job.exclusive else "OK", "B": lambda r: r.job.batch_host or "n/a",
     "E": lambda r: r.job.dependency or "(null)", "f": lambda r: r.job.features or "(null)",
     "F": lambda r: str(r.job.array_job_id or r.job.job_id),
-    "K": lambda r: _array_task_field(r.job), "O": lambda r: "0",
+    "K": lambda r: array_task_field(r.job), "O": lambda r: "0",
     "x": lambda r: r.job.exc_nodes, "z": lambda r: "*:*:*", "w": lambda r: "(null)",
     "v": lambda r: "(null)", "d": lambda r: "0",
     "H": lambda r: "*", "I": lambda r: "*", "J": lambda r: "*", "s": lambda r: "(null)",
@@ -141,6 +143,7 @@ def sort_jobs(jobs: Sequence[api_pb2.JobInfo]) -> list[api_pb2.JobInfo]:
     way when asked (slurm.squeue_order_key), and says so in its reply.
     """
     return sorted(jobs, key=slurm.squeue_order_key)
+
 
 # What each squeue % letter reads of a JobInfo: a command asks the controller
 # for these fields only (GetJobsRequest.job_fields). tests/cli/test_formats.py
@@ -201,6 +204,7 @@ def _col_reason_list(jobs, now):
     return [_in_parens(r) if s in shown else n
             for s, r, n in zip(_attr(jobs, "state"), _attr(jobs, "reason"), _attr(jobs, "nodes"))]
 
+
 # The letters of the default and common formats, a column at a time (a list
 # comprehension over the jobs costs a fraction of a call per letter per job);
 # the others go through _SQUEUE_LETTERS job by job. Each gives what its
@@ -217,7 +221,7 @@ _SQUEUE_COLUMNS: dict[str, Callable[[Sequence[api_pb2.JobInfo], int | None], lis
     "t": lambda jobs, now: list(map(_state_code, _states(jobs))),
     "D": lambda jobs, now: list(map(str, _attr(jobs, "num_nodes"))),
     "C": lambda jobs, now: list(map(str, _attr(jobs, "num_cpus"))),
-    "l": lambda jobs, now: list(map(_time_limit, _attr(jobs, "time_limit_min"))),
+    "l": lambda jobs, now: list(map(time_limit, _attr(jobs, "time_limit_min"))),
     "M": _col_used,
     "R": _col_reason_list,
 }
@@ -269,8 +273,8 @@ def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORM
     """squeue with a %-format (-o); jobs sorted as Slurm sorts them (unless
     ``sort`` is False: they come sorted already)."""
     fields, trailer = parse_format(fmt)
-    plan, end = _row_plan(fields, trailer, {})
-    head = _render_row(plan, end, SQUEUE_HEADERS.get) if header else ""
+    plan, end = row_plan(fields, trailer, {})
+    head = render_row(plan, end, SQUEUE_HEADERS.get) if header else ""
     jobs = sort_jobs(jobs) if sort else list(jobs)
     # The row's layout, each letter a column computed once.
     pieces: list = []
@@ -287,6 +291,7 @@ def squeue_table(jobs: Sequence[api_pb2.JobInfo], fmt: str = SQUEUE_DEFAULT_FORM
     pieces.append(end)
     columns = [squeue_column(jobs, letter, now) for letter in index]
     return head + _render_columns(pieces, columns, len(jobs))
+
 
 # squeue -O / --Format: field name -> (header, % letter or value function)
 SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] = {
@@ -316,12 +321,12 @@ SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] =
     "stdin": ("STDIN", lambda j: j.stdin_path or "/dev/null"),
     "requeue": ("REQUEUE", lambda j: str(int(j.requeue))),
     "restartcnt": ("RESTARTCNT", lambda j: str(j.restarts)),
-    "eligibletime": ("ELIGIBLE_TIME", lambda j: _opt_time(j.eligible_time)),
+    "eligibletime": ("ELIGIBLE_TIME", lambda j: timestamp_or_na(j.eligible_time)),
     "submithost": ("ALLOC_NODE", lambda j: j.submit_host),  # header per squeue.1 "AllocNodes"
     "schednodes": ("SCHEDNODES", "Y"), "reservation": ("RESERVATION", "v"),
     "wckey": ("WCKEY", "w"),
     # the rest of squeue(1)'s -O list; "not set" reads as Slurm prints it
-    "accruetime": ("ACCRUE_TIME", lambda j: _opt_time(j.eligible_time)),
+    "accruetime": ("ACCRUE_TIME", lambda j: timestamp_or_na(j.eligible_time)),
     "admin_comment": ("ADMIN_COMMENT", lambda j: "(null)"),
     "allocnodes": ("ALLOC_NODES", lambda j: j.submit_host or "(null)"),
     "allocsid": ("ALLOC_SID", lambda j: "0"),
@@ -345,7 +350,7 @@ SQUEUE_O_FIELDS: dict[str, tuple[str, str | Callable[[api_pb2.JobInfo], str]]] =
     "hetjobidset": ("HET_JOB_ID_SET", lambda j: "N/A"),
     "hetjoboffset": ("HET_JOB_OFFSET", lambda j: "N/A"),
     "lastschedeval": ("LAST_SCHED_EVAL",
-                      lambda j: _opt_time(j.start_time or j.eligible_time or j.submit_time)),
+                      lambda j: timestamp_or_na(j.start_time or j.eligible_time or j.submit_time)),
     "licenses": ("LICENSES", "W"),
     "maxcpus": ("MAX_CPUS", lambda j: "0"),
     "maxnodes": ("MAX_NODES", lambda j: str(j.max_nodes or 0)),

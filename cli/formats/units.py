@@ -16,7 +16,7 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 from lingjun import slurm
 
 
-def _opt_time(ts: int) -> str:
+def timestamp_or_na(ts: int) -> str:
     # Cached: a queue's jobs share few distinct seconds, and strftime is slow.
     # The zone and SLURM_TIME_FORMAT are part of the key (time.tzset may change it).
     return _local_time(ts, time.timezone, time.altzone, time.daylight, time.tzname,
@@ -29,13 +29,14 @@ def _local_time(ts: int, *zone) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _time_limit(minutes: int) -> str:
+def time_limit(minutes: int) -> str:
     return slurm.format_time_limit(minutes)
 
 
 def squeue_long_header(now: int) -> str:
     """The date line squeue -l and sinfo -l print first."""
     return slurm.format_date_line(now) + "\n"
+
 
 _UNITS = "KMGTP"
 
