@@ -28,7 +28,8 @@ TYPE_CHECKING = False     # typing's own flag, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
-from cli.formats import node_port, node_tres, step_order, tres_per_node
+from cli.formats.jobs import step_order, tres_per_node
+from cli.formats.show_node import node_port, node_tres
 from lingjun import slurm
 if TYPE_CHECKING:     # hints only: the commands read our messages or protobuf's alike
     from lingjun.v1 import api_pb2
@@ -80,12 +81,21 @@ def job_dict(job: api_pb2.JobInfo, cluster: str = "") -> dict[str, Any]:
     """One squeue --json job (slurmctld's view), keys in Slurm's order."""
     state = job.state or slurm.PENDING
     started = _started(job)
-    pending = state == slurm.PENDING
+    d = _job_keys_to_id(job, cluster, state, started)
+    if started:
+        d["job_resources"] = _job_resources(job)
+    d.update(_job_keys_from_state(job, state, started))
+    return d
+
+
+def _job_keys_to_id(job: api_pb2.JobInfo, cluster: str, state: str,
+                    started: bool) -> dict[str, Any]:
+    """job_dict's keys from "account" to "job_id"."""
     end = job.end_time
     if not end and state == slurm.RUNNING and job.start_time:
         end = job.start_time + (job.time_limit_min * 60 if job.time_limit_min > 0 else YEAR_S)
     task_id = job.array_task_id if job.array_job_id and job.array_task_id >= 0 else None
-    d: dict[str, Any] = {
+    return {
         "account": job.account, "accrue_time": job.eligible_time, "admin_comment": "",
         "array_job_id": job.array_job_id, "array_task_id": task_id,
         "array_max_tasks": job.array_max_running, "array_task_string": job.array_task_str,
@@ -107,9 +117,12 @@ def job_dict(job: api_pb2.JobInfo, cluster: str = "") -> dict[str, Any]:
         "federation_siblings_viable": "", "gres_detail": [], "group_id": job.gid,
         "group_name": job.group, "job_id": job.job_id,
     }
-    if started:
-        d["job_resources"] = _job_resources(job)
-    d.update({
+
+
+def _job_keys_from_state(job: api_pb2.JobInfo, state: str, started: bool) -> dict[str, Any]:
+    """job_dict's keys from "job_state" to the end (after job_resources)."""
+    pending = state == slurm.PENDING
+    return {
         "job_state": state,
         "last_sched_evaluation": job.start_time or job.eligible_time or job.submit_time,
         "licenses": "", "max_cpus": 0, "max_nodes": job.max_nodes if pending else 0,
@@ -142,8 +155,7 @@ def job_dict(job: api_pb2.JobInfo, cluster: str = "") -> dict[str, Any]:
         if started else "",
         "user_id": job.uid, "user_name": job.user, "wckey": "",
         "current_working_directory": job.work_dir,
-    })
-    return d
+    }
 
 
 def squeue_document(jobs: Sequence[api_pb2.JobInfo], cluster: str = "") -> dict:

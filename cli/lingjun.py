@@ -11,7 +11,7 @@
     lingjun net show [NODE]
     lingjun events JOB                  (cli/events.py)
     lingjun health [NODE] [--events N]
-    lingjun restd [HOST:PORT | unix:/PATH]...   (cli/restd.py: Slurm's REST API)
+    lingjun restd [HOST:PORT | unix:/PATH]...   (lingjun_restd/: Slurm's REST API)
     lingjun logs [-f] [--rank N] JOB[.STEP]     (cli/logs.py)
     lingjun web                         the dashboard's URL, with your credential
 
@@ -309,28 +309,74 @@ def _read_cluster(state: Path | None) -> tuple[Path, dict] | None:
     return None
 
 
+class _NotUp(Exception):
+    """Why `lingjun up` stops (printed as "lingjun: error: ..."; exit 1)."""
+
+
 def cmd_up(args) -> int:
     state = Path(args.state_dir or lingjun_home() / "local").absolute()
+    try:
+        runas = _check_up(args, state)
+        _make_state_dir(state, runas)
+        port = args.port or (6917 if _port_free(6917) else _free_port())
+        if bool(args.tls_cert) != bool(args.tls_key):
+            raise _NotUp("--tls-cert and --tls-key go together")
+        try:
+            _ensure_key(state / "cluster.key", runas)
+        except auth.KeyFileError as e:
+            raise _NotUp(str(e)) from None
+        conf = state / "lingjun.toml"
+        parsed = _write_config(args, port, state, conf)
+        deadline = time.time() + args.timeout       # for the controller and the agents
+        info, api = _start_controller(args, f"127.0.0.1:{port}", state, conf, parsed, runas,
+                                      deadline)
+        _start_agents(args, state, conf, info, api, deadline)
+    except _NotUp as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    info["metrics"] = _metrics_addresses(parsed, info)
+    (state / "cluster.json").write_text(json.dumps(info, indent=2))
+    _say_if_repointed(state)
+    local_pointer().parent.mkdir(parents=True, exist_ok=True)
+    local_pointer().write_text(json.dumps(info, indent=2))
+    address = info["address"]
+    record = Path(running_cluster_record(address))
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps(info, indent=2))
+    print(f"Local cluster '{args.cluster_name}' is up: controller {address}, "
+          f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
+    print(f"State and logs: {state}")
+    if "lingjund" in info["metrics"]:
+        print(f"Metrics: http://{info['metrics']['lingjund']}/metrics (the agents': "
+              f"{state}/cluster.json); the dashboard: `lingjun web` prints its URL")
+    print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
+          f"elsewhere: export LINGJUN_CONTROLLER={address}")
+    return 0
+
+
+def _check_up(args, state: Path):
+    """Refuse a second cluster on one state directory and impossible sizes;
+    the controller's user (None: this one), checked to reach the state."""
     found = _read_cluster(state)
     if found and _alive(found[1]["processes"]["lingjund"]):
-        print(f"{PROG}: error: a local cluster already runs from {state} "
-              f"(controller {found[1]['address']}); `lingjun down` stops it", file=sys.stderr)
-        return 1
+        raise _NotUp(f"a local cluster already runs from {state} "
+                     f"(controller {found[1]['address']}); `lingjun down` stops it")
     busy = statedir.holder(state / "controller")
     if busy:
-        print(f"{PROG}: error: state directory {state / 'controller'} is in use by {busy}; "
-              f"only one controller may own it", file=sys.stderr)
-        return 1
+        raise _NotUp(f"state directory {state / 'controller'} is in use by {busy}; "
+                     f"only one controller may own it")
     if args.nodes < 1 or args.cpus < 1 or args.memory_mb < 1:
-        print(f"{PROG}: error: --nodes, --cpus and --memory-mb must be positive", file=sys.stderr)
-        return 1
+        raise _NotUp("--nodes, --cpus and --memory-mb must be positive")
     try:
         runas = _controller_user(args.controller_user)
         if runas is not None:
             _check_reachable(state, runas)
     except ValueError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
+        raise _NotUp(str(e)) from None
+    return runas
+
+
+def _make_state_dir(state: Path, runas) -> None:
     # Modes: the controller keeps its own directory 0700 (lingjund/statedir.py);
     # here the root is traversable but not listable, since users reach the
     # credential socket and (through agents/) their job scripts by path, and
@@ -351,16 +397,11 @@ def cmd_up(args) -> int:
             for top, _, files in os.walk(d):
                 for name in [top, *(os.path.join(top, f) for f in files)]:
                     os.chown(name, runas.pw_uid, runas.pw_gid, follow_symlinks=False)
-    port = args.port or (6917 if _port_free(6917) else _free_port())
-    conf = state / "lingjun.toml"
-    if bool(args.tls_cert) != bool(args.tls_key):
-        print(f"{PROG}: error: --tls-cert and --tls-key go together", file=sys.stderr)
-        return 1
-    try:
-        _ensure_key(state / "cluster.key", runas)
-    except auth.KeyFileError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
+
+
+def _write_config(args, port: int, state: Path, conf: Path):
+    """The cluster's lingjun.toml from the options, parsed before it is
+    written: a bad file is refused here, not in every daemon's log."""
     try:
         text = _config_text(args, port, state)
         if args.operator:
@@ -379,28 +420,26 @@ def cmd_up(args) -> int:
         parsed = configmod.parse(text, str(conf))  # refuse a bad file here, not in every daemon's log
         conf.write_text(text)
         conf.chmod(0o644)           # the controller's user reads it too; it holds no secret
-    except OSError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    address = f"127.0.0.1:{port}"
+    except (OSError, ValueError) as e:
+        raise _NotUp(str(e)) from None
+    return parsed
+
+
+def _start_controller(args, address: str, state: Path, conf: Path, parsed, runas,
+                      deadline: float):
+    """Start lingjund and wait until it answers; (cluster.json's record, an Api)."""
     py = sys.executable
     try:
         procs = {"lingjund": _spawn([py, "-P", "-m", "lingjund.daemon", "-c", str(conf)],
                                     state / "logs" / "lingjund.log", runas)}
     except OSError as e:            # e.g. this Python is in a directory the user cannot enter
-        print(f"{PROG}: error: cannot start the controller as {args.controller_user}: {e}",
-              file=sys.stderr)
-        return 1
+        raise _NotUp(f"cannot start the controller as {args.controller_user}: {e}") from None
     tls_ca = parsed.auth.tls_ca or parsed.auth.tls_cert
     info = {"address": address, "state_dir": str(state), "config": str(conf),
             "nodes": [f"node{i}" for i in range(1, args.nodes + 1)], "processes": procs,
             "auth_socket": parsed.auth.socket, "tls_ca": tls_ca}
     (state / "cluster.json").write_text(json.dumps(info, indent=2))
     api = Api(address, socket_path=parsed.auth.socket, ca_file=tls_ca)
-    deadline = time.time() + args.timeout
     while True:
         try:
             if not Path(parsed.auth.socket).exists():   # the controller makes it before it serves
@@ -408,14 +447,19 @@ def cmd_up(args) -> int:
             # bound is not yet listening: a connect between the two is refused
             credential.fetch_token(parsed.auth.socket)
             api.call("Ping", api_pb2.PingRequest(), timeout=1)
-            break
+            return info, api
         except (ControllerUnreachable, credential.CredentialUnavailable):
             if time.time() > deadline or not _alive(procs["lingjund"]):
-                print(f"{PROG}: error: the controller did not start; see {state}/logs/lingjund.log",
-                      file=sys.stderr)
                 _stop(info)
-                return 1
+                raise _NotUp(f"the controller did not start; see {state}/logs/lingjund.log") from None
             time.sleep(0.1)
+
+
+def _start_agents(args, state: Path, conf: Path, info: dict, api, deadline: float) -> None:
+    """Start an agent per node and wait until all have registered (by the
+    deadline the controller had: --timeout is for the whole cluster)."""
+    py = sys.executable
+    procs = info["processes"]
     info["agent_state_dirs"] = {n: str(state / "agents" / n) for n in info["nodes"]}
     for node in info["nodes"]:
         procs[node] = _spawn([py, "-P", "-m", "lingjun_agent.daemon", "-c", str(conf), "--node", node,
@@ -427,30 +471,11 @@ def cmd_up(args) -> int:
         nodes = api.call("GetNodes", api_pb2.GetNodesRequest()).nodes
         up = [n.name for n in nodes if not n.not_responding and n.state != "UNKNOWN"]
         if len(up) >= args.nodes:
-            break
+            return
         if time.time() > deadline:
-            print(f"{PROG}: error: only {len(up)} of {args.nodes} agents registered; "
-                  f"see {state}/logs/", file=sys.stderr)
             _stop(info)
-            return 1
+            raise _NotUp(f"only {len(up)} of {args.nodes} agents registered; see {state}/logs/")
         time.sleep(0.1)
-    info["metrics"] = _metrics_addresses(parsed, info)
-    (state / "cluster.json").write_text(json.dumps(info, indent=2))
-    _say_if_repointed(state)
-    local_pointer().parent.mkdir(parents=True, exist_ok=True)
-    local_pointer().write_text(json.dumps(info, indent=2))
-    record = Path(running_cluster_record(address))
-    record.parent.mkdir(exist_ok=True)
-    record.write_text(json.dumps(info, indent=2))
-    print(f"Local cluster '{args.cluster_name}' is up: controller {address}, "
-          f"{args.nodes} nodes node[1-{args.nodes}] with {args.cpus} CPUs and {args.memory_mb} MB each.")
-    print(f"State and logs: {state}")
-    if "lingjund" in info["metrics"]:
-        print(f"Metrics: http://{info['metrics']['lingjund']}/metrics (the agents': "
-              f"{state}/cluster.json); the dashboard: `lingjun web` prints its URL")
-    print(f"The commands (sbatch, squeue, ...) find it through {local_pointer()}; "
-          f"elsewhere: export LINGJUN_CONTROLLER={address}")
-    return 0
 
 
 def _say_if_repointed(state: Path) -> None:
@@ -567,7 +592,7 @@ def cmd_status(args) -> int:
 
 def cmd_net(args) -> int:
     """Desired vs live network state per node, as each agent last reported it."""
-    from cli import formats  # here: each subcommand loads only what it uses
+    from cli.formats import show_node  # here: each subcommand loads only what it uses
     from lingjun import slurm  # here: each subcommand loads only what it uses
     try:
         names = [args.node] if args.node else []
@@ -578,7 +603,7 @@ def cmd_net(args) -> int:
     except grpc.RpcError as e:
         print(f"{PROG}: error: {e.details()}", file=sys.stderr)
         return 1
-    sys.stdout.write(formats.net_show(sorted(nodes, key=lambda n: slurm.natural_key(n.name))))
+    sys.stdout.write(show_node.net_show(sorted(nodes, key=lambda n: slurm.natural_key(n.name))))
     return 0
 
 
@@ -626,7 +651,7 @@ def cmd_web(args) -> int:
 
 def cmd_health(args) -> int:
     """Each probe's last result, duration and time, per node."""
-    from cli import formats  # here: each subcommand loads only what it uses
+    from cli.formats import show_node  # here: each subcommand loads only what it uses
     from lingjun import slurm  # here: each subcommand loads only what it uses
     try:
         names = [args.node] if args.node else []
@@ -638,7 +663,7 @@ def cmd_health(args) -> int:
     except grpc.RpcError as e:
         print(f"{PROG}: error: {e.details()}", file=sys.stderr)
         return 1
-    sys.stdout.write(formats.health_show(sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))))
+    sys.stdout.write(show_node.health_show(sorted(reply.nodes, key=lambda n: slurm.natural_key(n.name))))
     return 0
 
 
@@ -742,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
         from cli.logs import logs  # here: the SDK only for lingjun logs
         return logs(args.job, args.follow, args.rank)
     if args.cmd == "restd":
-        from cli import restd  # here: aiohttp and the REST tables only for lingjun restd
+        from lingjun_restd import daemon as restd     # here: the other subcommands need no aiohttp
         return restd.main(args.rest)
     return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "net": cmd_net,
             "keygen": cmd_keygen, "events": cmd_events, "health": cmd_health,

@@ -11,7 +11,7 @@ or running in [-S, -E]; with -s, jobs in those states during it (an end
 state: ended in it). The default -S is midnight, "now" with -s; with -j
 there is no window unless -S or -E is given. -X reads no steps.
 
-TRES (cli/formats.py sacct_tres): AllocTRES/ReqTRES in Slurm's order with
+TRES (cli/formats/sacct.py sacct_tres): AllocTRES/ReqTRES in Slurm's order with
 the GPUs, "billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=48G,node=1" (steps
 without billing; -o AllocTRES%60 to see it uncut). GPU usage is Slurm 24's:
 TRESUsageInAve/TRESUsageInMax carry gres/gpuutil (percent, mean over the
@@ -27,7 +27,8 @@ from typing import TextIO
 
 import grpc
 
-from cli import formats, formats_json
+from cli import formats_json
+from cli.formats import sacct as sacct_format
 from cli.common import (CONNECT_FAILURE, CommandError, bad_values, cluster_name, current_user, details,
                         full_help, is_not_found, make_api, own_options, parse_array_selectors,
                         parse_options, resolve_user, run, select_array_tasks, select_jobs)
@@ -76,96 +77,112 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
     return run(_sacct, argv, api, out, err, now=time.time() if now is None else now)
 
 
+class _Query:
+    """What the command line asks: which jobs, over which window, printed how."""
+
+    def __init__(self, now: float):
+        self.now = now
+        self.fields = os.environ.get("SACCT_FORMAT", "") or sacct_format.SACCT_DEFAULT_FIELDS
+        self.header, self.parsable, self.delimiter = True, "", "|"
+        self.allocs, self.all_users, self.duplicates = False, False, False
+        self.job_ids: list[int] = []
+        self.selectors: list[tuple[int, frozenset[int] | None]] = []
+        self.users: list[str] = []
+        self.states: set[str] = set()
+        self.partitions: list[str] = []
+        self.names: list[str] = []
+        self.accounts: list[str] = []
+        self.nodes: set[str] = set()
+        self.start: int | None = None
+        self.end: int | None = None
+        self.dump = ""
+
+    def add_jobs(self, value: str) -> None:
+        self.selectors += parse_array_selectors(PROG, value)
+        self.job_ids += [a for a, _ in parse_array_selectors(PROG, value)]
+
+    def add_users(self, value: str) -> None:
+        for u in comma_list(value):
+            name = resolve_user(u)
+            if name is None:
+                raise CommandError(f"sacct: error: Invalid user id: {u}")
+            self.users.append(name)
+
+    def add_states(self, value: str) -> None:
+        for w in comma_list(value):
+            try:
+                self.states.add(slurm.parse_job_state(w))
+            except ValueError:
+                raise CommandError(f"sacct: error: Invalid state: {w}") from None
+
+    def request(self) -> api_pb2.GetJobsRequest:
+        """GetAccounting's request, with Slurm's defaults: the caller's own jobs
+        (root: everyone's), since midnight (with -s: the states now)."""
+        if not self.job_ids and not self.users and not self.all_users and os.getuid() != 0:
+            self.users = [current_user()[0]]
+        start, end = self.start, self.end
+        if start is None and not self.job_ids:
+            start = int(self.now) if self.states else slurm.parse_time("midnight", self.now,
+                                                                       past=True)
+        if start is not None and end is not None and start > end:
+            raise CommandError(f"sacct: error: Start time ({slurm.format_timestamp(start)}) "
+                               f"requested is after end time ({slurm.format_timestamp(end)}).")
+        request = api_pb2.GetJobsRequest(
+            job_ids=self.job_ids, users=self.users, states=sorted(self.states),
+            partitions=self.partitions, names=self.names, accounts=self.accounts,
+            all_states=True, with_steps=not self.allocs)
+        if start is not None:
+            request.window_start = max(0, start)      # before 1970: from the first job
+        if end is not None:
+            request.window_end = max(0, end)
+        return request
+
+
+def _set(attr: str, value):
+    return lambda q, _: setattr(q, attr, value)
+
+
+# What each option does to the query, in the order given on the command line.
+_APPLY = {
+    "json": _set("dump", "json"), "yaml": _set("dump", "yaml"),
+    "allusers": _set("all_users", True),
+    "brief": _set("fields", sacct_format.SACCT_BRIEF_FIELDS),
+    "long": _set("fields", sacct_format.SACCT_LONG_FIELDS),
+    "format": lambda q, v: setattr(q, "fields", v),
+    "noheader": _set("header", False),
+    "parsable": _set("parsable", "parsable"), "parsable2": _set("parsable", "parsable2"),
+    "delimiter": lambda q, v: setattr(q, "delimiter", v),
+    "allocations": _set("allocs", True), "duplicates": _set("duplicates", True),
+    "jobs": _Query.add_jobs, "user": _Query.add_users, "uid": _Query.add_users,
+    "state": _Query.add_states,
+    "partition": lambda q, v: q.partitions.extend(comma_list(v)),
+    "name": lambda q, v: q.names.extend(comma_list(v)),
+    "accounts": lambda q, v: q.accounts.extend(comma_list(v)),
+    "nodelist": lambda q, v: q.nodes.update(slurm.expand_hostlist(v)),
+    "starttime": lambda q, v: setattr(q, "start", parse_time(v, q.now)),
+    "endtime": lambda q, v: setattr(q, "end", parse_time(v, q.now)),
+}
+
+
+def _help_format(out: TextIO) -> int:
+    """--helpformat: every field name, four to a line."""
+    names_ = sorted(sacct_format.SACCT_NAMES.values(), key=str.lower)
+    for i in range(0, len(names_), 4):
+        out.write("".join(f"{n:<20}" for n in names_[i:i + 4]).rstrip() + "\n")
+    return 0
+
+
 def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
     opts, positional = parse_options(PROG, argv, OPTIONS)
-    fields = os.environ.get("SACCT_FORMAT", "") or formats.SACCT_DEFAULT_FIELDS
-    header, parsable, allocs, all_users = True, "", False, False
-    delimiter = "|"
-    job_ids: list[int] = []
-    selectors: list[tuple[int, frozenset[int] | None]] = []
-    users: list[str] = []
-    states: set[str] = set()
-    partitions: list[str] = []
-    names: list[str] = []
-    accounts: list[str] = []
-    nodes: set[str] = set()
-    start = end = None
-    dump = ""
-    duplicates = False
+    q = _Query(now)
     with bad_values(PROG):
         for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SACCT")):
-            if key in ("json", "yaml"):
-                dump = key
-                continue
             if key == "helpformat":
-                names_ = sorted(formats.SACCT_NAMES.values(), key=str.lower)
-                for i in range(0, len(names_), 4):
-                    out.write("".join(f"{n:<20}" for n in names_[i:i + 4]).rstrip() + "\n")
-                return 0
-            if key == "allusers":
-                all_users = True
-            elif key == "brief":
-                fields = formats.SACCT_BRIEF_FIELDS
-            elif key == "long":
-                fields = formats.SACCT_LONG_FIELDS
-            elif key == "format":
-                fields = value
-            elif key == "noheader":
-                header = False
-            elif key == "parsable":
-                parsable = "parsable"
-            elif key == "parsable2":
-                parsable = "parsable2"
-            elif key == "delimiter":
-                delimiter = value
-            elif key == "allocations":
-                allocs = True
-            elif key == "duplicates":
-                duplicates = True
-            elif key == "jobs":
-                selectors += parse_array_selectors(PROG, value)
-                job_ids += [a for a, _ in parse_array_selectors(PROG, value)]
-            elif key in ("user", "uid"):
-                for u in comma_list(value):
-                    name = resolve_user(u)
-                    if name is None:
-                        raise CommandError(f"sacct: error: Invalid user id: {u}")
-                    users.append(name)
-            elif key == "state":
-                for w in comma_list(value):
-                    try:
-                        states.add(slurm.parse_job_state(w))
-                    except ValueError:
-                        raise CommandError(f"sacct: error: Invalid state: {w}") from None
-            elif key == "partition":
-                partitions += comma_list(value)
-            elif key == "name":
-                names += comma_list(value)
-            elif key == "accounts":
-                accounts += comma_list(value)
-            elif key == "nodelist":
-                nodes |= set(slurm.expand_hostlist(value))
-            elif key == "starttime":
-                start = parse_time(value, now)
-            elif key == "endtime":
-                end = parse_time(value, now)
-        formats.parse_sacct_fields(fields)
-
-    if not job_ids and not users and not all_users and os.getuid() != 0:
-        users = [current_user()[0]]
-    if start is None and not job_ids:
-        # Slurm's default window: since midnight; with -s, the states now
-        start = int(now) if states else slurm.parse_time("midnight", now, past=True)
-    if start is not None and end is not None and start > end:
-        raise CommandError(f"sacct: error: Start time ({slurm.format_timestamp(start)}) requested "
-                           f"is after end time ({slurm.format_timestamp(end)}).")
-    request = api_pb2.GetJobsRequest(
-        job_ids=job_ids, users=users, states=sorted(states), partitions=partitions,
-        names=names, accounts=accounts, all_states=True, with_steps=not allocs)
-    if start is not None:
-        request.window_start = max(0, start)      # before 1970: from the first job
-    if end is not None:
-        request.window_end = max(0, end)
+                return _help_format(out)
+            if key in _APPLY:
+                _APPLY[key](q, value)
+        sacct_format.parse_sacct_fields(q.fields)
+    request = q.request()
     try:
         api = api or make_api()
         jobs = fetch(api, request)
@@ -179,27 +196,32 @@ def _sacct(argv: list[str], api, out: TextIO, err: TextIO, now: float) -> int:
         jobs = []
     # the controller applied every filter but the node list; the rest is
     # checked again here, which costs little
-    keep = select_jobs(jobs, job_ids=job_ids, users=users, partitions=partitions,
-                       names=names, accounts=accounts, nodes=nodes)
-    if any(t is not None for _, t in selectors):     # -j 12_2: that task only
-        keep = select_array_tasks(keep, selectors)
-    if duplicates:
+    keep = select_jobs(jobs, job_ids=q.job_ids, users=q.users, partitions=q.partitions,
+                       names=q.names, accounts=q.accounts, nodes=q.nodes)
+    if any(t is not None for _, t in q.selectors):     # -j 12_2: that task only
+        keep = select_array_tasks(keep, q.selectors)
+    if q.duplicates:
         keep = with_attempts(keep)
-    if dump:
+    if q.dump:
         doc = formats_json.sacct_document(keep, cluster_name(api), int(now),
-                                          with_steps=not allocs)
-        out.write(formats_json.dump_json(doc) if dump == "json" else formats_json.dump_yaml(doc))
+                                          with_steps=not q.allocs)
+        out.write(formats_json.dump_json(doc) if q.dump == "json" else formats_json.dump_yaml(doc))
         return 0
-    lines = formats.sacct_lines(keep, fields, header=header, parsable=parsable,
-                                allocations_only=allocs)
+    _write_lines(q, keep, out)
+    return 0
+
+
+def _write_lines(q: _Query, jobs: list[api_pb2.JobInfo], out: TextIO) -> None:
+    """The table, written 10,000 lines at a time (a million jobs' text is not held whole)."""
+    lines = sacct_format.sacct_lines(jobs, q.fields, header=q.header, parsable=q.parsable,
+                                     allocations_only=q.allocs)
     chunk: list[str] = []
     for line in lines:
-        chunk.append(line.replace("|", delimiter) if parsable and delimiter != "|" else line)
+        chunk.append(line.replace("|", q.delimiter) if q.parsable and q.delimiter != "|" else line)
         if len(chunk) >= 10_000:
             out.write("".join(chunk))
             chunk.clear()
     out.write("".join(chunk))
-    return 0
 
 
 def fetch(api, request: api_pb2.GetJobsRequest) -> list[api_pb2.JobInfo]:

@@ -207,20 +207,23 @@ class Args:
         self.format = ""
 
 
+# sacctmgr's options: what each sets on Args (None: accepted, no effect here)
+_FLAGS = {
+    "-i": ("immediate", True), "--immediate": ("immediate", True),
+    "-P": ("parsable", "P"), "--parsable2": ("parsable", "P"),
+    "-p": ("parsable", "p"), "--parsable": ("parsable", "p"),
+    "-n": ("header", False), "--noheader": ("header", False),
+    "-Q": None, "--quiet": None, "-v": None, "--verbose": None,
+}
+
+
 def parse(argv: list[str]) -> Args:
     a = Args()
     rest = []
     for arg in argv:
-        if arg in ("-i", "--immediate"):
-            a.immediate = True
-        elif arg in ("-P", "--parsable2"):
-            a.parsable = "P"
-        elif arg in ("-p", "--parsable"):
-            a.parsable = "p"
-        elif arg in ("-n", "--noheader"):
-            a.header = False
-        elif arg in ("-Q", "--quiet", "-v", "--verbose"):
-            pass
+        if arg in _FLAGS:
+            if _FLAGS[arg] is not None:
+                setattr(a, *_FLAGS[arg])
         elif arg.startswith("-") and not rest:
             raise CommandError(f"{PROG}: invalid option -- '{arg.lstrip('-')}'")
         else:
@@ -234,15 +237,20 @@ def parse(argv: list[str]) -> Args:
     if len(rest) < 2 or _entity(rest[1]) is None:
         raise CommandError(f" Unknown command: {' '.join(rest[1:2]) or rest[0]}")
     a.entity = _entity(rest[1])
-    mode = "where" if verb in ("modify", "delete", "show") else "set"
-    set_mode = verb == "add"
-    for word in rest[2:]:
+    _read_words(a, rest[2:])
+    return a
+
+
+def _read_words(a: Args, words: list[str]) -> None:
+    """The words after the entity: names, format=, withassoc, and key=value
+    pairs that go to WHERE or SET by the last of those keywords seen (add's
+    always to SET)."""
+    mode = "where" if a.verb in ("modify", "delete", "show") else "set"
+    set_mode = a.verb == "add"
+    for word in words:
         low = word.lower()
-        if low == "where":
-            mode = "where"
-            continue
-        if low == "set":
-            mode = "set"
+        if low in ("where", "set"):
+            mode = low
             continue
         if low in ("withassoc", "withassocs"):
             a.withassoc = True
@@ -255,8 +263,6 @@ def parse(argv: list[str]) -> Args:
             a.format = value
             continue
         k = _key(key)
-        if verb == "show" and k is None and mode == "where":
-            raise CommandError(f" Unknown condition: {word}\n Use keyword 'set' to modify value")
         if k is None:
             if mode == "where":
                 raise CommandError(f" Unknown condition: {word}\n Use keyword 'set' to modify value")
@@ -265,7 +271,6 @@ def parse(argv: list[str]) -> Args:
             a.set[k] = value
         else:
             a.where[k] = value
-    return a
 
 
 def main(argv=None, api=None, out=None, err=None, stdin=None) -> int:
@@ -387,79 +392,107 @@ def _settings_lines(settings: dict[str, str]) -> list[str]:
 
 def _said(a: Args, reply, cluster: str) -> str:
     """What sacctmgr says of a change (empty: nothing changed)."""
-    lines: list[str] = []
-    s = a.set
-    if a.verb == "add" and a.entity == "account":
-        if not reply.names:
-            return ""
-        lines += [" Adding Account(s)"] + [f"  {n}" for n in reply.names]
-        lines += [" Settings", f"  {'Description':<16}= {s.get('description') or 'Account Name'}",
-                  f"  {'Organization':<16}= {s.get('organization') or 'Parent/Account Name'}"]
-        lines += [" Associations"] + [_assoc_line(k, False) for k in reply.assocs]
-        parent = s.get("parent", "root") or "root"
-        if set(s) - {"cluster", "clusters", "name", "names"}:      # Slurm says nothing more otherwise
-            lines += [" Settings"] + _settings_lines(s) + [f"  {'Parent':<14}= {parent}"]
-    elif a.verb == "add" and a.entity == "user":
-        if not reply.new_users and not reply.assocs:
-            return ""
-        if reply.new_users:
-            lines += [" Adding User(s)"] + [f"  {n}" for n in reply.new_users]
-            extra = []
-            if s.get("defaultaccount"):
-                extra.append(f"  {'Default Account':<16}= {s['defaultaccount']}")
-            if s.get("adminlevel"):
-                level = next((x for x in ("None", "Operator", "Administrator")
-                              if x.lower().startswith(s["adminlevel"].lower())), s["adminlevel"])
-                extra.append(f"  {'Admin Level':<16}= {level}")
-            if extra:
-                lines += [" Settings ="] + extra
-        lines += [" Associations ="] + [_assoc_line(k, True) for k in reply.assocs]
-        lines += [" Non Default Settings"] + _settings_lines(s)
-    elif a.verb == "add" and a.entity == "qos":
-        if not reply.names:
-            return ""
-        lines += [" Adding QOS(s)"] + [f"  {n}" for n in reply.names]
-        lines += [" Settings", f"  {'Description':<15}= {s.get('description') or reply.names[0]}"]
-        qlabels = {"maxtrespu": "MaxTRESPerUser", "maxtresperuser": "MaxTRESPerUser",
-                   "maxwall": "MaxWall", "priority": "Priority", "usagefactor": "UsageFactor",
-                   "maxjobspu": "MaxJobsPerUser", "maxjobsperuser": "MaxJobsPerUser",
-                   "maxsubmitpu": "MaxSubmitJobsPerUser", "maxsubmitjobsperuser": "MaxSubmitJobsPerUser",
-                   "maxtres": "MaxTRESPerJob", "maxtresperjob": "MaxTRESPerJob", "grptres": "GrpTRES",
-                   "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags",
-                   "gracetime": "GraceTime", "preemptexempttime": "PreemptExemptTime"}
-        for k in sorted((k for k in s if k in qlabels), key=lambda k: qlabels[k]):
-            v = s[k]
-            if qlabels[k] == "MaxWall":
-                v = _wall(slurm.parse_time_limit(v))
-            elif qlabels[k] == "PreemptMode":
-                v = v.upper()
-            elif qlabels[k] == "PreemptExemptTime":
-                v = slurm.format_duration(slurm.parse_time_seconds(v))
-            lines.append(f"  {qlabels[k]:<25}= {v}")
+    added = _ADDED.get(a.entity) if a.verb == "add" else None
+    if added is not None:
+        lines = added(a.set, reply)
     elif a.verb == "modify":
-        if not reply.names and not reply.assocs:
-            return ""
-        if reply.names:
-            what = {"account": "accounts", "user": "users", "qos": "qos"}[a.entity]
-            lines += [f" Modified {what}..."] + [f"  {n}" for n in reply.names]
-        if reply.assocs:
-            lines.append(f" Modified {a.entity} associations...")
-            for k in reply.assocs:
-                if not k.user:
-                    lines.append(f"  C = {k.cluster:<10.10s} A = {k.account} of {k.parent}")
-                else:
-                    lines.append(f"  C = {k.cluster:<10.10s} A = {k.account:<20.20s} U = {k.user:<9.9s}")
-    else:   # delete
-        if reply.assocs:
-            lines.append(f" Deleting {a.entity} associations...")
-            lines += [f"  C = {k.cluster:<10.10s} A = {k.account:<10.10s} U = {k.user:<9.9s}"
-                      for k in reply.assocs]
-        elif reply.names:
-            what = {"account": "accounts", "user": "users", "qos": "QOS(s)"}[a.entity]
-            lines += [f" Deleting {what}..."] + [f"  {n}" for n in reply.names]
-        else:
-            return ""
+        lines = _modified(a.entity, reply)
+    else:
+        lines = _deleted(a.entity, reply)
     return "".join(line + "\n" for line in lines)
+
+
+def _added_account(s: dict[str, str], reply) -> list[str]:
+    if not reply.names:
+        return []
+    lines = [" Adding Account(s)"] + [f"  {n}" for n in reply.names]
+    lines += [" Settings", f"  {'Description':<16}= {s.get('description') or 'Account Name'}",
+              f"  {'Organization':<16}= {s.get('organization') or 'Parent/Account Name'}"]
+    lines += [" Associations"] + [_assoc_line(k, False) for k in reply.assocs]
+    parent = s.get("parent", "root") or "root"
+    if set(s) - {"cluster", "clusters", "name", "names"}:      # Slurm says nothing more otherwise
+        lines += [" Settings"] + _settings_lines(s) + [f"  {'Parent':<14}= {parent}"]
+    return lines
+
+
+def _added_user(s: dict[str, str], reply) -> list[str]:
+    if not reply.new_users and not reply.assocs:
+        return []
+    lines: list[str] = []
+    if reply.new_users:
+        lines += [" Adding User(s)"] + [f"  {n}" for n in reply.new_users]
+        extra = []
+        if s.get("defaultaccount"):
+            extra.append(f"  {'Default Account':<16}= {s['defaultaccount']}")
+        if s.get("adminlevel"):
+            level = next((x for x in ("None", "Operator", "Administrator")
+                          if x.lower().startswith(s["adminlevel"].lower())), s["adminlevel"])
+            extra.append(f"  {'Admin Level':<16}= {level}")
+        if extra:
+            lines += [" Settings ="] + extra
+    lines += [" Associations ="] + [_assoc_line(k, True) for k in reply.assocs]
+    lines += [" Non Default Settings"] + _settings_lines(s)
+    return lines
+
+
+# sacctmgr add qos: the settings it echoes, by the names it accepts for them
+_QOS_LABELS = {
+    "maxtrespu": "MaxTRESPerUser", "maxtresperuser": "MaxTRESPerUser",
+    "maxwall": "MaxWall", "priority": "Priority", "usagefactor": "UsageFactor",
+    "maxjobspu": "MaxJobsPerUser", "maxjobsperuser": "MaxJobsPerUser",
+    "maxsubmitpu": "MaxSubmitJobsPerUser", "maxsubmitjobsperuser": "MaxSubmitJobsPerUser",
+    "maxtres": "MaxTRESPerJob", "maxtresperjob": "MaxTRESPerJob", "grptres": "GrpTRES",
+    "preempt": "Preempt", "preemptmode": "PreemptMode", "flags": "Flags",
+    "gracetime": "GraceTime", "preemptexempttime": "PreemptExemptTime"}
+# ... and how it writes the ones it does not echo as given
+_QOS_SHOWN = {
+    "MaxWall": lambda v: _wall(slurm.parse_time_limit(v)),
+    "PreemptMode": str.upper,
+    "PreemptExemptTime": lambda v: slurm.format_duration(slurm.parse_time_seconds(v)),
+}
+
+
+def _added_qos(s: dict[str, str], reply) -> list[str]:
+    if not reply.names:
+        return []
+    lines = [" Adding QOS(s)"] + [f"  {n}" for n in reply.names]
+    lines += [" Settings", f"  {'Description':<15}= {s.get('description') or reply.names[0]}"]
+    for k in sorted((k for k in s if k in _QOS_LABELS), key=lambda k: _QOS_LABELS[k]):
+        label = _QOS_LABELS[k]
+        shown = _QOS_SHOWN.get(label)
+        lines.append(f"  {label:<25}= {shown(s[k]) if shown else s[k]}")
+    return lines
+
+
+_ADDED = {"account": _added_account, "user": _added_user, "qos": _added_qos}
+
+
+def _modified(entity: str, reply) -> list[str]:
+    if not reply.names and not reply.assocs:
+        return []
+    lines: list[str] = []
+    if reply.names:
+        what = {"account": "accounts", "user": "users", "qos": "qos"}[entity]
+        lines += [f" Modified {what}..."] + [f"  {n}" for n in reply.names]
+    if reply.assocs:
+        lines.append(f" Modified {entity} associations...")
+        for k in reply.assocs:
+            if not k.user:
+                lines.append(f"  C = {k.cluster:<10.10s} A = {k.account} of {k.parent}")
+            else:
+                lines.append(f"  C = {k.cluster:<10.10s} A = {k.account:<20.20s} U = {k.user:<9.9s}")
+    return lines
+
+
+def _deleted(entity: str, reply) -> list[str]:
+    if reply.assocs:
+        return [f" Deleting {entity} associations..."] + [
+            f"  C = {k.cluster:<10.10s} A = {k.account:<10.10s} U = {k.user:<9.9s}"
+            for k in reply.assocs]
+    if reply.names:
+        what = {"account": "accounts", "user": "users", "qos": "QOS(s)"}[entity]
+        return [f" Deleting {what}..."] + [f"  {n}" for n in reply.names]
+    return []
 
 
 # -- show ---------------------------------------------------------------------------
@@ -499,63 +532,84 @@ def _match(where: dict[str, str], key: str, value: str) -> bool:
 def _show(a: Args, api, out) -> int:
     with controller_errors(" Problem talking to the database: "):
         r = api.call("GetAssociations", messages.GetAssociationsRequest())
-    cluster = r.cluster
-    accounts = {x.name: x for x in r.accounts}
-    users = {x.name: x for x in r.users}
     names = a.names + [n for k in ("name", "names") for n in (a.where.get(k) or "").split(",") if n]
-    e = a.entity
-    rows: list[dict[str, str]] = []
-    if e == "account":
-        names += [n for n in (a.where.get("account") or a.where.get("accounts") or "").split(",") if n]
-        fmt = DEFAULT_FORMATS["account+" if a.withassoc else "account"]
-        for acc in sorted(accounts):
-            if names and acc not in names:
-                continue
-            x = accounts[acc]
-            base = {"account": x.name, "descr": x.description, "description": x.description,
-                    "org": x.organization, "organization": x.organization}
-            if not a.withassoc:
-                rows.append(base)
-                continue
-            for s in _tree_order(accounts, [y for y in r.assocs if y.account == acc]):
-                row = dict(base, **_assoc_values(s, cluster))
-                row["parentname"] = x.parent if not s.user else ""
-                rows.append(row)
-    elif e == "user":
-        names += [n for n in (a.where.get("user") or a.where.get("users") or "").split(",") if n]
-        fmt = DEFAULT_FORMATS["user+" if a.withassoc else "user"]
-        for name in sorted(users):
-            if names and name not in names:
-                continue
-            x = users[name]
-            base = {"user": x.name, "defaultaccount": x.default_account, "adminlevel": x.admin_level}
-            if not a.withassoc:
-                rows.append(base)
-                continue
-            for s in [y for y in _tree_order(accounts, list(r.assocs)) if y.user == name]:
-                rows.append(dict(_assoc_values(s, cluster), **base))
-    elif e == "qos":
-        fmt = DEFAULT_FORMATS["qos"]
-        for q in r.qos:
-            if not names or q.name in names:
-                rows.append(_qos_values(q))
-    elif e == "association":
-        fmt = DEFAULT_FORMATS["association"]
-        for s in _tree_order(accounts, list(r.assocs)):
-            if (_match(a.where, "account", s.account) and _match(a.where, "user", s.user)
-                    and _match(a.where, "partition", s.partition)
-                    and _match(a.where, "cluster", s.cluster or cluster)):
-                rows.append(_assoc_values(s, cluster))
-    else:
-        fmt = DEFAULT_FORMATS["cluster"]
-        root = next((s for s in r.assocs if s.account == "root" and not s.user), None)
-        if not names or cluster in names:
-            row = {"cluster": cluster, "controlhost": "", "controlport": "", "rpc": "9728",
-                   "share": "1", "qos": root.qos if root else "normal"}
-            rows.append(row)
+    fmt_key, rows = _SHOW.get(a.entity, _cluster_rows)(a, r, names)
+    fmt = DEFAULT_FORMATS[fmt_key]
     fields = parse_format(a.format) if a.format else [(f, COLUMNS[f][1]) for f in fmt]
     out.write(render(fields, rows, a.parsable, a.header))
     return 0
+
+
+# sacctmgr show ENTITY: each entity's rows (name -> value) and its default format.
+
+
+def _named(a: Args, key: str) -> list[str]:
+    """The names a WHERE clause gives for one key (account=a,b or accounts=a,b)."""
+    return [n for n in (a.where.get(key) or a.where.get(key + "s") or "").split(",") if n]
+
+
+def _account_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    names = names + _named(a, "account")
+    accounts = {x.name: x for x in r.accounts}
+    rows: list[dict[str, str]] = []
+    for acc in sorted(accounts):
+        if names and acc not in names:
+            continue
+        x = accounts[acc]
+        base = {"account": x.name, "descr": x.description, "description": x.description,
+                "org": x.organization, "organization": x.organization}
+        if not a.withassoc:
+            rows.append(base)
+            continue
+        for s in _tree_order(accounts, [y for y in r.assocs if y.account == acc]):
+            row = dict(base, **_assoc_values(s, r.cluster))
+            row["parentname"] = x.parent if not s.user else ""
+            rows.append(row)
+    return ("account+" if a.withassoc else "account"), rows
+
+
+def _user_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    names = names + _named(a, "user")
+    accounts = {x.name: x for x in r.accounts}
+    users = {x.name: x for x in r.users}
+    rows: list[dict[str, str]] = []
+    for name in sorted(users):
+        if names and name not in names:
+            continue
+        x = users[name]
+        base = {"user": x.name, "defaultaccount": x.default_account, "adminlevel": x.admin_level}
+        if not a.withassoc:
+            rows.append(base)
+            continue
+        for s in [y for y in _tree_order(accounts, list(r.assocs)) if y.user == name]:
+            rows.append(dict(_assoc_values(s, r.cluster), **base))
+    return ("user+" if a.withassoc else "user"), rows
+
+
+def _qos_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    return "qos", [_qos_values(q) for q in r.qos if not names or q.name in names]
+
+
+def _association_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    accounts = {x.name: x for x in r.accounts}
+    return "association", [
+        _assoc_values(s, r.cluster) for s in _tree_order(accounts, list(r.assocs))
+        if (_match(a.where, "account", s.account) and _match(a.where, "user", s.user)
+            and _match(a.where, "partition", s.partition)
+            and _match(a.where, "cluster", s.cluster or r.cluster))]
+
+
+def _cluster_rows(a: Args, r, names: list[str]) -> tuple[str, list[dict[str, str]]]:
+    cluster = r.cluster
+    root = next((s for s in r.assocs if s.account == "root" and not s.user), None)
+    if names and cluster not in names:
+        return "cluster", []
+    return "cluster", [{"cluster": cluster, "controlhost": "", "controlport": "", "rpc": "9728",
+                        "share": "1", "qos": root.qos if root else "normal"}]
+
+
+_SHOW = {"account": _account_rows, "user": _user_rows, "qos": _qos_rows,
+         "association": _association_rows}
 
 
 if __name__ == "__main__":

@@ -54,42 +54,59 @@ def main(argv: list[str] | None = None, api=None, out: TextIO | None = None,
     return run(_scancel, argv, api, out, err, exit_now=True)
 
 
-def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
-    opts, positional = parse_options(PROG, argv, OPTIONS)
-    req = messages.CancelJobsRequest(requester_uid=os.getuid())
-    quiet = False
-    filtered = False
-    for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SCANCEL")):
-        if key == "batch":
-            req.batch_only = True
-        elif key == "name":
-            req.name = value
-            filtered = True
-        elif key == "partition":
-            req.partitions.extend(comma_list(value))
-            filtered = True
-        elif key == "signal":
-            try:
-                req.signal = slurm.parse_signal(value)
-            except ValueError:
-                raise CommandError(f"scancel: error: Invalid job signal: {value}") from None
-        elif key == "state":
-            for w in comma_list(value):
-                try:
-                    req.states.append(slurm.parse_job_state(w))
-                except ValueError:
-                    raise CommandError(f"scancel: error: Invalid job state specified: {w}") from None
-            filtered = True
-        elif key in ("user", "me"):
-            name = current_user()[0] if key == "me" else resolve_user(value)
-            if name is None:
-                raise CommandError(f"scancel: error: Invalid user name: {value}")
-            req.user = name
-            filtered = True
-        elif key == "quiet":
-            quiet = True
-        elif key in ("account", "qos"):   # worded by key, not as spelled: "-A" says --account
-            raise CommandError(f"scancel: error: --{key} is not supported yet")
+def _signal(req: messages.CancelJobsRequest, key: str, value: str) -> bool:
+    try:
+        req.signal = slurm.parse_signal(value)
+    except ValueError:
+        raise CommandError(f"scancel: error: Invalid job signal: {value}") from None
+    return False
+
+
+def _states(req: messages.CancelJobsRequest, key: str, value: str) -> bool:
+    for w in comma_list(value):
+        try:
+            req.states.append(slurm.parse_job_state(w))
+        except ValueError:
+            raise CommandError(f"scancel: error: Invalid job state specified: {w}") from None
+    return True
+
+
+def _user(req: messages.CancelJobsRequest, key: str, value: str | None) -> bool:
+    name = current_user()[0] if key == "me" else resolve_user(value)
+    if name is None:
+        raise CommandError(f"scancel: error: Invalid user name: {value}")
+    req.user = name
+    return True
+
+
+def _not_yet(req: messages.CancelJobsRequest, key: str, value: str) -> bool:
+    # worded by key, not as spelled: "-A" says --account
+    raise CommandError(f"scancel: error: --{key} is not supported yet")
+
+
+def _batch(req: messages.CancelJobsRequest, key: str, value: None) -> bool:
+    req.batch_only = True
+    return False
+
+
+def _name(req: messages.CancelJobsRequest, key: str, value: str) -> bool:
+    req.name = value
+    return True
+
+
+def _partition(req: messages.CancelJobsRequest, key: str, value: str) -> bool:
+    req.partitions.extend(comma_list(value))
+    return True
+
+
+# What each option does to the request; True where it selects jobs (so that
+# no job id is needed).
+_APPLY = {"batch": _batch, "name": _name, "partition": _partition, "signal": _signal,
+          "state": _states, "user": _user, "me": _user, "account": _not_yet, "qos": _not_yet}
+
+
+def _add_job_ids(req: messages.CancelJobsRequest, positional: list[str]) -> None:
+    """The job ids named: "12", "12_2", "12_[1-3]" (those tasks of array 12 only)."""
     for word in positional:
         head = word.split("_")[0]
         if "." in word:
@@ -102,8 +119,21 @@ def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
             raise CommandError(f"scancel: error: Invalid job id {word}") from None
         if tasks is None:
             req.job_ids.append(job_id)
-        else:       # "12_2", "12_[1-3]": those tasks of array 12 only
+        else:
             req.array_tasks.add(array_job_id=job_id, task_ids=sorted(tasks))
+
+
+def _scancel(argv: list[str], api, out: TextIO, err: TextIO) -> int:
+    opts, positional = parse_options(PROG, argv, OPTIONS)
+    req = messages.CancelJobsRequest(requester_uid=os.getuid())
+    quiet = False
+    filtered = False
+    for key, value, spelled in own_options(PROG, opts, USAGE, full_help("SCANCEL")):
+        if key == "quiet":
+            quiet = True
+        elif key in _APPLY:
+            filtered = _APPLY[key](req, key, value) or filtered
+    _add_job_ids(req, positional)
     if not req.job_ids and not req.array_tasks and not filtered:
         raise CommandError("scancel: error: No job identification provided")
     try:

@@ -9,6 +9,10 @@
     scontrol hold|uhold|release|requeue|requeuehold ID[,ID...] [ID...]
     scontrol token [lifespan=SECONDS]
     scontrol top ID[,ID...]
+
+Each show subcommand imports its output family (cli.formats.show_job,
+show_node, show_cluster) where it prints: start-up that ping, update and the
+job controls do without (bench/README.md).
 """
 from __future__ import annotations
 
@@ -39,13 +43,6 @@ NODE_STATES = ("DRAIN", "RESUME", "UNDRAIN", "DOWN", "IDLE")
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 
 
-def _formats():
-    """cli.formats, loaded by the show subcommands only: 1 ms of start-up that
-    ping, update and the job controls do without."""
-    from cli import formats  # here: see the docstring
-    return formats
-
-
 def ping_line(host: str, up: bool) -> str:
     return f"Slurmctld(primary) at {host} is {'UP' if up else 'DOWN'}\n"
 
@@ -58,6 +55,86 @@ def _match(word: str, choices: tuple[str, ...], minimum: int = 1) -> str | None:
     if exact:
         return exact[0]
     return hits[0] if len(hits) == 1 else None
+
+
+# --- scontrol update job: Key=Value pairs and what each changes ---------------------------
+
+
+def _update_words(args: list[str]):
+    """(word, key, value) per pair: "Key=Value", "Key Value", or a bare "Nice"
+    (value None: Nice=100)."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        tag, eq, val = word.partition("=")
+        i += 1
+        if not eq:
+            if _job_key(tag) == "nice":
+                yield word, "nice", None
+                continue
+            if i >= len(args):
+                raise CommandError(f"Invalid input: {word}\nRequest aborted")
+            val = args[i]                   # "TimeLimit 10" also works
+            word = f"{tag}={val}"
+            i += 1
+        yield word, _job_key(tag), val
+
+
+def _num_nodes(req: messages.UpdateJobRequest, val: str, err: TextIO) -> None:
+    try:
+        lo, _, hi = val.partition("-")
+        req.min_nodes = int(lo)
+        req.max_nodes = int(hi) if hi else 0
+        if req.min_nodes < 1 or (hi and req.max_nodes < req.min_nodes):
+            raise ValueError
+    except ValueError:
+        raise CommandError(f"scontrol: error: Invalid node count specified: {val}") from None
+
+
+def _nice(req: messages.UpdateJobRequest, val: str | None, err: TextIO) -> None:
+    if val is None:
+        req.nice = 100          # a bare "Nice" means Nice=100
+        return
+    try:
+        nice = int(val)
+    except ValueError:
+        nice = 0                # strtoll: garbage reads as 0
+    if abs(nice) > NICE_MAX:
+        raise CommandError(f"scontrol: error: Nice value out of range (+/- {NICE_MAX})."
+                           " Value ignored")
+    req.nice = nice
+
+
+def _priority(req: messages.UpdateJobRequest, val: str, err: TextIO) -> None:
+    if not val.isdigit() or int(val) > 0xFFFFFFFF:     # parse_uint32
+        raise CommandError(f"scontrol: error: Invalid Priority value: {val}")
+    req.priority = int(val)
+
+
+def _moment(field: str):
+    """StartTime=, Deadline=: a Slurm time. One Slurm cannot read is reported
+    and changes nothing of this key (often: "No changes")."""
+    def apply(req: messages.UpdateJobRequest, val: str, err: TextIO) -> None:
+        try:
+            when = slurm.parse_time(val, time.time())
+        except ValueError as e:
+            print(e, file=err)
+            return
+        if when:
+            setattr(req, field, when)
+    return apply
+
+
+def _into(field: str):
+    return lambda req, val, err: setattr(req, field, val)
+
+
+_JOB_UPDATES = {
+    "partition": _into("partition"), "name": _into("name"), "comment": _into("comment"),
+    "dependency": _into("dependency"), "numnodes": _num_nodes, "nice": _nice,
+    "priority": _priority, "starttime": _moment("begin_time"), "deadline": _moment("deadline"),
+}
+
 
 
 class Scontrol:
@@ -142,10 +219,10 @@ class Scontrol:
             if not j.now:
                 j.now = reply.now
         mem = self._default_mem(jobs)
-        formats = _formats()
+        from cli.formats.show_job import scontrol_show_job  # here: each show loads only its family
         for j in sorted(jobs, key=lambda j: j.job_id):
-            self.out.write(formats.scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
-                                                     details=self.details))
+            self.out.write(scontrol_show_job([j], self.oneliner, mem.get(j.partition, 0),
+                                             details=self.details))
         return 0
 
     def _default_mem(self, jobs) -> dict[str, int]:
@@ -170,7 +247,8 @@ class Scontrol:
         elif not nodes:
             self.out.write("No nodes in the system\n")
             return 0
-        self.out.write(_formats().scontrol_show_node(nodes, self.oneliner, self.details))
+        from cli.formats.show_node import scontrol_show_node  # here: each show loads only its family
+        self.out.write(scontrol_show_node(nodes, self.oneliner, self.details))
         return 0
 
     def show_partition(self, name: str | None) -> int:
@@ -184,7 +262,8 @@ class Scontrol:
                 raise CommandError(f"Partition {name} not found")
             self.out.write("No partitions in the system\n")
             return 0
-        self.out.write(_formats().scontrol_show_partition(parts, self.oneliner))
+        from cli.formats.show_cluster import scontrol_show_partition  # here: each show loads only its family
+        self.out.write(scontrol_show_partition(parts, self.oneliner))
         return 0
 
     def show_topology(self, name: str | None) -> int:
@@ -196,7 +275,8 @@ class Scontrol:
         if name is None:
             if not switches:
                 print("scontrol: error: No topology information available", file=self.err)
-            self.out.write(_formats().scontrol_show_topology(switches))
+            from cli.formats.show_cluster import scontrol_show_topology  # here: each show loads only its family
+            self.out.write(scontrol_show_topology(switches))
             return 0
         picked = [s for s in switches if s.name == name]
         if not picked:
@@ -211,14 +291,16 @@ class Scontrol:
             print("scontrol: error: Topology information contains no switch or node named "
                   f"{name}", file=self.err)
             return 0
-        self.out.write(_formats().scontrol_show_topology(picked))
+        from cli.formats.show_cluster import scontrol_show_topology  # here: each show loads only its family
+        self.out.write(scontrol_show_topology(picked))
         return 0
 
     def show_config(self) -> int:
         with controller_errors("slurm_load_ctl_conf error: "):
             conf = self.api.call("GetConfig", messages.GetConfigRequest())
             ping = self.api.call("Ping", messages.PingRequest())
-        self.out.write(_formats().scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
+        from cli.formats.show_cluster import scontrol_show_config  # here: each show loads only its family
+        self.out.write(scontrol_show_config(dict(conf.settings), ping.now or int(time.time())))
         self.out.write("\n" + ping_line(ping.controller_host or "localhost", True))
         return 0
 
@@ -281,70 +363,13 @@ class Scontrol:
         req = messages.UpdateJobRequest(requester_uid=os.getuid())
         job_id = ""
         time_limit: str | None = None
-        i = 0
-        while i < len(args):
-            word = args[i]
-            tag, eq, val = word.partition("=")
-            if not eq:
-                if _job_key(tag) == "nice":
-                    req.nice = 100          # a bare "Nice" means Nice=100
-                    i += 1
-                    continue
-                if i + 1 < len(args):       # "TimeLimit 10" also works
-                    i += 1
-                    val = args[i]
-                    word = f"{tag}={val}"
-                else:
-                    raise CommandError(f"Invalid input: {word}\nRequest aborted")
-            key = _job_key(tag)
-            i += 1
+        for word, key, val in _update_words(args):
             if key == "jobid":
                 job_id = val
             elif key == "timelimit":
-                time_limit = val
-            elif key == "partition":
-                req.partition = val
-            elif key == "numnodes":
-                try:
-                    lo, _, hi = val.partition("-")
-                    req.min_nodes = int(lo)
-                    req.max_nodes = int(hi) if hi else 0
-                    if req.min_nodes < 1 or (hi and req.max_nodes < req.min_nodes):
-                        raise ValueError
-                except ValueError:
-                    raise CommandError(f"scontrol: error: Invalid node count specified: {val}") from None
-            elif key == "name":
-                req.name = val
-            elif key == "comment":
-                req.comment = val
-            elif key == "dependency":
-                req.dependency = val
-            elif key == "nice":
-                try:
-                    nice = int(val)
-                except ValueError:
-                    nice = 0                # strtoll: garbage reads as 0
-                if abs(nice) > NICE_MAX:
-                    raise CommandError(f"scontrol: error: Nice value out of range (+/- {NICE_MAX})."
-                                       " Value ignored")
-                req.nice = nice
-            elif key == "priority":
-                if not val.isdigit() or int(val) > 0xFFFFFFFF:     # parse_uint32
-                    raise CommandError(f"scontrol: error: Invalid Priority value: {val}")
-                req.priority = int(val)
-            elif key in ("starttime", "deadline"):
-                try:
-                    when = slurm.parse_time(val, time.time())
-                except ValueError as e:
-                    # Slurm says so and updates nothing of this key (often: "No changes")
-                    print(e, file=self.err)
-                    continue
-                if not when:
-                    continue
-                if key == "starttime":
-                    req.begin_time = when
-                else:
-                    req.deadline = when
+                time_limit = val        # read once the job id is known: "+10" needs the job
+            elif key in _JOB_UPDATES:
+                _JOB_UPDATES[key](req, val, self.err)
             else:
                 raise CommandError(f"Update of this parameter is not supported: {word}\n"
                                    "Request aborted")

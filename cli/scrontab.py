@@ -193,7 +193,9 @@ def _edit(api, user: str, home: str, err: TextIO) -> int:
         os.unlink(path)
 
 
-def _scrontab(argv: list[str], api, out: TextIO, err: TextIO, stdin=None) -> int:
+def _command_line(argv: list[str], out: TextIO) -> tuple[str, str, list[str]] | None:
+    """(user name, action -e/-l/-r, files) as the command line gives them;
+    None once --help or --usage has answered."""
     user_name, action, files = "", "", []
     i = 0
     while i < len(argv):
@@ -210,12 +212,9 @@ def _scrontab(argv: list[str], api, out: TextIO, err: TextIO, stdin=None) -> int
             i += 1
         elif a.startswith("-u") and len(a) > 2:
             user_name = a[2:]
-        elif a in ("-h", "--help"):
-            out.write(HELP)
-            return 0
-        elif a == "--usage":
-            out.write(USAGE)
-            return 0
+        elif a in ("-h", "--help", "--usage"):
+            out.write(USAGE if a == "--usage" else HELP)
+            return None
         elif a.startswith("-") and a != "-":
             raise CommandError(f"scrontab: invalid option -- '{a.lstrip('-')}'\n" + USAGE.rstrip(), 1)
         else:
@@ -223,6 +222,14 @@ def _scrontab(argv: list[str], api, out: TextIO, err: TextIO, stdin=None) -> int
         i += 1
     if (action and files) or len(files) > 1 or not (action or files):
         raise CommandError(USAGE.rstrip(), 1)
+    return user_name, action, files
+
+
+def _scrontab(argv: list[str], api, out: TextIO, err: TextIO, stdin=None) -> int:
+    asked = _command_line(argv, out)
+    if asked is None:
+        return 0
+    user_name, action, files = asked
     user, home = _user(user_name)
     api = api or make_api()
     if action == "-l":

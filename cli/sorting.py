@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from cli import formats
+from cli.formats.jobs import job_used_seconds
 from lingjun import slurm
 TYPE_CHECKING = False     # typing's own flag: typing and protobuf stay out of the start-up
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _start_key(job: api_pb2.JobInfo, now: int) -> int:
 def _time_left(job: api_pb2.JobInfo, now: int) -> float:
     if job.time_limit_min < 0:
         return _BIG
-    return job.time_limit_min * 60 - formats.job_used_seconds(job, now)
+    return job.time_limit_min * 60 - job_used_seconds(job, now)
 
 
 def _first_host(nodes: str) -> tuple:
@@ -107,7 +107,7 @@ SQUEUE_KEYS: dict[str, Callable[[api_pb2.JobInfo, int], object] | None] = {
     "l": lambda j, now: _BIG if j.time_limit_min < 0 else j.time_limit_min,
     "L": _time_left,
     "m": lambda j, now: j.mem_per_node_mb,
-    "M": lambda j, now: formats.job_used_seconds(j, now),
+    "M": lambda j, now: job_used_seconds(j, now),
     "N": lambda j, now: _first_host(j.nodes),
     "p": lambda j, now: j.priority, "Q": lambda j, now: j.priority,
     "P": lambda j, now: j.partition,

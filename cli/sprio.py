@@ -160,12 +160,7 @@ def _sprio(argv: list[str], api, out: TextIO, err: TextIO) -> int:
                 _job_ids(req, value)
         elif key == "user":
             users = True
-            for u in comma_list(value):
-                name = resolve_user(u)
-                if name is None:
-                    print(f"sprio: error: Invalid user: {u}\n", file=err)
-                    name = ""                 # matches no job, as Slurm's
-                req.users.append(name)
+            _add_users(req, value, err)
         elif key == "partition":
             req.partitions.extend(comma_list(value))
     if jobs_bare and positional:
@@ -191,6 +186,16 @@ def _sprio(argv: list[str], api, out: TextIO, err: TextIO) -> int:
     rows = _sorted([_row(j, weights) for j in jobs], sort)
     out.write("".join(lines + [render(fields, r) for r in rows]))
     return 0
+
+
+def _add_users(req, value: str, err: TextIO) -> None:
+    """-u: the users' jobs; a name that is no user matches no job, as Slurm's."""
+    for u in comma_list(value):
+        name = resolve_user(u)
+        if name is None:
+            print(f"sprio: error: Invalid user: {u}\n", file=err)
+            name = ""
+        req.users.append(name)
 
 
 def _job_ids(req, value: str) -> None:

@@ -196,12 +196,10 @@ def _srun_own_allocation(api, o: RunOptions, env, work_dir: str, stop: _Interrup
     return rc
 
 
-def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interrupts, err,
-              job_name: str) -> int:
-    # A bare srun inside a job runs the job's shape: its SLURM_NTASKS, SLURM_NNODES,
-    # SLURM_GPUS_PER_TASK... are srun's input variables (cli/srun_options.py).
-    in_job = bool(o.jobid or os.environ.get("SLURM_JOB_ID"))
-    per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
+def _step_request(o: RunOptions, job_id: int, env, work_dir: str, in_job: bool,
+                  per_node) -> api_pb2.RunStepRequest:
+    """RunStep's request: the step's shape, command and files (a pattern with
+    a per-task letter is opened by the nodes, any other by srun here)."""
     req = api_pb2.RunStepRequest(
         job_id=job_id, num_nodes=o.min_nodes, num_tasks=o.ntasks,
         ntasks_per_node=o.ntasks_per_node, cpus_per_task=o.cpus_per_task,
@@ -219,6 +217,16 @@ def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interr
         req.mem_per_node_mb = o.mem_mb
     elif in_job and o.mem_per_cpu_mb is not None:
         req.mem_per_cpu_mb = o.mem_per_cpu_mb
+    return req
+
+
+def _run_step(api, o: RunOptions, job_id: int, env, work_dir: str, stop: _Interrupts, err,
+              job_name: str) -> int:
+    # A bare srun inside a job runs the job's shape: its SLURM_NTASKS, SLURM_NNODES,
+    # SLURM_GPUS_PER_TASK... are srun's input variables (cli/srun_options.py).
+    in_job = bool(o.jobid or os.environ.get("SLURM_JOB_ID"))
+    per_node = lambda p: bool(p) and any(x in p for x in PER_TASK_LETTERS)  # noqa: E731
+    req = _step_request(o, job_id, env, work_dir, in_job, per_node)
     stream = _StepStream(api, req, stop)
     output: StepOutput | None = None
     said_busy = False

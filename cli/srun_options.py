@@ -268,44 +268,9 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str,
             continue
         if key == "ignore":
             ignored.append(spelled)
-        elif key == "nodelist":
-            try:
-                v["nodelist"] = tuple(slurm.expand_hostlist(value))
-            except Exception:  # noqa: BLE001 - python-hostlist's BadHostlist and friends
-                raise _err(prog, f"Invalid node name specified: {value}") from None
-        elif key == "kill-on-bad-exit":
-            if value not in (None, "0", "1"):
-                raise _err(prog, f'Invalid numeric value "{value}" for --kill-on-bad-exit.')
-            v["kill_on_bad_exit"] = value != "0"
-        elif key == "input":
-            if value.lower() != "none":
-                raise _err(prog, f"--input={value} is not supported yet (only none)")
-        elif key == "mpi":
-            if value == "list":
-                raise Reply("MPI plugin types are...\n" + "".join(f"\t{t}\n" for t in MPI_TYPES))
-            if value not in MPI_TYPES:
-                raise _err(prog, f"Invalid MPI type '{value}', --mpi=list for acceptable types")
-            v["mpi"] = value
-        elif key == "jobid":
-            head = value.split(".")[0].strip()
-            if not slurm.is_job_id(head) or int(head) < 1:
-                raise _err(prog, f'Invalid numeric value "{value}" for --jobid.')
-            v["jobid"] = int(head)
-        elif key in _GPU_KEYS:
-            v.update(_gpu_option(prog, key, value, v.get("gpu_type", "")))
-            v["gpus_given"] = True
-        elif key == "gpu-bind":
-            v["gpu_bind"] = parse_gpu_bind(prog, value)
-        elif key == "nice":
-            try:
-                v["nice"] = int(value) if value not in (None, "") else 100
-            except ValueError:
-                raise _err(prog, "Invalid --nice value") from None
-        elif key in ("label", "unbuffered", "overlap", "quiet"):
-            v[key] = True
-        elif key == "verbose":
-            pass
-        else:  # plain strings: export, output, error
+        elif key in _RUN_OPTIONS:
+            _RUN_OPTIONS[key](prog, key, value, v)
+        elif key != "verbose":  # plain strings: export, output, error
             v[key.replace("-", "_")] = value
     if ignored:
         v["ignored"] = tuple(ignored)
@@ -316,7 +281,70 @@ def _parse(prog: str, argv: list[str], table: list[Opt], usage: str,
     return RunOptions(**v)
 
 
-_GPU_KEYS = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
+# --- srun's and salloc's own options: what each sets in RunOptions' fields (v) ------------
+
+
+def _nodelist(prog: str, key: str, value: str, v: dict) -> None:
+    try:
+        v["nodelist"] = tuple(slurm.expand_hostlist(value))
+    except Exception:  # noqa: BLE001 - python-hostlist's BadHostlist and friends
+        raise _err(prog, f"Invalid node name specified: {value}") from None
+
+
+def _kill_on_bad_exit(prog: str, key: str, value: str | None, v: dict) -> None:
+    if value not in (None, "0", "1"):
+        raise _err(prog, f'Invalid numeric value "{value}" for --kill-on-bad-exit.')
+    v["kill_on_bad_exit"] = value != "0"
+
+
+def _input(prog: str, key: str, value: str, v: dict) -> None:
+    if value.lower() != "none":
+        raise _err(prog, f"--input={value} is not supported yet (only none)")
+
+
+def _mpi(prog: str, key: str, value: str, v: dict) -> None:
+    if value == "list":
+        raise Reply("MPI plugin types are...\n" + "".join(f"\t{t}\n" for t in MPI_TYPES))
+    if value not in MPI_TYPES:
+        raise _err(prog, f"Invalid MPI type '{value}', --mpi=list for acceptable types")
+    v["mpi"] = value
+
+
+def _jobid(prog: str, key: str, value: str, v: dict) -> None:
+    head = value.split(".")[0].strip()
+    if not slurm.is_job_id(head) or int(head) < 1:
+        raise _err(prog, f'Invalid numeric value "{value}" for --jobid.')
+    v["jobid"] = int(head)
+
+
+def _gpus(prog: str, key: str, value: str, v: dict) -> None:
+    v.update(_gpu_option(prog, key, value, v.get("gpu_type", "")))
+    v["gpus_given"] = True
+
+
+def _gpu_bind(prog: str, key: str, value: str, v: dict) -> None:
+    v["gpu_bind"] = parse_gpu_bind(prog, value)
+
+
+def _nice(prog: str, key: str, value: str | None, v: dict) -> None:
+    try:
+        v["nice"] = int(value) if value not in (None, "") else 100
+    except ValueError:
+        raise _err(prog, "Invalid --nice value") from None
+
+
+def _flag(prog: str, key: str, value: None, v: dict) -> None:
+    v[key] = True
+
+
+_RUN_OPTIONS = {
+    "nodelist": _nodelist, "kill-on-bad-exit": _kill_on_bad_exit, "input": _input,
+    "mpi": _mpi, "jobid": _jobid, "gpu-bind": _gpu_bind, "nice": _nice,
+    **{k: _gpus for k in ("gres", "gpus", "gpus-per-node", "gpus-per-task")},
+    **{k: _flag for k in ("label", "unbuffered", "overlap", "quiet")},
+}
+
+
 GPU_BIND_KINDS = ("closest", "none", "single", "map_gpu", "per_task")
 
 

@@ -1,6 +1,6 @@
 """The project's HTTP listeners, on aiohttp's server, hardened alike.
 
-Two kinds use it: ``lingjun restd`` (cli/restd.py, a process of its own) and
+Two kinds use it: ``lingjun restd`` (lingjun_restd/daemon.py, a process of its own) and
 the read-only doors the daemons serve from their own asyncio loop (the
 controller's ``/metrics`` and dashboard, each agent's ``/metrics``:
 ``HttpDoor`` below). Served on the loop, not in a thread as

@@ -26,7 +26,7 @@ import time
 from collections import namedtuple
 TYPE_CHECKING = False     # typing's own flag, without importing typing (start-up time)
 if TYPE_CHECKING:
-    from typing import Mapping, TextIO
+    from typing import Callable, Mapping, TextIO
 
 from lingjun import messages, slurm
 from lingjun.job_options import JOB_OPTIONS, MEMORY_FIELDS, env_variables, memory_conflict
@@ -478,6 +478,47 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
         return Parsed(messages.SubmitJobRequest(), info=VERSION)
 
     wrap = next((v for k, v, _ in reversed(cli_opts) if k == "wrap"), None)
+    script, default_name, script_args, command = _script(wrap, positional, stdin, cwd)
+
+    directive_warnings: list[str] = []
+    script_opts, _ = _parse(script_directives(script, positional[0] if positional and wrap is None
+                                              else "stdin", directive_warnings), stop=False)
+    env_opts = _env_options(env)
+    script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
+
+    parsed = Parsed(messages.SubmitJobRequest(client_token=os.urandom(16).hex()))
+    parsed.warnings.extend(directive_warnings)
+    spec = parsed.request.spec
+    spec.name = default_name
+    spec.script = script
+    spec.argv.extend(script_args)
+    spec.command = command
+    spec.batch = True
+    export = ""
+    for key, value, spelled in script_opts + env_opts + cli_opts:
+        try:
+            export = _apply(parsed, spec, key, value, spelled, cwd, export)
+        except ValueError:
+            # A number too large for the request's field (protobuf refuses it):
+            # Slurm's words for a number it cannot take (found by the fuzz).
+            raise _err(f'Invalid numeric value "{value}" for {spelled}.') from None
+
+    spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
+    spec.export_spec = export or "ALL"
+    spec.environment.update(build_environment(export, env))
+    # Slurm's sbatch records the submitter's umask; the job's files are created with it.
+    spec.environment.setdefault("SLURM_UMASK", env.get("SLURM_UMASK") or _umask_text())
+    spec.submit_dir = cwd
+    spec.submit_host = os.uname().nodename.split(".")[0]   # gethostname(), without socket
+    spec.user, spec.uid, spec.gid, spec.group = slurm.current_user()
+    return parsed
+
+
+def _script(wrap: str | None, positional: list[str], stdin: TextIO | str | None,
+            cwd: str) -> tuple[str, str, list[str], str]:
+    """The batch script (--wrap's, the file named, or standard input) ->
+    (script, default job name, script arguments, command path). Slurm's
+    words for a script it would not take."""
     command = ""
     if wrap is not None:
         if positional:
@@ -513,10 +554,11 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
                           "sbatch: error: instead of expected UNIX line breaks (\\n).", 1)
     if "\0" in script:
         raise _err("The SLURM controller does not allow scripts that contain a NULL character '\\0'.", 1)
+    return script, default_name, script_args, command
 
-    directive_warnings: list[str] = []
-    script_opts, _ = _parse(script_directives(script, positional[0] if positional and wrap is None
-                                              else "stdin", directive_warnings), stop=False)
+
+def _env_options(env: Mapping[str, str]) -> list[tuple[str, str | None, str]]:
+    """SBATCH_* input variables as options (sbatch.1), under the script's and the command line's."""
     env_opts = []
     by_name = {o.long[0]: o for o in ALL_OPTIONS}
     for var, name in ENV_OPTIONS.items():
@@ -526,34 +568,7 @@ def parse_args(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, st
             if name == "requeue" and (value or "").lower() != "expedite":
                 value = None            # SBATCH_REQUEUE=1 (any set value) is a plain --requeue
             env_opts.append((opt.key, value or None if opt.arg == OPTIONAL else value, var))
-    script_opts, env_opts = _one_memory_option(script_opts, env_opts, cli_opts)
-
-    parsed = Parsed(messages.SubmitJobRequest(client_token=os.urandom(16).hex()))
-    parsed.warnings.extend(directive_warnings)
-    spec = parsed.request.spec
-    spec.name = default_name
-    spec.script = script
-    spec.argv.extend(script_args)
-    spec.command = command
-    spec.batch = True
-    export = ""
-    for key, value, spelled in script_opts + env_opts + cli_opts:
-        try:
-            export = _apply(parsed, spec, key, value, spelled, cwd, export)
-        except ValueError:
-            # A number too large for the request's field (protobuf refuses it):
-            # Slurm's words for a number it cannot take (found by the fuzz).
-            raise _err(f'Invalid numeric value "{value}" for {spelled}.') from None
-
-    spec.work_dir = os.path.normpath(os.path.join(cwd, spec.work_dir)) if spec.work_dir else cwd
-    spec.export_spec = export or "ALL"
-    spec.environment.update(build_environment(export, env))
-    # Slurm's sbatch records the submitter's umask; the job's files are created with it.
-    spec.environment.setdefault("SLURM_UMASK", env.get("SLURM_UMASK") or _umask_text())
-    spec.submit_dir = cwd
-    spec.submit_host = os.uname().nodename.split(".")[0]   # gethostname(), without socket
-    spec.user, spec.uid, spec.gid, spec.group = slurm.current_user()
-    return parsed
+    return env_opts
 
 
 def _one_memory_option(script_opts, env_opts, cli_opts):
@@ -573,139 +588,6 @@ def _one_memory_option(script_opts, env_opts, cli_opts):
     return script_opts, env_opts
 
 
-def _apply(parsed: Parsed, spec: messages.JobSpec, key: str, value: str | None, spelled: str,
-           cwd: str, export: str) -> str:
-    """Apply one option to the spec; returns the --export value so far."""
-    if key.startswith("ignore:"):
-        parsed.warnings.append(f"sbatch: warning: {spelled} is not supported yet; ignored")
-        return export
-    if key.startswith("unsupported:"):
-        raise _err(f"--{key.split(':', 1)[1]} is not supported by this cluster yet", 1)
-    shared = JOB_OPTIONS.get(key)
-    if shared is not None and shared.reader is not None:
-        if key in MEMORY_FIELDS:    # the later one wins within one source
-            for other in MEMORY_FIELDS.values():
-                spec.ClearField(other)
-        for name, v in shared.read(PROG, value).items():
-            setattr(spec, name, v)
-        return export
-    if key == "error":
-        spec.stderr_pattern = value
-    elif key == "export":
-        export = value
-    elif key == "gpus":
-        gpu_type, spec.gpus = parse_gpu_count(value, "--gpus")
-        spec.gpu_type = gpu_type or spec.gpu_type
-    elif key == "gpus-per-node":
-        gpu_type, spec.gpus_per_node = parse_gpu_count(value, "--gpus-per-node")
-        spec.gpu_type = gpu_type or spec.gpu_type
-    elif key == "gres":
-        gres = parse_gres(value)
-        spec.gpus_per_node = gres.gpus
-        spec.shards_per_node, spec.mps_per_node = gres.shards, gres.mps
-        spec.gpu_mem_limit_mb = gres.gpu_mem_mb
-        spec.gpu_type = gres.gpu_type or spec.gpu_type
-    elif key == "hold":
-        spec.hold = True
-    elif key == "input":
-        spec.stdin_path = value
-    elif key == "nice":
-        try:
-            spec.nice = int(value) if value not in (None, "") else 100
-        except ValueError:
-            raise _err("Invalid --nice value") from None
-    elif key == "no-requeue":
-        spec.requeue = False
-    elif key == "requeue":
-        spec.requeue = True
-        if value not in (None, ""):
-            if value.lower() != "expedite":        # Slurm 25.11's one mode
-                raise _err(f"Invalid --requeue specification: {value}")
-            spec.requeue_expedite = True
-    elif key == "open-mode":
-        v = value.lower()
-        if v in ("a", "append"):
-            spec.open_mode = "append"
-        elif v in ("t", "truncate"):
-            spec.open_mode = "truncate"
-        else:
-            raise _err(f"Invalid --open-mode argument: {value}")
-    elif key == "output":
-        spec.stdout_pattern = value
-    elif key == "parsable":
-        parsed.parsable = True
-    elif key == "quiet":
-        parsed.quiet = True
-    elif key == "test-only":
-        parsed.request.test_only = True
-    elif key == "wait":
-        parsed.wait = True
-    elif key == "wrap":
-        pass  # handled before the script is read
-    elif key == "launcher":
-        from lingjun import launchers    # here: few submissions name one
-        if value not in launchers.LAUNCHERS:
-            raise _err(f"Invalid --launcher argument: {value} (one of {', '.join(launchers.NAMES)})")
-        spec.launcher = value
-    elif key == "nodelist":
-        spec.req_nodes = _hostlist(value)
-    elif key == "exclude":
-        spec.exc_nodes = _hostlist(value)
-    elif key == "constraint":
-        try:
-            slurm.parse_constraint(value)
-        except ValueError:
-            raise CommandError("sbatch: error: Batch job submission failed: "
-                               "Invalid feature specification", 1) from None
-        spec.constraint = value
-    elif key == "gpus-per-task":
-        gpu_type, spec.gpus_per_task = parse_gpu_count(value, "--gpus-per-task")
-        spec.gpu_type = gpu_type or spec.gpu_type
-    elif key == "signal":
-        try:
-            spec.signal, spec.signal_time_s, spec.signal_flags = slurm.parse_warn_signal(value)
-        except ValueError:
-            raise _err("Invalid --signal specification") from None
-    elif key == "mail-type":
-        try:
-            spec.mail_type = slurm.parse_mail_type(value)
-        except ValueError:
-            raise _err(f"--mail-type={value} invalid") from None
-    elif key == "mail-user":
-        spec.mail_user = value
-    elif key == "array":
-        spec.array = value   # checked by the controller against its MaxArraySize
-    elif key == "dependency":
-        spec.dependency = value   # the controller judges it ("Job dependency problem")
-    elif key == "kill-on-invalid-dep":
-        if value.lower() not in ("yes", "no"):
-            raise _err("Invalid --kill-on-invalid-dep specification")
-        spec.kill_on_invalid_dep = value.lower() == "yes"
-    elif key == "max-restarts":
-        spec.max_restarts = _int(value, "--max-restarts", 0)
-    elif key == "hang-timeout":      # Slurm time syntax, "0:30" = 30 s
-        try:
-            secs = slurm.parse_time_seconds(value)
-        except ValueError:
-            raise _err("Invalid --hang-timeout specification") from None
-        if secs < 0:
-            raise _err("Invalid --hang-timeout specification")
-        spec.hang_timeout_s = secs
-    elif key in ("begin", "deadline"):
-        try:
-            when = slurm.parse_time(value, time.time())
-        except ValueError as e:
-            raise CommandError(f"{e}\nsbatch: error: Invalid --{key} specification",
-                               USAGE_RC) from None
-        if not when:
-            raise _err(f"Invalid --{key} specification")
-        if key == "begin":
-            spec.begin_time = when
-        else:
-            spec.deadline = when
-    return export
-
-
 def _hostlist(value: str) -> str:
     """-w / -x: a hostlist expression, kept compressed; Slurm's words when it is not one."""
     try:
@@ -717,6 +599,182 @@ def _hostlist(value: str) -> str:
         raise CommandError("sbatch: error: Batch job submission failed: "
                            "Invalid node name specified", 1)
     return slurm.compress_hostlist(names)
+
+
+def _apply(parsed: Parsed, spec: messages.JobSpec, key: str, value: str | None, spelled: str,
+           cwd: str, export: str) -> str:
+    """Apply one option to the spec; returns the --export value so far."""
+    if key.startswith("ignore:"):
+        parsed.warnings.append(f"sbatch: warning: {spelled} is not supported yet; ignored")
+        return export
+    if key.startswith("unsupported:"):
+        raise _err(f"--{key.split(':', 1)[1]} is not supported by this cluster yet", 1)
+    if key == "export":
+        return value
+    shared = JOB_OPTIONS.get(key)
+    if shared is not None and shared.reader is not None:
+        if key in MEMORY_FIELDS:    # the later one wins within one source
+            for other in MEMORY_FIELDS.values():
+                spec.ClearField(other)
+        for name, v in shared.read(PROG, value).items():
+            setattr(spec, name, v)
+        return export
+    apply = _SBATCH_OPTIONS.get(key)
+    if apply is not None:
+        apply(parsed, spec, value)
+    return export
+
+
+# --- sbatch's own options: what each does to the job (or to sbatch itself) ---------------
+# The options srun and salloc share are read by cli.job_options' table; these
+# are the rest, one entry each in _SBATCH_OPTIONS below.
+
+
+def _into(field: str, read: Callable[[str], object] | None = None):
+    """An option whose value (read, where a reader is given) goes into one field of the job."""
+    if read is None:
+        return lambda parsed, spec, value: setattr(spec, field, value)
+    return lambda parsed, spec, value: setattr(spec, field, read(value))
+
+
+def _set(field: str, on: bool):
+    return lambda parsed, spec, value: setattr(spec, field, on)
+
+
+def _tell_sbatch(attr: str):
+    """An option that changes what sbatch itself does (--parsable, --wait)."""
+    return lambda parsed, spec, value: setattr(parsed, attr, True)
+
+
+def _gpu_count(field: str, spelled: str):
+    """--gpus, --gpus-per-node, --gpus-per-task: "[type:]count"."""
+    def apply(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+        gpu_type, n = parse_gpu_count(value, spelled)
+        setattr(spec, field, n)
+        spec.gpu_type = gpu_type or spec.gpu_type
+    return apply
+
+
+def _gres(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    gres = parse_gres(value)
+    spec.gpus_per_node = gres.gpus
+    spec.shards_per_node, spec.mps_per_node = gres.shards, gres.mps
+    spec.gpu_mem_limit_mb = gres.gpu_mem_mb
+    spec.gpu_type = gres.gpu_type or spec.gpu_type
+
+
+def _nice(parsed: Parsed, spec: messages.JobSpec, value: str | None) -> None:
+    try:
+        spec.nice = int(value) if value not in (None, "") else 100
+    except ValueError:
+        raise _err("Invalid --nice value") from None
+
+
+def _requeue(parsed: Parsed, spec: messages.JobSpec, value: str | None) -> None:
+    spec.requeue = True
+    if value not in (None, ""):
+        if value.lower() != "expedite":        # Slurm 25.11's one mode
+            raise _err(f"Invalid --requeue specification: {value}")
+        spec.requeue_expedite = True
+
+
+_OPEN_MODES = {"a": "append", "append": "append", "t": "truncate", "truncate": "truncate"}
+
+
+def _open_mode(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    mode = _OPEN_MODES.get(value.lower())
+    if mode is None:
+        raise _err(f"Invalid --open-mode argument: {value}")
+    spec.open_mode = mode
+
+
+def _launcher(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    from lingjun import launchers    # here: few submissions name one
+    if value not in launchers.LAUNCHERS:
+        raise _err(f"Invalid --launcher argument: {value} (one of {', '.join(launchers.NAMES)})")
+    spec.launcher = value
+
+
+def _constraint(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    try:
+        slurm.parse_constraint(value)
+    except ValueError:
+        raise CommandError("sbatch: error: Batch job submission failed: "
+                           "Invalid feature specification", 1) from None
+    spec.constraint = value
+
+
+def _signal(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    try:
+        spec.signal, spec.signal_time_s, spec.signal_flags = slurm.parse_warn_signal(value)
+    except ValueError:
+        raise _err("Invalid --signal specification") from None
+
+
+def _mail_type(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    try:
+        spec.mail_type = slurm.parse_mail_type(value)
+    except ValueError:
+        raise _err(f"--mail-type={value} invalid") from None
+
+
+def _kill_on_invalid_dep(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    if value.lower() not in ("yes", "no"):
+        raise _err("Invalid --kill-on-invalid-dep specification")
+    spec.kill_on_invalid_dep = value.lower() == "yes"
+
+
+def _hang_timeout(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+    try:                            # Slurm time syntax, "0:30" = 30 s
+        secs = slurm.parse_time_seconds(value)
+    except ValueError:
+        raise _err("Invalid --hang-timeout specification") from None
+    if secs < 0:
+        raise _err("Invalid --hang-timeout specification")
+    spec.hang_timeout_s = secs
+
+
+def _moment(field: str, option: str):
+    """--begin, --deadline: a Slurm time ("now+1hour", "16:00", an ISO date)."""
+    def apply(parsed: Parsed, spec: messages.JobSpec, value: str) -> None:
+        try:
+            when = slurm.parse_time(value, time.time())
+        except ValueError as e:
+            raise CommandError(f"{e}\nsbatch: error: Invalid --{option} specification",
+                               USAGE_RC) from None
+        if not when:
+            raise _err(f"Invalid --{option} specification")
+        setattr(spec, field, when)
+    return apply
+
+
+_SBATCH_OPTIONS: dict[str, Callable[[Parsed, messages.JobSpec, str | None], None]] = {
+    "error": _into("stderr_pattern"), "output": _into("stdout_pattern"),
+    "input": _into("stdin_path"),
+    "gpus": _gpu_count("gpus", "--gpus"),
+    "gpus-per-node": _gpu_count("gpus_per_node", "--gpus-per-node"),
+    "gpus-per-task": _gpu_count("gpus_per_task", "--gpus-per-task"),
+    "gres": _gres,
+    "hold": _set("hold", True),
+    "nice": _nice,
+    "no-requeue": _set("requeue", False), "requeue": _requeue,
+    "open-mode": _open_mode,
+    "parsable": _tell_sbatch("parsable"), "quiet": _tell_sbatch("quiet"),
+    "wait": _tell_sbatch("wait"),
+    "test-only": lambda parsed, spec, value: setattr(parsed.request, "test_only", True),
+    "launcher": _launcher,
+    "nodelist": _into("req_nodes", _hostlist), "exclude": _into("exc_nodes", _hostlist),
+    "constraint": _constraint,
+    "signal": _signal,
+    "mail-type": _mail_type, "mail-user": _into("mail_user"),
+    "array": _into("array"),               # checked by the controller against its MaxArraySize
+    "dependency": _into("dependency"),     # the controller judges it ("Job dependency problem")
+    "kill-on-invalid-dep": _kill_on_invalid_dep,
+    "max-restarts": _into("max_restarts", lambda v: _int(v, "--max-restarts", 0)),
+    "hang-timeout": _hang_timeout,
+    "begin": _moment("begin_time", "begin"), "deadline": _moment("deadline", "deadline"),
+    # --wrap is read before the script is
+}
 
 
 def build_request(argv: list[str], stdin: TextIO | str | None, env: Mapping[str, str],

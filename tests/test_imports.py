@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("lingjun", "lingjund", "lingjun_agent", "cli", "bench")
+PACKAGES = ("lingjun", "lingjund", "lingjun_agent", "lingjun_restd", "cli", "bench")
 PARALLEL = 4
 
 # Runs in a fresh interpreter: argv[1] is a JSON list of module names; prints

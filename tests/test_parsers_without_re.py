@@ -6,7 +6,8 @@ import re
 
 from hypothesis import given, strategies as st
 
-from cli import common, formats
+from cli import common
+from cli.formats.fields import bad_format_letters, Field, parse_format
 from lingjun import slurm
 
 # the characters that matter to the patterns, and a few that \d or isalpha
@@ -20,9 +21,9 @@ def _parse_format_re(fmt: str):
         prefix = fmt[pos:m.start()]
         dot, width, letter = m.groups()
         if letter == "%":
-            fields.append(formats.Field("%", 0, False, prefix))
+            fields.append(Field("%", 0, False, prefix))
         else:
-            fields.append(formats.Field(letter, 0 if width in (None, "#") else int(width),
+            fields.append(Field(letter, 0 if width in (None, "#") else int(width),
                                         bool(dot), prefix, width == "#"))
         pos = m.end()
     return fields, fmt[pos:]
@@ -39,8 +40,8 @@ def _bad_letters_re(fmt: str) -> list[str]:
 
 @given(TEXT)
 def test_format_parsing_reads_as_the_pattern(fmt):
-    assert formats.parse_format(fmt) == _parse_format_re(fmt)
-    assert formats.bad_format_letters(fmt) == _bad_letters_re(fmt)
+    assert parse_format(fmt) == _parse_format_re(fmt)
+    assert bad_format_letters(fmt) == _bad_letters_re(fmt)
 
 
 @given(TEXT)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from cli import formats
+from cli.formats import squeue as squeue_format, show_job, sacct as sacct_format
 from cli.common import parse_array_selectors, select_array_tasks
 from tests.cli.golden_files import load
 from tests.cli.test_formats import PRIO, array_jobs, at, busy_jobs, job, sc_job, step, utc  # noqa: F401
 
 
-def squeue(jobs, fmt=formats.SQUEUE_DEFAULT_FORMAT, header=True, selectors=(), unfold=False):
-    return formats.squeue_table(select_array_tasks(jobs, list(selectors), unfold=unfold), fmt,
+def squeue(jobs, fmt=squeue_format.SQUEUE_DEFAULT_FORMAT, header=True, selectors=(), unfold=False):
+    return squeue_format.squeue_table(select_array_tasks(jobs, list(selectors), unfold=unfold), fmt,
                                 header=header)
 
 
@@ -61,12 +61,12 @@ def test_squeue_arrays_match_golden(name, render):
         "a plain job has no array index"])
 def test_squeue_array_letters(info, fmt, want):
     j = job(info.pop("job_id", 12), **info)
-    assert formats.squeue_table([j], fmt, header=False) == want + "\n"
+    assert squeue_format.squeue_table([j], fmt, header=False) == want + "\n"
 
 
 def test_squeue_O_array_fields():
     j = job(17, array_job_id=12, array_task_id=2, state="RUNNING", nodes="node1")
-    got = formats.squeue_O_table([j], "JobID:6,JobArrayID:8,ArrayJobID:6,ArrayTaskID:4",
+    got = squeue_format.squeue_O_table([j], "JobID:6,JobArrayID:8,ArrayJobID:6,ArrayTaskID:4",
                                  header=False)
     assert got == "17    12_2    12    2   \n"
 
@@ -82,7 +82,7 @@ def test_scontrol_show_job_array_matches_golden():
 def test_scontrol_shows_the_throttle():
     meta = job(12, "arr", array_job_id=12, array_task_id=-1, array_task_str="4-9%2",
                array_max_running=2)
-    first = formats.scontrol_show_job([meta]).splitlines()[0]
+    first = show_job.scontrol_show_job([meta]).splitlines()[0]
     assert first == "JobId=12 ArrayJobId=12 ArrayTaskId=4-9%2 ArrayTaskThrottle=2 JobName=arr"
 
 
@@ -113,7 +113,7 @@ FIVE = "JobID,JobName,State,ExitCode,NodeList"
         "tasks that never started fold into one A_[1-3] row, None assigned"])
 def test_sacct_arrays_match_golden(name, jobs):
     want = load(name).stdout
-    got = formats.sacct_table(jobs(), FIVE, parsable="parsable2")
+    got = sacct_format.sacct_table(jobs(), FIVE, parsable="parsable2")
     assert got == want, f"\nwant:\n{want}\ngot:\n{got}"
 
 
@@ -140,5 +140,5 @@ def test_after_completion_the_arrays_show_as_slurm_lists_them():
                    priority=PRIO - 12),
                job(17, "arr", "RUNNING", nodes="node4", array_job_id=12, array_task_id=2,
                    priority=PRIO - 12)]
-    got = formats.squeue_table([meta13] + running, "%i %T", header=False).splitlines()
+    got = squeue_format.squeue_table([meta13] + running, "%i %T", header=False).splitlines()
     assert got == want

@@ -15,7 +15,10 @@ import time
 
 import pytest
 
-from cli import formats
+from cli.formats.fields import FormatError
+from cli.formats.units import squeue_long_header
+from cli.formats import sacct as sacct_format, show_cluster, show_job, show_node
+from cli.formats import sinfo as sinfo_format, squeue as squeue_format
 from tests.cli.golden_files import load, without_arrays
 from lingjun.v1 import api_pb2
 
@@ -127,24 +130,24 @@ PART = api_pb2.PartitionInfo(name="debug", default=True, state="UP", max_time_mi
 # --- squeue ---------------------------------------------------------------------
 
 SQUEUE_CASES = [
-    ("squeue_default_empty", lambda: formats.squeue_table([])),
-    ("squeue_default_busy", lambda: formats.squeue_table(busy_jobs())),
-    ("squeue_o_reason", lambda: formats.squeue_table(
+    ("squeue_default_empty", lambda: squeue_format.squeue_table([])),
+    ("squeue_default_busy", lambda: squeue_format.squeue_table(busy_jobs())),
+    ("squeue_o_reason", lambda: squeue_format.squeue_table(
         busy_jobs(), "%.10i %.9P %.8j %.2t %.10M %.6D %R")),
-    ("squeue_o_fmt_header", lambda: formats.squeue_table(busy_jobs(), "%i %T %j %N")),
-    ("squeue_h_o_fmt", lambda: formats.squeue_table(busy_jobs(), "%i %T %j %N", header=False)),
-    ("squeue_long", lambda: formats.squeue_long_header(NOW_BUSY)
-     + formats.squeue_table(busy_jobs(), formats.SQUEUE_LONG_FORMAT)),
-    ("squeue_O_fields", lambda: formats.squeue_O_table(
+    ("squeue_o_fmt_header", lambda: squeue_format.squeue_table(busy_jobs(), "%i %T %j %N")),
+    ("squeue_h_o_fmt", lambda: squeue_format.squeue_table(busy_jobs(), "%i %T %j %N", header=False)),
+    ("squeue_long", lambda: squeue_long_header(NOW_BUSY)
+     + squeue_format.squeue_table(busy_jobs(), squeue_format.SQUEUE_LONG_FORMAT)),
+    ("squeue_O_fields", lambda: squeue_format.squeue_O_table(
         busy_jobs(), "JobID,Name,State,NodeList,NumNodes,NumCPUs,TimeLimit,Reason")),
-    ("squeue_O_widths", lambda: formats.squeue_O_table(
+    ("squeue_O_widths", lambda: squeue_format.squeue_O_table(
         busy_jobs(), "JobID:8,State:12,Name:10,ReasonList:30")),
-    ("squeue_states_pending", lambda: formats.squeue_table(
+    ("squeue_states_pending", lambda: squeue_format.squeue_table(
         [j for j in busy_jobs() if j.state == "PENDING"], "%i", header=False)),
-    ("squeue_j_T_running", lambda: formats.squeue_table([busy_jobs()[4]], "%T", header=False)),
-    ("squeue_j_t_pending_short", lambda: formats.squeue_table(
+    ("squeue_j_T_running", lambda: squeue_format.squeue_table([busy_jobs()[4]], "%T", header=False)),
+    ("squeue_j_t_pending_short", lambda: squeue_format.squeue_table(
         [busy_jobs()[9]], "%t", header=False)),
-    ("squeue_j_completed", lambda: formats.squeue_table(
+    ("squeue_j_completed", lambda: squeue_format.squeue_table(
         [job(18, "short", reason="Resources", submit="10:04:10")])),
 ]
 
@@ -180,27 +183,27 @@ def test_squeue_all_states_sorts_by_state_name_then_priority():
             job(5, state="RUNNING", nodes="node1"), job(7, state="RUNNING", nodes="node1"),
             job(9, state="RUNNING", nodes="node[2-3]"), job(10, state="RUNNING", nodes="node3")]
     want = without_arrays(load("squeue_default_after_completion").stdout)
-    assert formats.squeue_table(jobs, "%i %T", header=False) == want
+    assert squeue_format.squeue_table(jobs, "%i %T", header=False) == want
 
 
 # --- sinfo -------------------------------------------------------------------------
 
 SINFO_CASES = [
-    ("sinfo_default_idle", lambda: formats.sinfo_table(idle_nodes(), [PART])),
-    ("sinfo_default_busy", lambda: formats.sinfo_table(busy_nodes(), [PART])),
-    ("sinfo_fmt_idle", lambda: formats.sinfo_table(idle_nodes(), [PART], "%N %t %c %m", False)),
-    ("sinfo_fmt_busy", lambda: formats.sinfo_table(busy_nodes(), [PART], "%N %t %c %m", False)),
-    ("sinfo_Nh_fmt_idle", lambda: formats.sinfo_table(
+    ("sinfo_default_idle", lambda: sinfo_format.sinfo_table(idle_nodes(), [PART])),
+    ("sinfo_default_busy", lambda: sinfo_format.sinfo_table(busy_nodes(), [PART])),
+    ("sinfo_fmt_idle", lambda: sinfo_format.sinfo_table(idle_nodes(), [PART], "%N %t %c %m", False)),
+    ("sinfo_fmt_busy", lambda: sinfo_format.sinfo_table(busy_nodes(), [PART], "%N %t %c %m", False)),
+    ("sinfo_Nh_fmt_idle", lambda: sinfo_format.sinfo_table(
         idle_nodes(), [PART], "%N %t %c %m", False, node_oriented=True)),
-    ("sinfo_Nh_fmt_busy", lambda: formats.sinfo_table(
+    ("sinfo_Nh_fmt_busy", lambda: sinfo_format.sinfo_table(
         busy_nodes(), [PART], "%N %t %c %m %O %e %C", False, node_oriented=True)),
-    ("sinfo_Nl_idle", lambda: formats.squeue_long_header(at("10:04:02")) + formats.sinfo_table(
-        idle_nodes(), [PART], formats.SINFO_NODE_LONG_FORMAT, node_oriented=True)),
-    ("sinfo_Nl_busy", lambda: formats.squeue_long_header(NOW_BUSY) + formats.sinfo_table(
-        busy_nodes(), [PART], formats.SINFO_NODE_LONG_FORMAT, node_oriented=True)),
-    ("sinfo_summarize", lambda: formats.sinfo_table(
-        idle_nodes(), [PART], formats.SINFO_SUMMARIZE_FORMAT)),
-    ("err_sinfo_bad_partition", lambda: formats.sinfo_table(
+    ("sinfo_Nl_idle", lambda: squeue_long_header(at("10:04:02")) + sinfo_format.sinfo_table(
+        idle_nodes(), [PART], sinfo_format.SINFO_NODE_LONG_FORMAT, node_oriented=True)),
+    ("sinfo_Nl_busy", lambda: squeue_long_header(NOW_BUSY) + sinfo_format.sinfo_table(
+        busy_nodes(), [PART], sinfo_format.SINFO_NODE_LONG_FORMAT, node_oriented=True)),
+    ("sinfo_summarize", lambda: sinfo_format.sinfo_table(
+        idle_nodes(), [PART], sinfo_format.SINFO_SUMMARIZE_FORMAT)),
+    ("err_sinfo_bad_partition", lambda: sinfo_format.sinfo_table(
         idle_nodes(), [PART], partitions=["nosuchpart"])),
 ]
 
@@ -227,11 +230,11 @@ def test_sinfo_drained_node_reads_drain_and_counts_as_other():
     nodes = idle_nodes()
     nodes[3].drain = True
     nodes[3].reason = "bad gpu"
-    got = formats.sinfo_table(nodes, [PART])
+    got = sinfo_format.sinfo_table(nodes, [PART])
     assert got.splitlines()[1:] == [
         "debug*       up   infinite      3   idle node[1-3]",
         "debug*       up   infinite      1  drain node4"]
-    assert formats.sinfo_table(nodes, [PART], formats.SINFO_SUMMARIZE_FORMAT).splitlines()[1] \
+    assert sinfo_format.sinfo_table(nodes, [PART], sinfo_format.SINFO_SUMMARIZE_FORMAT).splitlines()[1] \
         == "debug*       up   infinite          0/3/1/4 node[1-4]"
 
 
@@ -239,7 +242,7 @@ def test_sinfo_drained_node_reads_drain_and_counts_as_other():
 
 
 def sc_job(j: api_pb2.JobInfo, **kw) -> str:
-    return formats.scontrol_show_job([j], **kw).replace("Sid=localhost:0", "Sid=localhost:1454")
+    return show_job.scontrol_show_job([j], **kw).replace("Sid=localhost:0", "Sid=localhost:1454")
 
 
 SCONTROL_JOB_CASES = [
@@ -300,14 +303,14 @@ def test_scontrol_show_job_matches_golden(name, render):
         "an allocated node shows AllocTRES", "a busy cluster"])
 def test_scontrol_show_node_matches_golden(name, nodes):
     want = load(name).stdout
-    got = formats.scontrol_show_node(nodes())
+    got = show_node.scontrol_show_node(nodes())
     assert got == want, f"\nwant:\n{want}\ngot:\n{got}"
 
 
 def test_scontrol_show_node_drained_state_and_reason():
     n = node("node1", 1, drain=True, reason="bad gpu", reason_user="root",
              reason_time=at("10:04:02"))
-    text = formats.scontrol_show_node([n])
+    text = show_node.scontrol_show_node([n])
     assert "   State=IDLE+DRAIN ThreadsPerCore=1" in text
     assert "   Reason=bad gpu [root@2026-12-02T10:04:02]\n" in text
 
@@ -321,7 +324,7 @@ def _gpu_node(**kw) -> api_pb2.NodeInfo:
 def test_scontrol_show_node_gres_shows_the_sockets_of_its_gpus():
     n = _gpu_node()
     n.gpu_devices.extend(api_pb2.GpuDevice(index=i, numa_node=i // 2) for i in range(4))
-    text = formats.scontrol_show_node([n])
+    text = show_node.scontrol_show_node([n])
     assert "   Gres=gpu:a100:4(S:0-1)\n   NodeAddr=" in text
     assert "GresUsed" not in text            # only with -d
 
@@ -329,25 +332,25 @@ def test_scontrol_show_node_gres_shows_the_sockets_of_its_gpus():
 def test_scontrol_show_node_gres_without_known_sockets_is_the_count():
     n = _gpu_node()
     n.gpu_devices.extend(api_pb2.GpuDevice(index=i, numa_node=-1) for i in range(4))
-    assert "   Gres=gpu:a100:4\n" in formats.scontrol_show_node([n])
+    assert "   Gres=gpu:a100:4\n" in show_node.scontrol_show_node([n])
 
 
 def test_scontrol_show_node_details_show_the_gpus_in_use():
     n = _gpu_node()
     n.gpus_alloc = 2
     n.gpu_ids_alloc[:] = [0, 1]
-    text = formats.scontrol_show_node([n], details=True)
+    text = show_node.scontrol_show_node([n], details=True)
     assert "   Gres=gpu:a100:4\n   GresDrain=N/A\n   GresUsed=gpu:a100:2(IDX:0-1)\n   NodeAddr=" in text
-    idle = formats.scontrol_show_node([_gpu_node()], details=True)
+    idle = show_node.scontrol_show_node([_gpu_node()], details=True)
     assert "   GresUsed=gpu:a100:0(IDX:N/A)\n" in idle
     # a node without GPUs prints as without -d
     plain = node("node1", 1)
-    assert formats.scontrol_show_node([plain], details=True) == formats.scontrol_show_node([plain])
+    assert show_node.scontrol_show_node([plain], details=True) == show_node.scontrol_show_node([plain])
 
 
 def test_scontrol_show_partition_matches_golden():
     want = load("scontrol_show_partition").stdout
-    assert formats.scontrol_show_partition([PART]) == want
+    assert show_cluster.scontrol_show_partition([PART]) == want
 
 
 def test_scontrol_ping_matches_golden():
@@ -360,7 +363,7 @@ def test_scontrol_show_config_layout():
     settings = dict(line.split(" = ", 1) if " = " in line else (line.rstrip(" ="), "")
                     for line in g[1:6])
     settings = {k.rstrip(): v for k, v in settings.items()}
-    got = formats.scontrol_show_config(settings, at("10:04:02")).splitlines()
+    got = show_cluster.scontrol_show_config(settings, at("10:04:02")).splitlines()
     assert got == g[:6]
 
 
@@ -435,13 +438,13 @@ SACCT_CASES = [
 def test_sacct_matches_golden(name, ids, kw):
     jobs = done_jobs()
     want = load(name).stdout
-    got = formats.sacct_table([jobs[i] for i in ids], **kw)
+    got = sacct_format.sacct_table([jobs[i] for i in ids], **kw)
     assert got == want, f"\nwant:\n{want}\ngot:\n{got}"
 
 
 def test_sacct_unknown_field_is_an_error():
-    with pytest.raises(formats.FormatError, match='Invalid field requested: "Bogus"'):
-        formats.parse_sacct_fields("JobID,Bogus")
+    with pytest.raises(FormatError, match='Invalid field requested: "Bogus"'):
+        sacct_format.parse_sacct_fields("JobID,Bogus")
 
 
 def test_scontrol_details_show_each_nodes_gpu_indices_grouped_as_slurm_does():
@@ -450,7 +453,7 @@ def test_scontrol_details_show_each_nodes_gpu_indices_grouped_as_slurm_does():
     for name, ids in (("node1", (0, 1)), ("node2", (0, 1)), ("node3", (1, 3))):
         job.node_allocs.append(api_pb2.JobNodeAlloc(node=name, cpus=4, mem_mb=1000,
                                                     gpu_ids=ids, gpu_type="a100"))
-    text = formats.scontrol_show_job([job], details=True)
+    text = show_job.scontrol_show_job([job], details=True)
     lines = text.splitlines()
     at = next(i for i, l in enumerate(lines) if l.startswith("   Socks/Node="))
     assert lines[at + 1:at + 4] == [
@@ -459,11 +462,11 @@ def test_scontrol_details_show_each_nodes_gpu_indices_grouped_as_slurm_does():
         "     Nodes=node3 CPU_IDs=N/A Mem=1000 GRES=gpu:a100:2(IDX:1,3)",
     ]
     assert lines[at + 4].startswith("   MinCPUsNode=")
-    assert "IDX" not in formats.scontrol_show_job([job])       # only with -d
+    assert "IDX" not in show_job.scontrol_show_job([job])       # only with -d
 
 
 def test_scontrol_details_of_a_job_without_gpus():
     job = api_pb2.JobInfo(job_id=6, name="cpu", state="RUNNING", nodes="node1", num_nodes=1)
     job.node_allocs.append(api_pb2.JobNodeAlloc(node="node1", cpus=1))
-    text = formats.scontrol_show_job([job], details=True)
+    text = show_job.scontrol_show_job([job], details=True)
     assert "   JOB_GRES=(null)\n     Nodes=node1 CPU_IDs=N/A Mem=0 GRES=\n" in text

@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from cli import formats, formats_json
+from cli import formats_json
+from cli.formats.fields import FormatError
+from cli.formats.units import format_cpu_time, format_rss
+from cli.formats import squeue as squeue_format, sinfo as sinfo_format, sacct as sacct_format
 from lingjun.v1 import api_pb2
 from tests.cli.golden_files import load
 from tests.cli.test_formats import at, busy_jobs, done_jobs, job, utc  # noqa: F401 (fixture)
@@ -177,7 +180,7 @@ def test_sacct_json_without_steps_for_allocations_only():
         "an exact 200 MiB reads 200M", "exactly one MiB", "exact gibibytes",
         "not a whole MiB stays in K"])
 def test_maxrss_scales_only_when_exact(kb, want):
-    assert formats.format_rss(kb) == want
+    assert format_rss(kb) == want
 
 
 @pytest.mark.parametrize("ms,want", [
@@ -186,7 +189,7 @@ def test_maxrss_scales_only_when_exact(kb, want):
 ], ids=["no CPU time", "milliseconds show as MM:SS.mmm", "a minute and a fraction",
         "an hour drops the fraction", "a day and more", "whole seconds"])
 def test_cpu_time_format(ms, want):
-    assert formats.format_cpu_time(ms) == want
+    assert format_cpu_time(ms) == want
 
 
 def usage_job() -> api_pb2.JobInfo:
@@ -207,7 +210,7 @@ def usage_job() -> api_pb2.JobInfo:
 
 
 def test_sacct_usage_columns_per_step_and_summed_cpu_on_the_allocation():
-    got = formats.sacct_table([usage_job()], "JobID,MaxRSS,AveRSS,MaxRSSNode,MaxRSSTask,"
+    got = sacct_format.sacct_table([usage_job()], "JobID,MaxRSS,AveRSS,MaxRSSNode,MaxRSSTask,"
                               "TotalCPU,UserCPU,SystemCPU", parsable="parsable2")
     assert got.splitlines() == [
         "JobID|MaxRSS|AveRSS|MaxRSSNode|MaxRSSTask|TotalCPU|UserCPU|SystemCPU",
@@ -218,7 +221,7 @@ def test_sacct_usage_columns_per_step_and_summed_cpu_on_the_allocation():
 
 
 def test_sacct_usage_columns_in_fixed_width_layout():
-    got = formats.sacct_table([usage_job()], "JobID,MaxRSS,MaxRSSNode", header=True)
+    got = sacct_format.sacct_table([usage_job()], "JobID,MaxRSS,MaxRSSNode", header=True)
     assert got.splitlines() == [
         "JobID            MaxRSS MaxRSSNode ",
         "------------ ---------- ---------- ",
@@ -232,7 +235,7 @@ def test_sacct_usage_columns_in_fixed_width_layout():
 
 
 def test_sacct_long_has_slurms_54_columns_and_stats_only_on_steps():
-    got = formats.sacct_table([usage_job()], formats.SACCT_LONG_FIELDS, parsable="parsable2")
+    got = sacct_format.sacct_table([usage_job()], sacct_format.SACCT_LONG_FIELDS, parsable="parsable2")
     header, alloc, batch, step0 = (line.split("|") for line in got.splitlines())
     assert len(header) == 54 and header[:4] == ["JobID", "JobIDRaw", "JobName", "Partition"]
     assert header[-1] == "TRESUsageOutTot"
@@ -252,12 +255,12 @@ def test_sacct_long_has_slurms_54_columns_and_stats_only_on_steps():
         "sacct -l's own abbreviations resolve", "%N widens a right-justified column",
         "%N widens a left-justified column and keeps it left"])
 def test_sacct_field_names(spec, want):
-    assert formats.parse_sacct_fields(spec) == want
+    assert sacct_format.parse_sacct_fields(spec) == want
 
 
 def test_sacct_unknown_field_names_the_field():
-    with pytest.raises(formats.FormatError, match='^Invalid field requested: "Bogus"$'):
-        formats.parse_sacct_fields("JobID,Bogus")
+    with pytest.raises(FormatError, match='^Invalid field requested: "Bogus"$'):
+        sacct_format.parse_sacct_fields("JobID,Bogus")
 
 
 # --- squeue letters and -O fields ----------------------------------------------------------
@@ -277,7 +280,7 @@ def array_task() -> api_pb2.JobInfo:
         "an array task shows its array's id and its index",
         "the pending remainder shows the tasks it still holds"])
 def test_squeue_array_letters(j, fmt, want):
-    assert formats.squeue_table([j()], fmt, header=False) == want + "\n"
+    assert squeue_format.squeue_table([j()], fmt, header=False) == want + "\n"
 
 
 @pytest.mark.parametrize("spec,want", [
@@ -288,19 +291,19 @@ def test_squeue_array_letters(j, fmt, want):
 ], ids=["array fields, right-justified with :.N", "flags and the derived exit code",
         "a right-justified count", "the allocated TRES"])
 def test_squeue_more_O_fields(spec, want):
-    assert formats.squeue_O_table([array_task()], spec) == want
+    assert squeue_format.squeue_O_table([array_task()], spec) == want
 
 
 def test_every_squeue_O_field_renders_for_pending_and_running_jobs():
-    spec = ",".join(formats.SQUEUE_O_FIELDS)
-    lines = formats.squeue_O_table(busy_jobs(), spec).splitlines()
+    spec = ",".join(squeue_format.SQUEUE_O_FIELDS)
+    lines = squeue_format.squeue_O_table(busy_jobs(), spec).splitlines()
     assert len(lines) == 1 + len(busy_jobs())
-    assert all(len(line) == 20 * len(formats.SQUEUE_O_FIELDS) for line in lines)
+    assert all(len(line) == 20 * len(squeue_format.SQUEUE_O_FIELDS) for line in lines)
 
 
 def test_squeue_O_unknown_field_is_slurms_error():
-    with pytest.raises(formats.FormatError, match="^Invalid job format specification: bogus$"):
-        formats.parse_squeue_O("JobID,bogus")
+    with pytest.raises(FormatError, match="^Invalid job format specification: bogus$"):
+        squeue_format.parse_squeue_O("JobID,bogus")
 
 
 # --- sinfo letters and -O fields -------------------------------------------------------------
@@ -313,7 +316,7 @@ from tests.cli.test_formats import PART, busy_nodes, idle_nodes  # noqa: E402
     ("%P %I %M %v", ["PARTITION PRIO_JOB_FACTOR PREEMPT_MODE VERSION", "debug* 1 OFF 22.05.8"]),
 ], ids=["%A counts allocated and idle nodes", "%I %M %v: job factor, preempt mode, version"])
 def test_sinfo_more_letters(fmt, want):
-    assert formats.sinfo_table(busy_nodes(), [PART], fmt).splitlines() == want
+    assert sinfo_format.sinfo_table(busy_nodes(), [PART], fmt).splitlines() == want
 
 
 @pytest.mark.parametrize("spec,nodes,want", [
@@ -326,13 +329,13 @@ def test_sinfo_more_letters(fmt, want):
 ], ids=["partition rows with A/I/O/T counts", "nodes grouped by state",
         "fields default to 20 columns"])
 def test_sinfo_O_fields(spec, nodes, want):
-    got = formats.sinfo_table(nodes(), [PART], fields_O=formats.parse_sinfo_O(spec))
+    got = sinfo_format.sinfo_table(nodes(), [PART], fields_O=sinfo_format.parse_sinfo_O(spec))
     assert got.splitlines() == want
 
 
 def test_sinfo_O_unknown_field_is_an_error():
-    with pytest.raises(formats.FormatError, match="^Invalid job format specification: bogus$"):
-        formats.parse_sinfo_O("NodeList,bogus")
+    with pytest.raises(FormatError, match="^Invalid job format specification: bogus$"):
+        sinfo_format.parse_sinfo_O("NodeList,bogus")
 
 
 @pytest.mark.parametrize("spec,want", [
@@ -341,17 +344,17 @@ def test_sinfo_O_unknown_field_is_an_error():
 ], ids=["an unknown field prints only its suffix; :0 is the value's own width",
         "an unknown field without a suffix prints nothing"])
 def test_squeue_O_unknown_field_leaves_an_empty_column(spec, want):
-    assert formats.squeue_O_table([busy_jobs()[3]], spec).splitlines() == want
+    assert squeue_format.squeue_O_table([busy_jobs()[3]], spec).splitlines() == want
 
 
 def test_squeue_O_suffix_and_natural_width():
-    got = formats.squeue_O_table([busy_jobs()[3]], "JobID:0|,State:.8|,Name:0")
+    got = squeue_format.squeue_O_table([busy_jobs()[3]], "JobID:0|,State:.8|,Name:0")
     assert got.splitlines() == ["JOBID|   STATE|NAME", "5| RUNNING|tlimit"]
 
 
 def test_sinfo_O_suffix_and_unknown_field():
-    fields = formats.parse_sinfo_O("NodeList:0|,Bogus:0|,StateLong:0", strict=False)
-    got = formats.sinfo_table(idle_nodes(), [PART], fields_O=fields)
+    fields = sinfo_format.parse_sinfo_O("NodeList:0|,Bogus:0|,StateLong:0", strict=False)
+    got = sinfo_format.sinfo_table(idle_nodes(), [PART], fields_O=fields)
     assert got.splitlines() == ["NODELIST||STATE", "node[1-4]||idle"]
 
 

@@ -2,7 +2,7 @@
 agent sampled in TRESUsageInAve/Max (Slurm 24's gres/gpuutil, gres/gpumem)."""
 from __future__ import annotations
 
-from cli import formats
+from cli.formats import sacct as sacct_format
 from lingjun.v1 import api_pb2
 
 
@@ -22,7 +22,7 @@ def _job(**kw) -> api_pb2.JobInfo:
 
 
 def rows(job, fields):
-    out = formats.sacct_table([job], fields, header=False, parsable="parsable2")
+    out = sacct_format.sacct_table([job], fields, header=False, parsable="parsable2")
     return [line.split("|") for line in out.splitlines()]
 
 
@@ -42,11 +42,11 @@ def test_a_job_without_gpus_has_no_gres_and_alloc_tres_60_is_not_cut():
     job = api_pb2.JobInfo(job_id=3, state="COMPLETED", num_nodes=1, num_cpus=1,
                           mem_per_node_mb=100, nodes="node1")
     assert rows(job, "AllocTRES")[0] == ["billing=1,cpu=1,mem=100M,node=1"]
-    wide = formats.sacct_table([_job(gpus_per_node=2, gpu_type="a100")], "AllocTRES%60",
+    wide = sacct_format.sacct_table([_job(gpus_per_node=2, gpu_type="a100")], "AllocTRES%60",
                                header=False)
     assert wide.splitlines()[0].strip() == \
         "billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=48G,node=1"
-    narrow = formats.sacct_table([_job(gpus_per_node=2)], "AllocTRES", header=False)
+    narrow = sacct_format.sacct_table([_job(gpus_per_node=2)], "AllocTRES", header=False)
     assert narrow.splitlines()[0].strip() == "billing=8+", "the default width cuts it"
 
 

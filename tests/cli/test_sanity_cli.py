@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from cli import formats
+from cli.formats import show_node
 from cli.lingjun import _sanity_text
 from lingjun import config
 from lingjun.v1 import api_pb2
@@ -50,10 +50,10 @@ def test_bad_up_sanity_item_is_refused():
 def test_health_line_only_for_failures():
     n = api_pb2.NodeInfo(name="node1", sanity_results=[
         api_pb2.SanityResult(name="cpu", severity="drain", ok=True)])
-    assert formats.health_line(n) == ""
+    assert show_node.health_line(n) == ""
     n.sanity_results.add(name="disk", severity="drain", ok=False, reason="x")
     n.sanity_results.add(name="processes", severity="warn", ok=False, reason="y")
-    assert formats.health_line(n) == "HealthCheck=disk:FAIL(drain),processes:FAIL(warn)"
+    assert show_node.health_line(n) == "HealthCheck=disk:FAIL(drain),processes:FAIL(warn)"
 
 
 def test_health_show_lists_every_probe_then_events():
@@ -65,7 +65,7 @@ def test_health_show_lists_every_probe_then_events():
         events=[api_pb2.SanityEvent(time=1700000000, node="node1", event="drain",
                                     reason="disk: /s: 1 MB free < 2 MB")]),
         api_pb2.SanityNode(name="node2")]
-    out = formats.health_show(nodes).splitlines()
+    out = show_node.health_show(nodes).splitlines()
     assert out[0].split() == ["NODE", "PROBE", "SEVERITY", "RESULT", "DURATION", "TIME", "PHASE", "REASON"]
     assert out[1].split()[:5] == ["node1", "disk", "drain", "FAIL", "0.002s"]
     assert out[1].endswith("periodic  /s: 1 MB free < 2 MB")

@@ -105,7 +105,7 @@ def test_scontrol_show_config_priority_lines_are_slurms():
     recomputes every pass)."""
     from types import SimpleNamespace
 
-    from cli.formats import scontrol_show_config
+    from cli.formats.show_cluster import scontrol_show_config
     from lingjun import config
     from lingjund.service.priority import config_settings
     conf = config.parse('[priority]\nweight_age = 1000\nweight_fairshare = 10000\n'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli import formats
+from cli.formats import squeue as squeue_format
 from lingjun.v1 import api_pb2
 
 NOW = 1_700_000_500
@@ -55,41 +55,41 @@ def _cut(job: api_pb2.JobInfo, fields: set[str]) -> api_pb2.JobInfo:
     return api_pb2.JobInfo(**{f: getattr(job, f) for f in fields if f != "now"})
 
 
-LETTERS = sorted(formats.SQUEUE_HEADERS)
+LETTERS = sorted(squeue_format.SQUEUE_HEADERS)
 
 
 @pytest.mark.parametrize("letter", LETTERS)
 def test_each_letter_prints_the_same_from_the_fields_squeue_asks_for(letter):
     for fmt in (f"%{letter}", f"%.12{letter}", f"%5{letter}|%{letter}"):
-        fields = formats.squeue_format_fields(fmt) | set(formats.SQUEUE_BASE_FIELDS)
-        full = formats.squeue_table(_jobs(), fmt, now=NOW)
-        cut = formats.squeue_table([_cut(j, fields) for j in _jobs()], fmt, now=NOW)
+        fields = squeue_format.squeue_format_fields(fmt) | set(squeue_format.SQUEUE_BASE_FIELDS)
+        full = squeue_format.squeue_table(_jobs(), fmt, now=NOW)
+        cut = squeue_format.squeue_table([_cut(j, fields) for j in _jobs()], fmt, now=NOW)
         assert cut == full, fmt
 
 
-@pytest.mark.parametrize("name", sorted(formats.SQUEUE_O_FIELDS))
+@pytest.mark.parametrize("name", sorted(squeue_format.SQUEUE_O_FIELDS))
 def test_each_O_field_prints_the_same_from_the_fields_squeue_asks_for(name):
     for spec in (name, f"{name}:0,jobid:6", f"{name}:.9|"):
-        fields = formats.squeue_O_fields(spec) | set(formats.SQUEUE_BASE_FIELDS)
+        fields = squeue_format.squeue_O_fields(spec) | set(squeue_format.SQUEUE_BASE_FIELDS)
         cut = [_cut(j, fields) for j in _jobs()]
         if "now" in fields:         # as squeue sets it from the reply's clock
             for j in cut:
                 j.now = NOW
-        assert formats.squeue_O_table(cut, spec, now=NOW) == \
-            formats.squeue_O_table(_jobs(), spec, now=NOW), spec
+        assert squeue_format.squeue_O_table(cut, spec, now=NOW) == \
+            squeue_format.squeue_O_table(_jobs(), spec, now=NOW), spec
 
 
 @pytest.mark.parametrize("letter", LETTERS + ["%", "-"])
 def test_a_column_at_a_time_is_each_jobs_own_text(letter):
     # the row-by-row letter table is the reference the columns must agree with
-    jobs = formats.sort_jobs(_jobs())
+    jobs = squeue_format.sort_jobs(_jobs())
     for now in (NOW, None):
-        expected = [formats.squeue_values(j, now).get(letter, "") for j in jobs]
-        assert formats.squeue_column(jobs, letter, now) == expected
+        expected = [squeue_format.squeue_values(j, now).get(letter, "") for j in jobs]
+        assert squeue_format.squeue_column(jobs, letter, now) == expected
 
 
 def test_the_default_format_keeps_its_layout_and_order():
-    assert formats.squeue_table(_jobs(), now=NOW) == (
+    assert squeue_format.squeue_table(_jobs(), now=NOW) == (
         "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n"
         "                16     batch   ending    alice CG       1:30      1 node4\n"
         "                17     batch      oom    alice OO       1:40      1 (OutOfMemory)\n"
@@ -102,5 +102,5 @@ def test_the_default_format_keeps_its_layout_and_order():
 
 def test_literal_braces_and_unknown_letters_print_as_typed():
     fmt = "{%i} %5X %.3j%%"
-    assert formats.squeue_table(_jobs()[:1], fmt, header=False, now=NOW) == "{7} N/A   tra%\n"
-    assert formats.squeue_table(_jobs()[:1], "%i %-4j", header=False, now=NOW) == "7 %-4j\n"
+    assert squeue_format.squeue_table(_jobs()[:1], fmt, header=False, now=NOW) == "{7} N/A   tra%\n"
+    assert squeue_format.squeue_table(_jobs()[:1], "%i %-4j", header=False, now=NOW) == "7 %-4j\n"

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from cli import formats, sacct, scontrol, squeue
+from cli import sacct, scontrol, squeue
+from cli.formats.units import _local_time
 from lingjun import slurm
 from lingjun.v1 import api_pb2
 from tests.cli.test_commands import FakeApi
@@ -23,9 +24,9 @@ def _at(days: float, hms=(10, 4, 3)) -> int:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    formats._local_time.cache_clear()
+    _local_time.cache_clear()
     yield
-    formats._local_time.cache_clear()
+    _local_time.cache_clear()
 
 
 @pytest.mark.parametrize("setting,when,want", [

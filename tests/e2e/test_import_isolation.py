@@ -34,8 +34,8 @@ USER = f"ljplant{TAG}"
 
 # The project's packages, and what its daemons and commands import inside
 # functions or by name (grep for indented imports and import_module).
-PACKAGES = ("lingjund", "lingjun", "lingjun_agent", "cli", "pygal", "grpc_reflection",
-            "grpc_status", "pyroute2", "google", "grpc", "hostlist", "ctypes")
+PACKAGES = ("lingjund", "lingjun", "lingjun_agent", "lingjun_restd", "cli", "pygal",
+            "grpc_reflection", "grpc_status", "pyroute2", "google", "grpc", "hostlist", "ctypes")
 MODULES = ("croniter", "yaml", "jwt", "psutil", "pynvml")
 
 # Leaves a marker, then imports the real module in its place with its own

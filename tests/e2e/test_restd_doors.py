@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli import restd as restd_module
+from lingjun_restd import daemon as restd_module
 from tests.e2e import users
 from tests.e2e.rawhttp import exchange, slowloris
 from tests.e2e.conftest import BIN, Cluster, _free_port

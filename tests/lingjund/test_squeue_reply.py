@@ -7,7 +7,8 @@ import io
 
 import pytest
 
-from cli import formats, squeue
+from cli import squeue
+from cli.formats import squeue as squeue_format
 from lingjun import slurm
 from lingjun import messages
 from lingjun.v1 import api_pb2
@@ -97,9 +98,9 @@ def _squeue(api, *argv: str) -> str:
     return out.getvalue()
 
 
-FORMATS = ([["-o", f"%.15{letter}|%{letter}"] for letter in sorted(formats.SQUEUE_HEADERS)]
+FORMATS = ([["-o", f"%.15{letter}|%{letter}"] for letter in sorted(squeue_format.SQUEUE_HEADERS)]
            + [[], ["-l"], ["-o", "%i %T %R"], ["-t", "all"], ["-r"], ["-p", "long"],
-              ["-O", ",".join(sorted(formats.SQUEUE_O_FIELDS))],
+              ["-O", ",".join(sorted(squeue_format.SQUEUE_O_FIELDS))],
               ["-O", "JobID,Partition,Name,UserName,State,TimeUsed,NumNodes,ReasonList"]])
 
 

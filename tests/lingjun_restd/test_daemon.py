@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from cli import restd
+from lingjun_restd import daemon as restd
 
 
 def token_for(uid: int) -> str:
