@@ -226,16 +226,10 @@ class CommandSocketServer:
         log.info("serving commands on %s", self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            pid, uid, gid = credential.peer_ids(writer.get_extra_info("socket"))
-        except OSError as e:
-            log.debug("command socket: %s", e)
-            writer.close()
+        caller = credential.admitted(writer, self.admission, "command socket")
+        if caller is None:
             return
-        why = self.admission.connect(uid)
-        if why is not None:
-            credential.refuse(writer, self.admission, uid, "connections at the command socket", why)
-            return
+        pid, uid, gid = caller
         try:
             answer = await self._answer(reader, pid, auth.Identity(uid=uid, gid=gid))
             if answer:

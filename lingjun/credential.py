@@ -86,16 +86,10 @@ class CredentialServer:
         log.info("serving credentials on %s (tokens live %gs)", self.path, self.ttl_s)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            pid, uid, gid = peer_ids(writer.get_extra_info("socket"))
-        except OSError as e:
-            log.debug("credential socket: %s", e)
-            writer.close()
+        caller = admitted(writer, self.admission, "credential socket")
+        if caller is None:
             return
-        why = self.admission.connect(uid)
-        if why is not None:
-            refuse(writer, self.admission, uid, "connections at the credential socket", why)
-            return
+        pid, uid, gid = caller
         try:
             token = auth.mint_token(self.key, uid, gid, self.ttl_s)
             writer.write(token.encode() + b"\n")
@@ -109,6 +103,23 @@ class CredentialServer:
 
     async def close(self) -> None:
         await close_unix_server(self._server, self.path)
+
+
+def admitted(writer: asyncio.StreamWriter, admission, door: str) -> tuple[int, int, int] | None:
+    """The caller's (pid, uid, gid) from the kernel, once ``door``'s admission
+    lets it in; None when it does not (the connection refused with the busy
+    line) or the kernel cannot say (the connection closed)."""
+    try:
+        pid, uid, gid = peer_ids(writer.get_extra_info("socket"))
+    except OSError as e:
+        log.debug("%s: %s", door, e)
+        writer.close()
+        return None
+    why = admission.connect(uid)
+    if why is not None:
+        refuse(writer, admission, uid, f"connections at the {door}", why)
+        return None
+    return pid, uid, gid
 
 
 def refuse(writer: asyncio.StreamWriter, admission, uid: int, kind: str, why: str) -> None:
